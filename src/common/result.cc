@@ -25,6 +25,8 @@ const char* CodeName(Code c) {
     case Code::kNotFound: return "not_found";
     case Code::kMethodNotAllowed: return "method_not_allowed";
     case Code::kNoSpace: return "no_space";
+    case Code::kRangeNotSatisfiable: return "range_not_satisfiable";
+    case Code::kHeadersTooLarge: return "headers_too_large";
   }
   return "internal";
 }
@@ -47,6 +49,8 @@ int CodeHttpStatus(Code c) {
     case Code::kIsADirectory:
     case Code::kPermissionDenied:
     case Code::kNoSpace: return 422;
+    case Code::kRangeNotSatisfiable: return 416;
+    case Code::kHeadersTooLarge: return 431;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kNotSupported: return 501;

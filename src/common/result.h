@@ -37,6 +37,8 @@ enum class Code {
   kNotFound,  // route not found
   kMethodNotAllowed,
   kNoSpace,
+  kRangeNotSatisfiable,
+  kHeadersTooLarge,
 };
 
 const char* CodeName(Code c);

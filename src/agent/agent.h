@@ -1,0 +1,149 @@
+// The agent's event loop: one epoll set for the listening socket, every
+// connection, every process pipe and a signalfd for SIGCHLD. Single-threaded
+// so no state needs locking and setfsuid (per thread) is unambiguous.
+//
+// The implementation is split by concept: agent.cc (loop, connections,
+// framing), exec.cc (processes), fs.cc (file operations).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/fs_ops.h"
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "wire/frame.h"
+
+namespace hutch::agent {
+
+using Clock = std::chrono::steady_clock;
+
+// One command started by kExecStart. Owned by the Agent rather than the
+// connection: a detached process outlives it, and a killed one must still be
+// reaped and its pipes drained.
+struct Exec {
+  uint64_t id = 0;
+  uint64_t conn = 0;  // 0 once the connection is gone: output is discarded
+  uint32_t stream = 0;
+  pid_t pid = -1;  // also the process group id (setsid)
+  bool detach = false;
+  UniqueFd out, err, in;
+  bool out_watched = false, err_watched = false, in_watched = false;
+  std::string stdin_buf;     // kStdin bytes the pipe has not taken yet
+  bool stdin_close = false;  // close stdin once stdin_buf is written
+  int64_t credit = wire::kInitialCredit;
+  Clock::time_point start;
+  Clock::time_point last_progress;  // last output read or credit resumption
+  std::optional<Clock::time_point> deadline;
+  bool exited = false;
+  int status = 0;
+  Clock::time_point exit_time;
+  bool timed_out = false;
+  bool done = false;  // kExit sent (or due); erased by Sweep
+};
+
+// Sends `sig` to the process group of `e` (kSignal, kCancel, timeout,
+// connection close).
+void SignalGroup(const Exec& e, int sig);
+
+// A "read" file request streaming kFsReadData as credit allows.
+struct FsRead {
+  UniqueFd fd;
+  uint64_t pos = 0;
+  uint64_t remaining = 0;
+  uint64_t sent = 0;
+  int64_t credit = wire::kInitialCredit;
+};
+
+// A "write" file request receiving kFsWriteData into a temp file.
+struct FsWrite {
+  TempFile file;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+struct Connection {
+  uint64_t id = 0;
+  UniqueFd fd;
+  wire::FrameReader reader;
+  std::string out;  // encoded frames not yet accepted by the socket
+  size_t out_pos = 0;
+  bool out_watched = false;
+  bool dead = false;  // closed; erased by Sweep (handlers may still hold it)
+  std::map<uint32_t, uint64_t> execs;  // stream -> Exec id
+  std::map<uint32_t, FsRead> reads;
+  std::map<uint32_t, FsWrite> writes;
+};
+
+class Agent {
+ public:
+  explicit Agent(UniqueFd listener) : listener_(std::move(listener)) {}
+  // Creates the epoll set and the SIGCHLD signalfd (SIGCHLD must already be
+  // blocked).
+  Status Init();
+  [[noreturn]] void Run();
+
+ private:
+  // agent.cc
+  void Accept();
+  void OnConnEvent(Connection& c, uint32_t events);
+  void OnFrame(Connection& c, wire::Frame& f);
+  void Send(Connection& c, wire::Type type, uint32_t stream, std::string_view payload);
+  void SendJson(Connection& c, wire::Type type, uint32_t stream, const nlohmann::json& j);
+  void SendError(Connection& c, uint32_t stream, const Error& e);
+  void SendError(Connection& c, uint32_t stream, const std::string& code, int err, const std::string& msg);
+  void Flush(Connection& c);
+  void Sweep();
+  int NextTimeoutMs();
+  Connection* LiveConn(uint64_t id);
+  bool StreamLive(const Connection& c, uint32_t stream) const;
+  // Adds or removes fd from the epoll set so that *watched matches `want`.
+  void Watch(int fd, uint64_t token, uint32_t events, bool* watched, bool want);
+
+  // exec.cc
+  void StartExec(Connection& c, const wire::Frame& f);
+  void OnExecFrame(Exec& e, const wire::Frame& f);
+  void OnExecPipe(uint64_t exec_id, int kind);
+  void ReadOutput(Exec& e, bool is_err);
+  void PumpStdin(Exec& e);
+  void UpdateWatches(Exec& e);
+  void Reap();
+  void MaybeFinish(Exec& e);
+  void FinishExec(Exec& e);
+  void OrphanExec(Exec& e);
+  void RunTimers(Clock::time_point now);
+
+  // fs.cc
+  void StartFs(Connection& c, const wire::Frame& f);
+  void OnReadFrame(Connection& c, uint32_t stream, const wire::Frame& f);
+  void OnWriteFrame(Connection& c, uint32_t stream, const wire::Frame& f);
+  // Sends at most one chunk per read stream; true if any can send more now.
+  bool PumpReads(Connection& c);
+
+  UniqueFd listener_, epoll_, sigfd_;
+  bool listener_watched_ = false;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::unique_ptr<Connection>> conns_;
+  std::map<uint64_t, std::unique_ptr<Exec>> execs_;
+  std::map<pid_t, uint64_t> pid_to_exec_;
+};
+
+// epoll tokens: the kind in the top byte, a Connection or Exec id below.
+// Ids (never fds or pointers) so a stale event for an object closed earlier
+// in the same batch is simply not found.
+enum TokenKind : uint64_t { kListenTok = 1, kSignalTok, kConnTok, kStdoutTok, kStderrTok, kStdinTok };
+inline uint64_t Token(TokenKind k, uint64_t id) { return (static_cast<uint64_t>(k) << 56) | id; }
+
+// Serializes without throwing on invalid UTF-8 (file names are bytes).
+std::string DumpJson(const nlohmann::json& j);
+
+}  // namespace hutch::agent

@@ -1,0 +1,366 @@
+#include "agent/fs_ops.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace hutch::agent {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxListEntries = 100000;
+
+// openat2 with RESOLVE_NO_MAGICLINKS; falls back to openat on kernels
+// without openat2 (< 5.6), where the sandbox setup is the only guard.
+Result<UniqueFd> OpenAt(int dirfd, const std::string& path, uint64_t flags, mode_t mode = 0) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  long fd = syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof(how));
+  if (fd < 0 && errno == ENOSYS) fd = openat(dirfd, path.c_str(), static_cast<int>(how.flags), mode);
+  if (fd < 0) return FsError("open", path, errno);
+  return UniqueFd(static_cast<int>(fd));
+}
+
+std::string BaseName(const std::string& path) {
+  if (path == "/") return "/";
+  return path.substr(path.rfind('/') + 1);
+}
+
+std::string ParentOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The directory holding the last component of a normalized path.
+struct Parent {
+  UniqueFd dir;
+  std::string name;
+};
+
+Result<Parent> OpenParent(const std::string& path) {
+  if (path == "/") return MakeError(Code::kInvalidRequest, "operation not allowed on /");
+  auto dir = OpenAt(AT_FDCWD, ParentOf(path), O_PATH | O_DIRECTORY);
+  if (!dir.ok()) return dir.error();
+  return Parent{std::move(*dir), BaseName(path)};
+}
+
+json MakeEntry(const std::string& path, const struct stat& st, int dirfd, const char* name) {
+  const char* type = S_ISREG(st.st_mode)   ? "file"
+                     : S_ISDIR(st.st_mode) ? "dir"
+                     : S_ISLNK(st.st_mode) ? "symlink"
+                                           : "other";
+  json e = {{"name", BaseName(path)},
+            {"path", path},
+            {"type", type},
+            {"size", static_cast<int64_t>(st.st_size)},
+            {"mode", static_cast<int>(st.st_mode & 07777)},
+            {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)}};
+  if (S_ISLNK(st.st_mode)) {
+    char buf[4096];
+    ssize_t n = readlinkat(dirfd, name, buf, sizeof(buf));
+    if (n >= 0) e["symlink_target"] = std::string(buf, static_cast<size_t>(n));
+  }
+  return e;
+}
+
+Result<json> EntryAt(int dirfd, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return FsError("stat", path, errno);
+  return MakeEntry(path, st, dirfd, name.c_str());
+}
+
+struct DirCloser {
+  void operator()(DIR* d) const { closedir(d); }
+};
+using DirPtr = std::unique_ptr<DIR, DirCloser>;
+
+// Opens a subdirectory for reading without following a symlink in its place.
+Result<DirPtr> OpenDirStream(int parent, const std::string& name, const std::string& path) {
+  int fd = openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return FsError("open", path, errno);
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    close(fd);
+    return FsError("opendir", path, err);
+  }
+  return DirPtr(d);
+}
+
+std::vector<std::string> ReadNames(DIR* d) {
+  std::vector<std::string> names;
+  while (dirent* de = readdir(d)) {
+    std::string n = de->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  return names;
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+Status ListInto(DIR* d, const std::string& dir_path, int depth, std::vector<json>* out) {
+  for (const std::string& name : ReadNames(d)) {
+    const std::string path = Join(dir_path, name);
+    struct stat st {};
+    // Vanished since readdir: not an error of the listing.
+    if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    if (out->size() >= kMaxListEntries) return MakeError(Code::kInvalidRequest, "too many entries");
+    out->push_back(MakeEntry(path, st, dirfd(d), name.c_str()));
+    if (S_ISDIR(st.st_mode) && depth > 1) {
+      auto sub = OpenDirStream(dirfd(d), name, path);
+      if (!sub.ok()) continue;  // unreadable subdirectory: list it, skip its content
+      HUTCH_CHECK_OK(ListInto(sub->get(), path, depth - 1, out), "list");
+    }
+  }
+  return {};
+}
+
+Status RemoveChildren(int parent, const std::string& name, const std::string& path) {
+  auto d = OpenDirStream(parent, name, path);
+  if (!d.ok()) return d.error();
+  const int fd = dirfd(d->get());
+  for (const std::string& child : ReadNames(d->get())) {
+    const std::string child_path = Join(path, child);
+    if (unlinkat(fd, child.c_str(), 0) == 0) continue;
+    if (errno != EISDIR && errno != EPERM) return FsError("remove", child_path, errno);
+    // unlink of a directory fails with EISDIR (EPERM on some filesystems).
+    struct stat st {};
+    if (fstatat(fd, child.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+      return FsError("remove", child_path, EPERM);
+    HUTCH_CHECK_OK(RemoveChildren(fd, child, child_path), "remove");
+    if (unlinkat(fd, child.c_str(), AT_REMOVEDIR) < 0) return FsError("remove", child_path, errno);
+  }
+  return {};
+}
+
+// mkdir -p; returns an O_PATH fd of the final directory.
+Result<UniqueFd> MakeDirsFd(const std::string& path) {
+  auto cur = OpenAt(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+  if (!cur.ok()) return cur.error();
+  UniqueFd fd = std::move(*cur);
+  std::string sofar;
+  size_t pos = 1;
+  while (pos < path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string comp = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    pos = slash == std::string::npos ? path.size() : slash + 1;
+    sofar += "/" + comp;
+    if (mkdirat(fd.get(), comp.c_str(), 0755) < 0 && errno != EEXIST) return FsError("mkdir", sofar, errno);
+    auto next = OpenAt(fd.get(), comp, O_PATH | O_DIRECTORY);
+    if (!next.ok()) return FsError("mkdir", sofar, next.error().err);
+    fd = std::move(*next);
+  }
+  return fd;
+}
+
+}  // namespace
+
+FsIdentity::FsIdentity(uid_t uid, gid_t gid) {
+  // gid first: changing fsuid away from 0 drops the capabilities we would
+  // still want for other changes.
+  setfsgid(gid);
+  setfsuid(uid);
+}
+
+FsIdentity::~FsIdentity() {
+  setfsuid(0);
+  setfsgid(0);
+}
+
+Error FsError(const std::string& what, const std::string& path, int err) {
+  return Error{CodeFromErrno(err), err, what + " " + path + ": " + std::strerror(err)};
+}
+
+Result<std::string> NormalizePath(const std::string& path, const std::string& home) {
+  if (path.empty()) return MakeError(Code::kInvalidRequest, "empty path");
+  if (path.find('\0') != std::string::npos) return MakeError(Code::kInvalidRequest, "path contains NUL");
+  const std::string full = path[0] == '/' ? path : home + "/" + path;
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (pos <= full.size()) {
+    size_t slash = full.find('/', pos);
+    if (slash == std::string::npos) slash = full.size();
+    std::string comp = full.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(std::move(comp));
+  }
+  std::string out;
+  for (const auto& p : parts) out += "/" + p;
+  return out.empty() ? "/" : out;
+}
+
+Result<json> StatEntry(const std::string& path) {
+  if (path == "/") {
+    auto root = OpenAt(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+    if (!root.ok()) return root.error();
+    return EntryAt(root->get(), ".", "/");
+  }
+  auto p = OpenParent(path);
+  if (!p.ok()) return p.error();
+  return EntryAt(p->dir.get(), p->name, path);
+}
+
+Result<json> ListEntries(const std::string& path, int depth) {
+  auto fd = OpenAt(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+  if (!fd.ok()) return FsError("list", path, fd.error().err);
+  DIR* raw = fdopendir(fd->get());
+  if (raw == nullptr) return FsError("list", path, errno);
+  fd->release();
+  DirPtr d(raw);
+  std::vector<json> entries;
+  HUTCH_CHECK_OK(ListInto(d.get(), path, depth, &entries), "list " + path);
+  std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) {
+    return a["path"].get_ref<const std::string&>() < b["path"].get_ref<const std::string&>();
+  });
+  return json(std::move(entries));
+}
+
+Result<json> MakeDirs(const std::string& path) {
+  auto fd = MakeDirsFd(path);
+  if (!fd.ok()) {
+    // The last component exists as something else: that is a conflict, not
+    // a missing directory in the middle of the path.
+    auto e = StatEntry(path);
+    if (fd.error().err == ENOTDIR && e.ok() && (*e)["type"] != "dir")
+      return Error{Code::kConflict, EEXIST, "mkdir " + path + ": exists and is not a directory"};
+    return fd.error();
+  }
+  return StatEntry(path);
+}
+
+Status Remove(const std::string& path, bool recursive) {
+  auto p = OpenParent(path);
+  if (!p.ok()) return p.error();
+  struct stat st {};
+  if (fstatat(p->dir.get(), p->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return FsError("remove", path, errno);
+  if (!S_ISDIR(st.st_mode)) {
+    if (unlinkat(p->dir.get(), p->name.c_str(), 0) < 0) return FsError("remove", path, errno);
+    return {};
+  }
+  if (recursive) HUTCH_CHECK_OK(RemoveChildren(p->dir.get(), p->name, path), "remove");
+  if (unlinkat(p->dir.get(), p->name.c_str(), AT_REMOVEDIR) < 0) return FsError("remove", path, errno);
+  return {};
+}
+
+Result<json> Move(const std::string& from, const std::string& to) {
+  auto src = OpenParent(from);
+  if (!src.ok()) return src.error();
+  if (to == "/") return MakeError(Code::kInvalidRequest, "operation not allowed on /");
+  auto dst_dir = MakeDirsFd(ParentOf(to));
+  if (!dst_dir.ok()) return dst_dir.error();
+  const std::string to_name = BaseName(to);
+  if (renameat(src->dir.get(), src->name.c_str(), dst_dir->get(), to_name.c_str()) < 0)
+    return FsError("move " + from + " to", to, errno);
+  return EntryAt(dst_dir->get(), to_name, to);
+}
+
+Result<ReadSource> OpenForRead(const std::string& path, int64_t offset, int64_t length) {
+  if (offset < 0) return MakeError(Code::kInvalidRequest, "negative offset");
+  // O_NONBLOCK so that opening a FIFO cannot stall the agent.
+  auto fd = OpenAt(AT_FDCWD, path, O_RDONLY | O_NONBLOCK);
+  if (!fd.ok()) return FsError("read", path, fd.error().err);
+  struct stat st {};
+  if (fstat(fd->get(), &st) < 0) return FsError("read", path, errno);
+  if (S_ISDIR(st.st_mode)) return FsError("read", path, EISDIR);
+  if (!S_ISREG(st.st_mode)) return MakeError(Code::kInvalidRequest, "read " + path + ": not a regular file");
+  ReadSource r;
+  r.fd = std::move(*fd);
+  r.size = static_cast<uint64_t>(st.st_size);
+  r.offset = std::min<uint64_t>(static_cast<uint64_t>(offset), r.size);
+  const uint64_t avail = r.size - r.offset;
+  r.length = length < 0 ? avail : std::min<uint64_t>(static_cast<uint64_t>(length), avail);
+  return r;
+}
+
+TempFile::TempFile(TempFile&& o) noexcept { *this = std::move(o); }
+
+TempFile& TempFile::operator=(TempFile&& o) noexcept {
+  if (this != &o) {
+    Discard();
+    dir_ = std::move(o.dir_);
+    file_ = std::move(o.file_);
+    tmp_name_ = std::exchange(o.tmp_name_, {});
+    name_ = std::move(o.name_);
+    path_ = std::move(o.path_);
+    mode_ = o.mode_;
+  }
+  return *this;
+}
+
+TempFile::~TempFile() { Discard(); }
+
+Result<TempFile> TempFile::Create(const std::string& path, mode_t mode) {
+  if (path == "/") return FsError("write", path, EISDIR);
+  TempFile t;
+  auto dir = MakeDirsFd(ParentOf(path));
+  if (!dir.ok()) return dir.error();
+  t.dir_ = std::move(*dir);
+  t.name_ = BaseName(path);
+  t.path_ = path;
+  t.mode_ = mode & 07777;
+  struct stat st {};
+  if (fstatat(t.dir_.get(), t.name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    return FsError("write", path, EISDIR);
+  static uint64_t counter = 0;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    // Hidden and unique; the name is capped to stay within NAME_MAX.
+    std::string tmp = "." + t.name_.substr(0, 200) + ".hutch-" + std::to_string(getpid()) + "-" +
+                      std::to_string(++counter);
+    // 0600 until commit: a half-written file is not readable by others.
+    int fd = openat(t.dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      t.file_.reset(fd);
+      t.tmp_name_ = std::move(tmp);
+      return t;
+    }
+    if (errno != EEXIST) return FsError("write", path, errno);
+  }
+  return FsError("write", path, EEXIST);
+}
+
+Status TempFile::Append(const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(file_.get(), data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return FsError("write", path_, errno);
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return {};
+}
+
+Result<json> TempFile::Commit() {
+  if (fchmod(file_.get(), mode_) < 0) return FsError("chmod", path_, errno);
+  if (close(file_.release()) < 0) return FsError("write", path_, errno);
+  if (renameat(dir_.get(), tmp_name_.c_str(), dir_.get(), name_.c_str()) < 0) return FsError("rename", path_, errno);
+  tmp_name_.clear();
+  return EntryAt(dir_.get(), name_, path_);
+}
+
+void TempFile::Discard() {
+  if (!tmp_name_.empty() && dir_.valid()) unlinkat(dir_.get(), tmp_name_.c_str(), 0);
+  tmp_name_.clear();
+  file_.reset();
+}
+
+}  // namespace hutch::agent

@@ -1,0 +1,50 @@
+// hutch-agent: PID 1 of a sandbox. Serves docs/wire.md on connections
+// accepted from the listening socket inherited as fd 3.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <exception>
+
+#include "agent/agent.h"
+#include "agent/log.h"
+
+namespace {
+constexpr int kListenFd = 3;
+}
+
+int main() {
+  try {
+    // Keep 0-2 occupied so no pipe or socket we create lands there: the
+    // child's dup2 onto 0-2 must always move an fd, clearing O_CLOEXEC.
+    for (int fd = 0; fd < 3; ++fd)
+      if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);  // lands on fd: lowest free
+    // Orphaned grandchildren are reparented to us even when we are not PID 1
+    // (tests, debugging), so reaping works the same way.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Writes to a closed pipe or socket must fail with EPIPE, not kill us.
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    struct stat st {};
+    if (fstat(kListenFd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+      hutch::agent::Log("fd 3 is not the listening socket");
+      return 2;
+    }
+    hutch::agent::Agent agent{hutch::UniqueFd(kListenFd)};
+    if (auto s = agent.Init(); !s.ok()) {
+      hutch::agent::Log("init: " + s.error().message);
+      return 1;
+    }
+    agent.Run();
+  } catch (const std::exception& e) {
+    hutch::agent::Log(std::string("fatal: ") + e.what());
+  } catch (...) {
+    hutch::agent::Log("fatal: unknown exception");
+  }
+  return 1;
+}

@@ -1,0 +1,72 @@
+#include "agent/passwd.h"
+
+#include <charconv>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+namespace hutch::agent {
+
+namespace {
+
+std::optional<uint32_t> ParseId(const std::string& s) {
+  uint32_t v = 0;
+  if (s.empty()) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Parses "name:x:uid:gid:gecos:home:shell"; nullopt for malformed lines.
+std::optional<User> ParseLine(const std::string& line) {
+  std::vector<std::string> f;
+  size_t start = 0;
+  for (;;) {
+    size_t colon = line.find(':', start);
+    f.push_back(line.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (f.size() < 7) return std::nullopt;
+  auto uid = ParseId(f[2]);
+  auto gid = ParseId(f[3]);
+  if (!uid || !gid || f[0].empty()) return std::nullopt;
+  User u;
+  u.name = f[0];
+  u.uid = *uid;
+  u.gid = *gid;
+  u.home = f[5].empty() ? "/" : f[5];
+  u.shell = f[6].empty() ? "/bin/sh" : f[6];
+  return u;
+}
+
+}  // namespace
+
+Result<User> LookupUser(const std::string& name_or_uid, const std::string& passwd_path) {
+  const std::string want = name_or_uid.empty() ? "root" : name_or_uid;
+  const auto want_uid = ParseId(want);
+  std::ifstream in(passwd_path);
+  std::string line;
+  while (in && std::getline(in, line)) {
+    auto u = ParseLine(line);
+    if (!u) continue;
+    if (want_uid ? u->uid == *want_uid : u->name == want) return *u;
+  }
+  if (want_uid) {
+    User u;
+    u.name = want;
+    u.uid = *want_uid;
+    u.gid = *want_uid;
+    return u;
+  }
+  // A minimal rootfs may lack /etc/passwd; root must still work.
+  if (want == "root") {
+    User u;
+    u.name = "root";
+    u.home = "/root";
+    return u;
+  }
+  return MakeError(Code::kInvalidRequest, "unknown user " + want);
+}
+
+}  // namespace hutch::agent

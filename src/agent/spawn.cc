@@ -1,0 +1,166 @@
+#include "agent/spawn.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace hutch::agent {
+
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct Pipe {
+  UniqueFd r, w;
+};
+
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) return ErrnoError("pipe2");
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Status SetNonBlocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("fcntl O_NONBLOCK");
+  return {};
+}
+
+// Candidate paths for argv[0], computed before fork so the child only calls
+// execve. Mirrors execvp: a name with '/' is used as is, otherwise each PATH
+// entry of the final environment is tried (an empty entry means cwd).
+std::vector<std::string> ExecCandidates(const SpawnSpec& spec) {
+  const std::string& prog = spec.argv[0];
+  if (prog.find('/') != std::string::npos) return {prog};
+  std::string path = kDefaultPath;
+  for (const auto& kv : spec.env)
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t colon = path.find(':', pos);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = path.substr(pos, colon - pos);
+    out.push_back(dir.empty() ? prog : dir + "/" + prog);
+    pos = colon + 1;
+  }
+  return out;
+}
+
+// --- Child side: async-signal-safe calls only. ---
+
+void WriteAll(int fd, const char* s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+[[noreturn]] void Fail(const char* what, const char* subject, int err, int code) {
+  WriteAll(2, what);
+  WriteAll(2, subject);
+  WriteAll(2, ": ");
+  // strerrordesc_np only indexes a static table (no locale, no allocation).
+  const char* desc = strerrordesc_np(err);
+  WriteAll(2, desc ? desc : "error");
+  WriteAll(2, "\n");
+  _exit(code);
+}
+
+struct ChildArgs {
+  char* const* argv;
+  char* const* envp;
+  const std::vector<const char*>* candidates;
+  const char* cwd;
+  const char* prog;
+  uid_t uid;
+  gid_t gid;
+  int in, out, err;
+};
+
+[[noreturn]] void ChildMain(const ChildArgs& a) {
+  setsid();
+  if (dup2(a.in, 0) < 0 || dup2(a.out, 1) < 0 || dup2(a.err, 2) < 0) _exit(127);
+  // Fails when the user namespace denies setgroups; then there are no
+  // supplementary groups to drop in the first place.
+  (void)setgroups(0, nullptr);
+  if (setresgid(a.gid, a.gid, a.gid) < 0) Fail("hutch: ", "setresgid", errno, 127);
+  if (setresuid(a.uid, a.uid, a.uid) < 0) Fail("hutch: ", "setresuid", errno, 127);
+  if (chdir(a.cwd) < 0) Fail("hutch: cd ", a.cwd, errno, 127);
+  // The agent blocks SIGCHLD for its signalfd and ignores SIGPIPE; both
+  // would otherwise be inherited across exec.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) sigaction(s, &dfl, nullptr);
+  close_range(3, ~0U, 0);
+  int err = ENOENT;
+  bool denied = false;
+  for (const char* c : *a.candidates) {
+    execve(c, a.argv, a.envp);
+    err = errno;
+    if (err == EACCES) denied = true;
+    // Like execvp: keep searching past entries that cannot hold the program.
+    if (err != ENOENT && err != ENOTDIR && err != EACCES && err != ELOOP && err != ENAMETOOLONG) break;
+  }
+  if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+  Fail("", a.prog, err, (err == EACCES || err == ENOEXEC || err == EPERM) ? 126 : 127);
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Result<Spawned> Spawn(const SpawnSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv");
+  auto out = MakePipe();
+  if (!out.ok()) return out.error();
+  auto err = MakePipe();
+  if (!err.ok()) return err.error();
+  Pipe in;
+  if (spec.stdin_pipe) {
+    auto p = MakePipe();
+    if (!p.ok()) return p.error();
+    in = std::move(*p);
+  } else {
+    in.r.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!in.r.valid()) return ErrnoError("open /dev/null");
+  }
+  // Our ends only: the child must see ordinary blocking pipes.
+  HUTCH_CHECK_OK(SetNonBlocking(out->r.get()), "stdout pipe");
+  HUTCH_CHECK_OK(SetNonBlocking(err->r.get()), "stderr pipe");
+  if (in.w.valid()) HUTCH_CHECK_OK(SetNonBlocking(in.w.get()), "stdin pipe");
+
+  const std::vector<std::string> candidates = ExecCandidates(spec);
+  std::vector<const char*> cand_ptrs;
+  for (const auto& c : candidates) cand_ptrs.push_back(c.c_str());
+  std::vector<char*> argv = CStrings(spec.argv);
+  std::vector<char*> envp = CStrings(spec.env);
+  ChildArgs a{argv.data(), envp.data(), &cand_ptrs, spec.cwd.c_str(), spec.argv[0].c_str(),
+              spec.uid,    spec.gid,    in.r.get(), out->w.get(),     err->w.get()};
+
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoError("fork");
+  if (pid == 0) ChildMain(a);
+
+  Spawned s;
+  s.pid = pid;
+  s.stdin_w = std::move(in.w);
+  s.stdout_r = std::move(out->r);
+  s.stderr_r = std::move(err->r);
+  return s;
+}
+
+}  // namespace hutch::agent

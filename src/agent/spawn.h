@@ -1,0 +1,34 @@
+// fork/exec of a user command with its own session and pipes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+namespace hutch::agent {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;  // non-empty
+  std::vector<std::string> env;   // "K=V"
+  std::string cwd;                // absolute
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool stdin_pipe = false;  // false: /dev/null
+};
+
+struct Spawned {
+  pid_t pid = -1;
+  UniqueFd stdin_w;  // invalid unless stdin_pipe; non-blocking
+  UniqueFd stdout_r;  // non-blocking
+  UniqueFd stderr_r;  // non-blocking
+};
+
+// Starts the process. Failing to exec the program is not an error here: the
+// child reports it on its stderr and exits 127/126, as a shell would.
+Result<Spawned> Spawn(const SpawnSpec& spec);
+
+}  // namespace hutch::agent

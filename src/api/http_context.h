@@ -1,0 +1,98 @@
+// One HTTP request being handled: its parsed header, lazy body access
+// (whole or streamed), and response writers (whole, streamed, SSE).
+// Lives on the I/O thread inside its connection's coroutine.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace hutch::api {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+class HttpContext {
+ public:
+  HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf, http::request_parser<http::empty_body>& hp);
+
+  // --- request
+  const http::request<http::empty_body>& req() const { return hp_.get(); }
+  http::verb method() const { return hp_.get().method(); }
+  const std::string& path() const { return path_; }
+  std::vector<std::string> segments() const;
+  // Decoded query parameters (last one wins for repeated keys).
+  const std::map<std::string, std::string>& query() const { return query_; }
+  std::optional<std::string> Query(const std::string& key) const;
+  std::string Header(beast::string_view name) const;
+  const std::string& request_id() const { return request_id_; }
+  bool query_ok() const { return query_ok_; }
+
+  // Reads the whole body (at most `limit` bytes: else payload_too_large).
+  asio::awaitable<Result<std::string>> ReadBody(size_t limit);
+  // Reads the body as JSON (empty body = {}); invalid_request when malformed.
+  asio::awaitable<Result<nlohmann::json>> ReadJson(size_t limit);
+  // Streams the body to `sink` chunk by chunk (any size); stops at the
+  // first sink error.
+  asio::awaitable<Status> StreamBody(std::function<asio::awaitable<Status>(std::string_view)> sink);
+
+  // --- response
+  asio::awaitable<void> SendJson(int status, const nlohmann::json& body);
+  asio::awaitable<void> SendError(const Error& e);
+  asio::awaitable<void> SendEmpty(int status);
+  asio::awaitable<void> SendText(int status, const std::string& content_type, std::string body);
+  // Streamed response: header first, then chunks. content_length < 0 means
+  // chunked transfer encoding. Extra headers as name/value pairs.
+  asio::awaitable<Status> BeginStream(int status, const std::string& content_type, int64_t content_length,
+                                      const std::vector<std::pair<std::string, std::string>>& headers = {});
+  asio::awaitable<Status> WriteChunk(std::string_view data);
+  asio::awaitable<Status> EndStream();
+  bool responded() const { return responded_; }
+
+  // Resolves when the client closes its side (used to cancel work whose
+  // caller went away). Call once; cancelled by StopWatchingClose().
+  void WatchClose(std::function<void()> on_close);
+  void StopWatchingClose();
+
+  // Whether the connection can carry another request after this one.
+  bool keep_alive() const { return keep_alive_; }
+  int status_sent() const { return status_; }
+
+ private:
+  asio::awaitable<void> Write(http::response<http::string_body>& res);
+  void CommonHeaders(http::response_header<>& h);
+  asio::awaitable<void> MaybeContinue();
+
+  beast::tcp_stream& stream_;
+  beast::flat_buffer& buf_;
+  http::request_parser<http::empty_body>& hp_;
+  std::string path_;
+  std::map<std::string, std::string> query_;
+  bool query_ok_ = true;
+  std::string request_id_;
+  bool body_read_ = false;
+  bool responded_ = false;
+  bool keep_alive_ = true;
+  int status_ = 0;
+  // streamed response state
+  std::unique_ptr<http::response<http::buffer_body>> sres_;
+  std::unique_ptr<http::response_serializer<http::buffer_body>> ssr_;
+  bool watching_ = false;
+};
+
+// Percent-decodes a URL component ('+' is a space in queries). False on a
+// malformed escape or an embedded NUL.
+bool UrlDecode(std::string_view in, bool plus_is_space, std::string* out);
+
+}  // namespace hutch::api

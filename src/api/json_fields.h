@@ -1,0 +1,35 @@
+// Strict readers for JSON request bodies: wrong types, out-of-range numbers
+// and unknown fields are invalid_request with the field named, never a
+// crash or a silent default.
+#pragma once
+
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+// In a handler coroutine: evaluates a Result, answers its error and returns.
+#define HUTCH_FIELD(var, expr) \
+  auto var = (expr);           \
+  if (!var.ok()) co_return co_await ctx.SendError(var.error());
+
+namespace hutch::api {
+
+Status RejectUnknownFields(const nlohmann::json& j, std::initializer_list<const char*> allowed);
+Result<std::optional<std::string>> OptString(const nlohmann::json& j, const char* key);
+Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, int64_t min, int64_t max);
+Result<std::optional<double>> OptNumber(const nlohmann::json& j, const char* key, double min, double max);
+Result<std::optional<bool>> OptBool(const nlohmann::json& j, const char* key);
+Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlohmann::json& j, const char* key);
+Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j, const char* key);
+// Parses an integer query parameter.
+Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key, int64_t min, int64_t max);
+// Paths from clients: non-empty, no NUL, bounded length.
+Status CheckPath(const std::string& p, const char* key);
+
+}  // namespace hutch::api

@@ -1,0 +1,99 @@
+#include "api/utf8.h"
+
+namespace hutch::api {
+
+size_t Utf8ValidPrefix(std::string_view s, bool* invalid) {
+  *invalid = false;
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      *invalid = true;
+      return i;
+    }
+    size_t avail = std::min(len, n - i);
+    for (size_t k = 1; k < avail; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) {
+        *invalid = true;
+        return i;
+      }
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (avail < len) return i;  // cut short at the end: maybe completed later
+    // Overlong forms, surrogates and values past U+10FFFF are invalid.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
+      *invalid = true;
+      return i;
+    }
+    i += len;
+  }
+  return i;
+}
+
+std::string Base64(std::string_view in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += t[(v >> 6) & 63];
+    out += t[v & 63];
+  }
+  if (i < in.size()) {
+    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::vector<Utf8Splitter::Piece> Utf8Splitter::Feed(std::string_view data) {
+  std::string buf = std::move(pending_);
+  pending_.clear();
+  buf.append(data);
+  std::vector<Piece> out;
+  bool invalid = false;
+  size_t ok = Utf8ValidPrefix(buf, &invalid);
+  if (invalid) {
+    // Not text: send the whole chunk as bytes.
+    out.push_back({false, std::move(buf)});
+    return out;
+  }
+  if (ok > 0) out.push_back({true, buf.substr(0, ok)});
+  pending_ = buf.substr(ok);  // at most 3 bytes of an unfinished character
+  return out;
+}
+
+std::vector<Utf8Splitter::Piece> Utf8Splitter::Flush() {
+  std::vector<Piece> out;
+  if (!pending_.empty()) out.push_back({false, std::move(pending_)});
+  pending_.clear();
+  return out;
+}
+
+}  // namespace hutch::api

@@ -1,0 +1,33 @@
+// Splitting process output into SSE-safe text: valid UTF-8 goes out as
+// JSON text, anything else as base64 (api-v1.md). A multi-byte character
+// split across two output chunks is held back and joined, not mangled.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hutch::api {
+
+// Length of the longest prefix of `s` that is valid UTF-8 and does not end
+// inside a character. Sets *invalid when `s` contains a byte sequence that
+// can never be valid (as opposed to one merely cut short at the end).
+size_t Utf8ValidPrefix(std::string_view s, bool* invalid);
+std::string Base64(std::string_view in);
+
+class Utf8Splitter {
+ public:
+  struct Piece {
+    bool text;  // true: valid UTF-8; false: send as base64
+    std::string bytes;
+  };
+  // Feeds bytes; returns what can be emitted now (0, 1 or 2 pieces).
+  std::vector<Piece> Feed(std::string_view data);
+  // At end of stream: whatever is held back (an incomplete character).
+  std::vector<Piece> Flush();
+
+ private:
+  std::string pending_;
+};
+
+}  // namespace hutch::api

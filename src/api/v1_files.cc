@@ -1,0 +1,199 @@
+// /v1/sandboxes/{id}/fs...: binary-safe streamed upload and download,
+// list, stat, delete, mkdir, move. The agent does every operation inside
+// the sandbox's root.
+#include "api/api.h"
+#include "api/json_fields.h"
+#include "core/file_ops.h"
+
+namespace hutch::api {
+
+namespace {
+
+Result<std::string> PathParam(const HttpContext& ctx) {
+  auto p = ctx.Query("path");
+  if (!p) return MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
+  if (auto st = CheckPath(*p, "path"); !st.ok()) return st.error();
+  return *p;
+}
+
+struct ByteRange {
+  bool present = false;
+  bool suffix = false;
+  int64_t first = 0;
+  int64_t last = -1;  // -1: to the end
+};
+
+// Parses a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range. Anything
+// else (multiple ranges, other units) is ignored, as RFC 9110 allows.
+ByteRange ParseRange(const std::string& h) {
+  ByteRange r;
+  const std::string prefix = "bytes=";
+  if (h.rfind(prefix, 0) != 0) return r;
+  std::string spec = h.substr(prefix.size());
+  if (spec.find(',') != std::string::npos) return r;
+  size_t dash = spec.find('-');
+  if (dash == std::string::npos) return r;
+  auto num = [](const std::string& s, int64_t* out) {
+    if (s.empty() || s.size() > 18) return false;
+    for (char c : s)
+      if (c < '0' || c > '9') return false;
+    *out = std::stoll(s);
+    return true;
+  };
+  std::string a = spec.substr(0, dash), b = spec.substr(dash + 1);
+  if (a.empty()) {
+    if (!num(b, &r.first)) return r;
+    r.suffix = true;
+  } else {
+    if (!num(a, &r.first)) return r;
+    if (!b.empty() && (!num(b, &r.last) || r.last < r.first)) return r;
+  }
+  r.present = true;
+  return r;
+}
+
+}  // namespace
+
+asio::awaitable<void> Api::FileGet(HttpContext& ctx, const std::string& id) {
+  HUTCH_FIELD(path, PathParam(ctx));
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  std::string user = ctx.Query("user").value_or("");
+  int64_t offset = 0, length = -1;
+  ByteRange range = ParseRange(ctx.Header("Range"));
+  if (range.present) {
+    nlohmann::json stat_req = {{"op", "stat"}, {"path", *path}, {"user", user.empty() ? "root" : user}};
+    auto st = co_await FsCall(*sb, stat_req);
+    if (!st.ok()) co_return co_await ctx.SendError(st.error());
+    int64_t size = (*st)["entry"].value("size", int64_t{0});
+    if (range.suffix) {
+      length = std::min(range.first, size);
+      offset = size - length;
+    } else {
+      offset = range.first;
+      if (offset >= size) {
+        // The 416 answer still carries the JSON error body.
+        co_return co_await ctx.SendError(MakeError(Code::kRangeNotSatisfiable,
+                                                   "range starts at " + std::to_string(offset) +
+                                                       " but the file has " + std::to_string(size) + " bytes"));
+      }
+      length = range.last < 0 ? size - offset : std::min(range.last, size - 1) - offset + 1;
+    }
+  }
+  auto dl = co_await FileDownload::Start(*sb, *path, user, offset, length);
+  if (!dl.ok()) co_return co_await ctx.SendError(dl.error());
+  auto& d = **dl;
+  std::vector<std::pair<std::string, std::string>> headers = {{"Accept-Ranges", "bytes"}};
+  int status = 200;
+  if (range.present) {
+    status = 206;
+    int64_t last = d.offset() + d.length() - 1;
+    headers.push_back({"Content-Range", "bytes " + std::to_string(d.offset()) + "-" + std::to_string(last) + "/" +
+                                            std::to_string(d.file_size())});
+  }
+  if (auto st = co_await ctx.BeginStream(status, "application/octet-stream", d.length(), headers); !st.ok())
+    co_return;
+  int64_t sent = 0;
+  while (true) {
+    auto chunk = co_await d.Next();
+    if (!chunk.ok() || !chunk->has_value()) break;
+    sent += static_cast<int64_t>((*chunk)->size());
+    if (auto st = co_await ctx.WriteChunk(**chunk); !st.ok()) co_return;
+    d.Consumed((*chunk)->size());
+  }
+  // A short body (file shrank, sandbox died) must not look complete: the
+  // Content-Length promise is broken, so the connection closes.
+  if (sent != d.length()) co_return;
+  (void)co_await ctx.EndStream();
+}
+
+asio::awaitable<void> Api::FilePut(HttpContext& ctx, const std::string& id) {
+  HUTCH_FIELD(path, PathParam(ctx));
+  int mode = 0644;
+  if (auto m = ctx.Query("mode")) {
+    char* end = nullptr;
+    long v = std::strtol(m->c_str(), &end, 8);
+    if (m->empty() || *end != '\0' || v < 0 || v > 07777)
+      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'mode' must be octal, e.g. 0644"));
+    mode = static_cast<int>(v);
+  }
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  auto up = co_await FileUpload::Start(*sb, *path, ctx.Query("user").value_or(""), mode);
+  if (!up.ok()) co_return co_await ctx.SendError(up.error());
+  auto& u = **up;
+  auto st = co_await ctx.StreamBody([&u](std::string_view data) -> asio::awaitable<Status> {
+    co_return co_await u.Write(data);
+  });
+  if (!st.ok()) co_return co_await ctx.SendError(st.error());
+  auto entry = co_await u.Finish();
+  if (!entry.ok()) co_return co_await ctx.SendError(entry.error());
+  nlohmann::json out = {{"path", entry->value("path", *path)}, {"size", entry->value("size", int64_t{0})}};
+  co_await ctx.SendJson(201, out);
+}
+
+asio::awaitable<void> Api::FileDelete(HttpContext& ctx, const std::string& id) {
+  HUTCH_FIELD(path, PathParam(ctx));
+  auto rec = ctx.Query("recursive").value_or("false");
+  if (rec != "true" && rec != "false")
+    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'recursive' must be true or false"));
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  nlohmann::json req = {{"op", "remove"}, {"path", *path}, {"recursive", rec == "true"}};
+  if (auto u = ctx.Query("user")) req["user"] = *u;
+  auto r = co_await FsCall(*sb, req);
+  if (!r.ok()) co_return co_await ctx.SendError(r.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> Api::FileList(HttpContext& ctx, const std::string& id, bool stat_only) {
+  HUTCH_FIELD(path, PathParam(ctx));
+  HUTCH_FIELD(depth, QueryInt(ctx.Query("depth"), "depth", 1, 32));
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  nlohmann::json req = {{"op", stat_only ? "stat" : "list"}, {"path", *path}};
+  if (!stat_only) req["depth"] = depth->value_or(1);
+  if (auto u = ctx.Query("user")) req["user"] = *u;
+  auto r = co_await FsCall(*sb, req);
+  if (!r.ok()) co_return co_await ctx.SendError(r.error());
+  if (stat_only) co_return co_await ctx.SendJson(200, (*r)["entry"]);
+  nlohmann::json out = {{"entries", (*r)["entries"]}};
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> Api::FileMkdir(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
+  if (!body.ok()) co_return co_await ctx.SendError(body.error());
+  if (auto st = RejectUnknownFields(*body, {"path", "user"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+  HUTCH_FIELD(path, OptString(*body, "path"));
+  HUTCH_FIELD(user, OptString(*body, "user"));
+  if (auto st = CheckPath(path->value_or(""), "path"); !st.ok()) co_return co_await ctx.SendError(st.error());
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  nlohmann::json req = {{"op", "mkdir"}, {"path", **path}};
+  if (*user) req["user"] = **user;
+  auto r = co_await FsCall(*sb, req);
+  if (!r.ok()) co_return co_await ctx.SendError(r.error());
+  co_await ctx.SendJson(201, (*r)["entry"]);
+}
+
+asio::awaitable<void> Api::FileMove(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
+  if (!body.ok()) co_return co_await ctx.SendError(body.error());
+  if (auto st = RejectUnknownFields(*body, {"from", "to", "user"}); !st.ok())
+    co_return co_await ctx.SendError(st.error());
+  HUTCH_FIELD(from, OptString(*body, "from"));
+  HUTCH_FIELD(to, OptString(*body, "to"));
+  HUTCH_FIELD(user, OptString(*body, "user"));
+  if (auto st = CheckPath(from->value_or(""), "from"); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = CheckPath(to->value_or(""), "to"); !st.ok()) co_return co_await ctx.SendError(st.error());
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  nlohmann::json req = {{"op", "move"}, {"path", **from}, {"to", **to}};
+  if (*user) req["user"] = **user;
+  auto r = co_await FsCall(*sb, req);
+  if (!r.ok()) co_return co_await ctx.SendError(r.error());
+  co_await ctx.SendJson(200, (*r)["entry"]);
+}
+
+}  // namespace hutch::api

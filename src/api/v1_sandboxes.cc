@@ -1,0 +1,118 @@
+// /v1/sandboxes: create, list, get, delete, ttl, metrics.
+#include "api/api.h"
+#include "api/json_fields.h"
+
+namespace hutch::api {
+
+asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
+  auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
+  if (!body.ok()) co_return co_await ctx.SendError(body.error());
+  const auto& j = *body;
+  if (auto st = RejectUnknownFields(j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
+                                        "network", "snapshot"});
+      !st.ok())
+    co_return co_await ctx.SendError(st.error());
+  HUTCH_FIELD(tpl, OptString(j, "template"));
+  HUTCH_FIELD(ttl, OptInt(j, "ttl_seconds", 1, INT32_MAX));
+  HUTCH_FIELD(env, OptStringMap(j, "env"));
+  HUTCH_FIELD(meta, OptStringMap(j, "metadata"));
+  HUTCH_FIELD(cpu, OptNumber(j, "cpu", 0.01, 64));
+  HUTCH_FIELD(mem, OptInt(j, "memory_mb", 16, 1 << 20));
+  HUTCH_FIELD(disk, OptInt(j, "disk_mb", 16, 1 << 24));
+  HUTCH_FIELD(snapshot, OptString(j, "snapshot"));
+  if (*snapshot)
+    co_return co_await ctx.SendError(MakeError(Code::kNotSupported, "creating from a snapshot is not supported yet"));
+  if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'network' must be an object"));
+    HUTCH_FIELD(mode, OptString(*it, "mode"));
+    if (*mode && **mode != "none")
+      co_return co_await ctx.SendError(MakeError(
+          Code::kNotSupported, "network mode '" + **mode + "' is not supported yet; only 'none' (loopback only)"));
+  }
+  if (env.value()) {
+    for (const auto& [k, v] : **env)
+      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+          v.find('\0') != std::string::npos)
+        co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'"));
+  }
+  CreateOptions o;
+  if (*tpl) o.template_name = **tpl;
+  if (*ttl) o.ttl_seconds = **ttl;
+  if (*env) o.env = **env;
+  if (*meta) o.metadata = **meta;
+  if (*cpu) o.cpu = **cpu;
+  if (*mem) o.memory_mb = **mem;
+  if (*disk) o.disk_mb = **disk;
+  auto rec = co_await mgr_->Create(std::move(o));
+  if (!rec.ok()) {
+    ++metrics_.sandbox_create_failures;
+    co_return co_await ctx.SendError(rec.error());
+  }
+  ++metrics_.sandboxes_created;
+  co_await ctx.SendJson(201, rec->ToJson());
+}
+
+asio::awaitable<void> Api::ListSandboxes(HttpContext& ctx) {
+  ListFilter f;
+  if (auto s = ctx.Query("status")) {
+    SandboxStatus st;
+    if (!ParseStatus(*s, &st))
+      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "unknown status '" + *s + "'"));
+    f.status = st;
+  }
+  HUTCH_FIELD(limit, QueryInt(ctx.Query("limit"), "limit", 1, 1000));
+  if (*limit) f.limit = static_cast<size_t>(**limit);
+  if (auto c = ctx.Query("cursor")) f.cursor = *c;
+  for (const auto& [k, v] : ctx.query()) {
+    if (k.rfind("metadata.", 0) == 0) f.metadata[k.substr(9)] = v;
+    else if (k != "status" && k != "limit" && k != "cursor")
+      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "unknown query parameter '" + k + "'"));
+  }
+  auto page = mgr_->List(f);
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& r : page.items) items.push_back(r.ToJson());
+  nlohmann::json out = {{"items", items}, {"next_cursor", nullptr}};
+  if (!page.next_cursor.empty()) out["next_cursor"] = page.next_cursor;
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> Api::GetSandbox(HttpContext& ctx, const std::string& id) {
+  auto rec = mgr_->Get(id);
+  if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
+  co_await ctx.SendJson(200, rec->ToJson());
+}
+
+asio::awaitable<void> Api::DeleteSandbox(HttpContext& ctx, const std::string& id) {
+  auto st = co_await mgr_->Delete(id);
+  if (!st.ok()) co_return co_await ctx.SendError(st.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> Api::SetTtl(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
+  if (!body.ok()) co_return co_await ctx.SendError(body.error());
+  if (auto st = RejectUnknownFields(*body, {"ttl_seconds"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+  HUTCH_FIELD(ttl, OptInt(*body, "ttl_seconds", 1, INT32_MAX));
+  if (!*ttl) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'ttl_seconds' is required"));
+  auto rec = mgr_->SetTtl(id, **ttl);
+  if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
+  co_await ctx.SendJson(200, rec->ToJson());
+}
+
+asio::awaitable<void> Api::SandboxMetrics(HttpContext& ctx, const std::string& id) {
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
+  auto stats = (*sb)->instance->Stats();
+  if (!stats.ok()) co_return co_await ctx.SendError(stats.error());
+  auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() -
+                                                                      (*sb)->rec.created_at);
+  nlohmann::json out = {{"cpu_seconds", static_cast<double>(stats->cpu_usage_ns) / 1e9},
+                              {"memory_bytes", stats->memory_current},
+                              {"memory_peak_bytes", stats->memory_peak},
+                              {"pids", stats->pids_current},
+                              {"oom_kills", stats->oom_kills},
+                              {"uptime_ms", uptime.count()}};
+  co_await ctx.SendJson(200, out);
+}
+
+}  // namespace hutch::api

@@ -1,0 +1,173 @@
+#include "core/exec_session.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hutch {
+
+namespace {
+
+Error ParseAgentError(const std::string& payload) {
+  try {
+    auto j = nlohmann::json::parse(payload);
+    std::string code = j.value("code", "internal");
+    std::string msg = j.value("message", "agent error");
+    Code c = Code::kInternal;
+    if (code == "invalid_request") c = Code::kInvalidRequest;
+    else if (code == "file_not_found") c = Code::kFileNotFound;
+    else if (code == "not_a_directory") c = Code::kNotADirectory;
+    else if (code == "is_a_directory") c = Code::kIsADirectory;
+    else if (code == "permission_denied") c = Code::kPermissionDenied;
+    else if (code == "conflict") c = Code::kConflict;
+    else if (code == "no_space") c = Code::kNoSpace;
+    return Error{c, j.value("errno", 0), msg};
+  } catch (const std::exception& e) {
+    return MakeError(Code::kInternal, std::string("malformed agent error: ") + e.what());
+  }
+}
+
+Error LostError() { return MakeError(Code::kUnavailable, "sandbox agent connection lost"); }
+
+}  // namespace
+
+Error AgentErrorFromPayload(const std::string& payload) { return ParseAgentError(payload); }
+
+asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::shared_ptr<Sandbox> sb,
+                                                                         ExecRequest req) {
+  if (req.argv.empty() || req.argv[0].empty()) co_return MakeError(Code::kInvalidRequest, "empty command");
+  auto inst = sb->instance;
+  if (!inst || !inst->agent() || !inst->agent()->alive())
+    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + sb->rec.id + " is not running");
+  auto stream = inst->agent()->OpenStream();
+  std::unique_ptr<ExecSession> s(new ExecSession(sb, stream));
+  s->oom_before_ = inst->OomKills();
+  // Sandbox-level env first, request env overrides it.
+  std::map<std::string, std::string> env = sb->rec.env;
+  for (const auto& [k, v] : req.env) env[k] = v;
+  nlohmann::json spec = {
+      {"argv", req.argv},
+      {"env", env},
+      {"timeout_ms", req.timeout_seconds * 1000},
+      {"stdin", req.stdin_data.has_value()},
+      {"detach", req.detach},
+  };
+  if (!req.cwd.empty()) spec["cwd"] = req.cwd;
+  if (!req.user.empty()) spec["user"] = req.user;
+  if (auto st = co_await stream->Send(wire::Type::kExecStart, spec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      !st.ok())
+    co_return st.error();
+  if (req.stdin_data) {
+    // Chunked so no frame exceeds the protocol's payload limit.
+    const std::string& in = *req.stdin_data;
+    for (size_t off = 0; off < in.size(); off += wire::kChunk) {
+      if (auto st = co_await stream->Send(wire::Type::kStdin, std::string_view(in).substr(off, wire::kChunk)); !st.ok())
+        co_return st.error();
+    }
+    if (auto st = co_await stream->Send(wire::Type::kStdinClose, {}); !st.ok()) co_return st.error();
+  }
+  auto f = co_await stream->Next();
+  if (!f) co_return LostError();
+  if (f->type == wire::Type::kError) co_return ParseAgentError(f->payload);
+  if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "agent answered exec with an unexpected frame");
+  try {
+    s->pid_ = nlohmann::json::parse(f->payload).value("pid", 0);
+  } catch (const std::exception&) {
+    co_return MakeError(Code::kInternal, "malformed agent start frame");
+  }
+  co_return std::move(s);
+}
+
+void ExecSession::Detach() {
+  stream_->DetachFromAgent();
+  // Nobody reads its output any more: let the agent send freely so the
+  // process never blocks on a full pipe. (Frames are dropped on arrival.)
+  stream_->Unlimited();
+}
+
+asio::awaitable<ExecEvent> ExecSession::Next() {
+  if (done_) {
+    ExecEvent ev;
+    ev.error = MakeError(Code::kInternal, "exec stream already ended");
+    co_return ev;
+  }
+  co_return Convert(co_await stream_->Next());
+}
+
+asio::awaitable<std::optional<ExecEvent>> ExecSession::NextFor(std::chrono::milliseconds timeout) {
+  if (done_) co_return co_await Next();
+  bool timed_out = false;
+  auto f = co_await stream_->NextFor(timeout, &timed_out);
+  if (timed_out) co_return std::nullopt;
+  co_return Convert(std::move(f));
+}
+
+ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
+  ExecEvent ev;
+  if (!f) {
+    done_ = true;
+    ev.kind = ExecEvent::kError;
+    ev.error = stream_->interrupted() ? MakeError(Code::kUnavailable, "client went away") : LostError();
+    return ev;
+  }
+  switch (f->type) {
+    case wire::Type::kStdout:
+      ev.kind = ExecEvent::kStdout;
+      ev.data = std::move(f->payload);
+      break;
+    case wire::Type::kStderr:
+      ev.kind = ExecEvent::kStderr;
+      ev.data = std::move(f->payload);
+      break;
+    case wire::Type::kExit: {
+      done_ = true;
+      ev.kind = ExecEvent::kExit;
+      try {
+        auto j = nlohmann::json::parse(f->payload);
+        ev.exit.exit_code = j.value("exit_code", -1);
+        ev.exit.signal = j.value("signal", 0);
+        ev.exit.timed_out = j.value("timed_out", false);
+        ev.exit.duration_ms = j.value("duration_ms", int64_t{0});
+      } catch (const std::exception&) {
+        ev.kind = ExecEvent::kError;
+        ev.error = MakeError(Code::kInternal, "malformed agent exit frame");
+        break;
+      }
+      // The kernel's OOM killer sends SIGKILL; the cgroup counter tells it
+      // apart from a kill by the timeout or by the user.
+      auto inst = sb_->instance;
+      if (inst && ev.exit.signal == 9 && !ev.exit.timed_out && inst->OomKills() > oom_before_)
+        ev.exit.oom_killed = true;
+      break;
+    }
+    case wire::Type::kError:
+      done_ = true;
+      ev.kind = ExecEvent::kError;
+      ev.error = ParseAgentError(f->payload);
+      break;
+    default:
+      done_ = true;
+      ev.kind = ExecEvent::kError;
+      ev.error = MakeError(Code::kInternal, "unexpected frame from agent");
+  }
+  return ev;
+}
+
+asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req, size_t output_cap) {
+  auto s = co_await ExecSession::Start(sb, std::move(req));
+  if (!s.ok()) co_return s.error();
+  ExecResult r;
+  while (true) {
+    ExecEvent ev = co_await (*s)->Next();
+    if (ev.kind == ExecEvent::kExit) {
+      r.exit = ev.exit;
+      co_return r;
+    }
+    if (ev.kind == ExecEvent::kError) co_return ev.error;
+    std::string& dst = ev.kind == ExecEvent::kStdout ? r.stdout_data : r.stderr_data;
+    size_t room = dst.size() < output_cap ? output_cap - dst.size() : 0;
+    if (ev.data.size() > room) r.truncated = true;
+    dst.append(ev.data, 0, std::min(room, ev.data.size()));
+    (*s)->Consumed(ev.data.size());
+  }
+}
+
+}  // namespace hutch

@@ -1,0 +1,83 @@
+// One command running in a sandbox, as every dialect sees it: start it,
+// pull its events (output, exit), and stop it when the caller goes away.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/sandbox.h"
+#include "driver/agent_connection.h"
+
+namespace hutch {
+
+struct ExecRequest {
+  std::vector<std::string> argv;  // cmd is turned into {"/bin/sh","-c",cmd}
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  std::string user;
+  std::optional<std::string> stdin_data;
+  int64_t timeout_seconds = 60;   // 0: no timeout
+  bool detach = false;
+};
+
+struct ExitInfo {
+  int exit_code = -1;
+  int signal = 0;
+  bool timed_out = false;
+  bool oom_killed = false;
+  int64_t duration_ms = 0;
+};
+
+struct ExecEvent {
+  enum Kind { kStdout, kStderr, kExit, kError } kind = kError;
+  std::string data;  // output bytes
+  ExitInfo exit;     // kExit
+  Error error;       // kError: the sandbox or the agent went away
+};
+
+class ExecSession {
+ public:
+  // Sends the command and waits until the agent started it.
+  static asio::awaitable<Result<std::unique_ptr<ExecSession>>> Start(std::shared_ptr<Sandbox> sb,
+                                                                     ExecRequest req);
+  int pid() const { return pid_; }
+  // Next event; after kExit or kError there are no more.
+  asio::awaitable<ExecEvent> Next();
+  // Like Next, but returns nullopt if nothing happened within `timeout`.
+  asio::awaitable<std::optional<ExecEvent>> NextFor(std::chrono::milliseconds timeout);
+  // Output bytes handed on to the client (returns credit to the agent).
+  void Consumed(size_t n) { stream_->Consumed(n); }
+  // Wakes a pending Next() with kError (the client disconnected).
+  void Interrupt() { stream_->Interrupt(); }
+  // Lets the process run on after this session is dropped (detach).
+  void Detach();
+
+ private:
+  ExecSession(std::shared_ptr<Sandbox> sb, std::shared_ptr<AgentStream> s) : sb_(std::move(sb)), stream_(std::move(s)) {}
+  std::shared_ptr<Sandbox> sb_;
+  std::shared_ptr<AgentStream> stream_;
+  int pid_ = 0;
+  uint64_t oom_before_ = 0;
+  bool done_ = false;
+  ExecEvent Convert(std::optional<wire::Frame> f);
+};
+
+struct ExecResult {
+  std::string stdout_data;
+  std::string stderr_data;
+  ExitInfo exit;
+  bool truncated = false;
+};
+
+// Turns an agent kError payload into an Error with the API code.
+Error AgentErrorFromPayload(const std::string& payload);
+
+// Runs a command to completion, keeping at most `output_cap` bytes of each
+// stream (the rest is read and dropped; `truncated` tells).
+asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req, size_t output_cap);
+
+}  // namespace hutch

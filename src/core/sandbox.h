@@ -1,0 +1,45 @@
+// A sandbox as core sees it: its record (what the API shows) and, while it
+// runs, the driver instance. Owned by SandboxManager; touched only on the
+// I/O thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "driver/driver.h"
+
+namespace hutch {
+
+enum class SandboxStatus { kStarting, kRunning, kPaused, kStopped, kFailed };
+const char* StatusName(SandboxStatus s);
+bool ParseStatus(const std::string& s, SandboxStatus* out);
+
+struct SandboxRecord {
+  std::string id;
+  std::string template_name;
+  SandboxStatus status = SandboxStatus::kStarting;
+  std::string reason;  // why it stopped or failed
+  SysTime created_at;
+  SysTime expires_at;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> env;
+  double cpu = 1;
+  int64_t memory_mb = 512;
+  int64_t disk_mb = 2048;
+  std::string driver;
+  std::string owner_key;  // hash of the API key that created it
+
+  nlohmann::json ToJson() const;
+};
+
+struct Sandbox {
+  SandboxRecord rec;
+  std::shared_ptr<Instance> instance;  // null unless starting/running
+  bool deleting = false;
+};
+
+}  // namespace hutch

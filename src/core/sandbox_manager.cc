@@ -1,0 +1,208 @@
+#include "core/sandbox_manager.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace hutch {
+
+namespace {
+Error NotFound(const std::string& id) { return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found"); }
+}  // namespace
+
+asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
+  if (shutting_down_) co_return MakeError(Code::kUnavailable, "server is shutting down");
+  int64_t ttl = o.ttl_seconds.value_or(opts_.default_ttl_seconds);
+  if (ttl <= 0) co_return MakeError(Code::kInvalidRequest, "ttl_seconds must be positive");
+  if (ttl > opts_.max_ttl_seconds)
+    co_return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " + std::to_string(opts_.max_ttl_seconds));
+  double cpu = o.cpu.value_or(opts_.default_cpu);
+  if (!(cpu > 0 && cpu <= 64)) co_return MakeError(Code::kInvalidRequest, "cpu must be in (0, 64]");
+  int64_t mem = o.memory_mb.value_or(opts_.default_memory_mb);
+  if (mem < 16 || mem > opts_.max_memory_mb)
+    co_return MakeError(Code::kInvalidRequest, "memory_mb must be in [16, " + std::to_string(opts_.max_memory_mb) + "]");
+  int64_t disk = o.disk_mb.value_or(opts_.default_disk_mb);
+  if (disk < 16 || disk > opts_.max_disk_mb)
+    co_return MakeError(Code::kInvalidRequest, "disk_mb must be in [16, " + std::to_string(opts_.max_disk_mb) + "]");
+  auto tpl = templates_->Resolve(o.template_name);
+  if (!tpl.ok()) co_return tpl.error();
+  if (static_cast<int>(running_count()) + starting_ >= opts_.max_sandboxes)
+    co_return MakeError(Code::kCapacityExhausted,
+                        "host is at its limit of " + std::to_string(opts_.max_sandboxes) + " sandboxes");
+
+  auto sb = std::make_shared<Sandbox>();
+  SandboxRecord& r = sb->rec;
+  r.id = "sb_" + RandomHex(8);
+  r.template_name = o.template_name;
+  r.status = SandboxStatus::kStarting;
+  r.created_at = std::chrono::system_clock::now();
+  r.expires_at = r.created_at + std::chrono::seconds(ttl);
+  r.metadata = std::move(o.metadata);
+  r.env = std::move(o.env);
+  r.cpu = cpu;
+  r.memory_mb = mem;
+  r.disk_mb = disk;
+  r.driver = driver_->name();
+  r.owner_key = o.owner_key;
+  sandboxes_[r.id] = sb;
+
+  InstanceSpec spec;
+  spec.id = r.id;
+  spec.rootfs = tpl->rootfs;
+  spec.cpus = cpu;
+  spec.memory_mb = mem;
+  spec.disk_mb = disk;
+  spec.pids_max = opts_.pids_max;
+  ++starting_;
+  auto inst = co_await driver_->Create(spec);
+  --starting_;
+  if (!inst.ok()) {
+    sandboxes_.erase(r.id);
+    spdlog::error("sandbox={} create_failed err=\"{}\"", r.id, inst.error().message);
+    co_return inst.error().Context("create sandbox");
+  }
+  if (sb->deleting || r.status != SandboxStatus::kStarting) {
+    // Deleted while starting: tear down what we just made.
+    co_await inst.value()->Destroy();
+    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting");
+  }
+  sb->instance = inst.value();
+  std::string id = r.id;
+  sb->instance->on_lost = [this, id](const std::string& why) { MarkFailed(id, why); };
+  r.status = SandboxStatus::kRunning;
+  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={}", r.id, r.template_name, cpu, mem, disk);
+  co_return r;
+}
+
+void SandboxManager::MarkFailed(const std::string& id, const std::string& reason) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return;
+  auto& sb = it->second;
+  if (sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) return;
+  spdlog::warn("sandbox={} failed reason=\"{}\"", id, reason);
+  sb->rec.status = SandboxStatus::kFailed;
+  sb->rec.reason = reason;
+  // Free the kernel resources now; the record stays until deleted.
+  if (auto inst = std::move(sb->instance)) {
+    asio::co_spawn(ex_, [inst]() -> asio::awaitable<void> { co_await inst->Destroy(); }, asio::detached);
+  }
+}
+
+Result<std::shared_ptr<Sandbox>> SandboxManager::GetRunning(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return NotFound(id);
+  auto& sb = it->second;
+  if (sb->rec.status == SandboxStatus::kPaused)
+    return MakeError(Code::kConflict, "sandbox " + id + " is paused");
+  if (sb->rec.status != SandboxStatus::kRunning || !sb->instance)
+    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status) +
+                                                   (sb->rec.reason.empty() ? "" : " (" + sb->rec.reason + ")"));
+  return sb;
+}
+
+Result<SandboxRecord> SandboxManager::Get(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return NotFound(id);
+  return it->second->rec;
+}
+
+ListPage SandboxManager::List(const ListFilter& f) {
+  ListPage page;
+  size_t limit = std::clamp<size_t>(f.limit, 1, 1000);
+  auto it = f.cursor.empty() ? sandboxes_.begin() : sandboxes_.upper_bound(f.cursor);
+  for (; it != sandboxes_.end(); ++it) {
+    const SandboxRecord& r = it->second->rec;
+    if (f.status && r.status != *f.status) continue;
+    bool match = true;
+    for (const auto& [k, v] : f.metadata) {
+      auto m = r.metadata.find(k);
+      if (m == r.metadata.end() || m->second != v) {
+        match = false;
+        break;
+      }
+    }
+    if (!match) continue;
+    if (page.items.size() == limit) {
+      page.next_cursor = page.items.back().id;
+      break;
+    }
+    page.items.push_back(r);
+  }
+  return page;
+}
+
+asio::awaitable<Status> SandboxManager::Delete(const std::string& id, const std::string& reason) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return NotFound(id);
+  auto sb = it->second;
+  if (sb->rec.status == SandboxStatus::kStopped) co_return Status{};
+  sb->deleting = true;
+  bool was_starting = sb->rec.status == SandboxStatus::kStarting;
+  sb->rec.status = SandboxStatus::kStopped;
+  if (sb->rec.reason.empty() || reason != "deleted") sb->rec.reason = reason;
+  sb->rec.expires_at = std::chrono::system_clock::now() + opts_.tombstone_ttl;
+  if (!was_starting) {
+    if (auto inst = std::move(sb->instance)) co_await inst->Destroy();
+  }
+  spdlog::info("sandbox={} stopped reason={}", id, reason);
+  co_return Status{};
+}
+
+Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_seconds) {
+  if (ttl_seconds <= 0) return MakeError(Code::kInvalidRequest, "ttl_seconds must be positive");
+  if (ttl_seconds > opts_.max_ttl_seconds)
+    return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " + std::to_string(opts_.max_ttl_seconds));
+  auto sb = GetRunning(id);
+  if (!sb.ok()) return sb.error();
+  (*sb)->rec.expires_at = std::chrono::system_clock::now() + std::chrono::seconds(ttl_seconds);
+  return (*sb)->rec;
+}
+
+size_t SandboxManager::running_count() const {
+  size_t n = 0;
+  for (const auto& [id, sb] : sandboxes_)
+    if (sb->rec.status == SandboxStatus::kRunning || sb->rec.status == SandboxStatus::kPaused) ++n;
+  return n;
+}
+
+void SandboxManager::StartReaper(asio::any_io_executor ex) {
+  ex_ = ex;
+  asio::co_spawn(ex, [this]() -> asio::awaitable<void> { co_await ReapLoop(); }, asio::detached);
+}
+
+asio::awaitable<void> SandboxManager::ReapLoop() {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (!shutting_down_) {
+    t.expires_after(std::chrono::milliseconds(250));
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    auto now = std::chrono::system_clock::now();
+    std::vector<std::string> expired, forget;
+    for (const auto& [id, sb] : sandboxes_) {
+      if (sb->rec.expires_at > now) continue;
+      if (sb->rec.status == SandboxStatus::kStopped) forget.push_back(id);
+      else if (sb->rec.status != SandboxStatus::kStarting) expired.push_back(id);
+    }
+    for (const auto& id : forget) sandboxes_.erase(id);
+    for (const auto& id : expired) {
+      spdlog::info("sandbox={} ttl_expired", id);
+      auto st = co_await Delete(id, "expired");
+      (void)st;
+    }
+  }
+}
+
+asio::awaitable<void> SandboxManager::Shutdown() {
+  shutting_down_ = true;
+  std::vector<std::string> ids;
+  for (const auto& [id, sb] : sandboxes_) ids.push_back(id);
+  for (const auto& id : ids) {
+    auto st = co_await Delete(id, "server shutdown");
+    (void)st;
+  }
+}
+
+}  // namespace hutch

@@ -1,0 +1,94 @@
+// SandboxManager: the registry and state machine of all sandboxes.
+//
+// Every dialect front-end calls these operations; states change only here.
+// Runs on the I/O thread only (no locks): operations are coroutines on the
+// io_context, and a sandbox's transitions are serialized by that thread.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/sandbox.h"
+#include "core/templates.h"
+#include "driver/driver.h"
+
+namespace hutch {
+
+struct ManagerOptions {
+  int64_t default_ttl_seconds = 300;
+  int64_t max_ttl_seconds = 24 * 3600;
+  int max_sandboxes = 200;
+  double default_cpu = 1;
+  int64_t default_memory_mb = 512;
+  int64_t default_disk_mb = 2048;
+  int64_t max_memory_mb = 16384;
+  int64_t max_disk_mb = 65536;
+  int64_t pids_max = 512;
+  // How long a deleted sandbox is remembered (a second DELETE is then 204,
+  // a GET shows it stopped).
+  std::chrono::seconds tombstone_ttl{3600};
+};
+
+struct CreateOptions {
+  std::string template_name = "base";
+  std::optional<int64_t> ttl_seconds;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  std::optional<double> cpu;
+  std::optional<int64_t> memory_mb;
+  std::optional<int64_t> disk_mb;
+  std::string owner_key;
+};
+
+struct ListFilter {
+  std::optional<SandboxStatus> status;
+  std::map<std::string, std::string> metadata;
+  size_t limit = 50;
+  std::string cursor;  // last id of the previous page
+};
+
+struct ListPage {
+  std::vector<SandboxRecord> items;
+  std::string next_cursor;  // empty when this is the last page
+};
+
+class SandboxManager {
+ public:
+  SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates)
+      : opts_(opts), driver_(driver), templates_(templates) {}
+
+  asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
+  // Running sandbox, or sandbox_not_found / sandbox_not_running.
+  Result<std::shared_ptr<Sandbox>> GetRunning(const std::string& id);
+  Result<SandboxRecord> Get(const std::string& id);
+  ListPage List(const ListFilter& f);
+  // 204 semantics: ok for running and already-deleted ids; not_found for
+  // ids never issued.
+  asio::awaitable<Status> Delete(const std::string& id, const std::string& reason = "deleted");
+  Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  // Starts the TTL reaper on the current executor.
+  void StartReaper(asio::any_io_executor ex);
+  // Destroys every sandbox (server shutdown).
+  asio::awaitable<void> Shutdown();
+  size_t running_count() const;
+  const ManagerOptions& options() const { return opts_; }
+
+ private:
+  asio::awaitable<void> ReapLoop();
+  void MarkFailed(const std::string& id, const std::string& reason);
+
+  ManagerOptions opts_;
+  Driver* driver_;
+  TemplateRegistry* templates_;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
+  int starting_ = 0;
+  asio::any_io_executor ex_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace hutch

@@ -1,0 +1,57 @@
+// The isolation backend interface. Core decides states; a driver only
+// creates, reports facts about, and destroys instances.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "driver/agent_connection.h"
+
+namespace hutch {
+
+struct InstanceSpec {
+  std::string id;            // sandbox id, e.g. sb_0123...
+  std::string rootfs;        // template root filesystem (read-only)
+  double cpus = 1;
+  int64_t memory_mb = 512;
+  int64_t disk_mb = 2048;
+  int64_t pids_max = 512;
+};
+
+struct InstanceStats {
+  uint64_t cpu_usage_ns = 0;
+  uint64_t memory_current = 0;
+  uint64_t memory_peak = 0;
+  uint64_t pids_current = 0;
+  uint64_t oom_kills = 0;
+};
+
+// One running sandbox: its process tree and the channel to its agent.
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  virtual std::shared_ptr<AgentConnection> agent() = 0;
+  // Processes the kernel OOM-killed in this sandbox so far.
+  virtual uint64_t OomKills() = 0;
+  virtual Result<InstanceStats> Stats() = 0;
+  // Kills everything and frees every kernel resource; idempotent.
+  virtual asio::awaitable<void> Destroy() = 0;
+  // Called once if the sandbox dies on its own (agent exit, connection loss).
+  std::function<void(const std::string& reason)> on_lost;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string name() const = 0;
+  // Returns only once the agent answered: the sandbox can run commands.
+  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) = 0;
+  // At start: removes what an earlier run of this state dir left behind
+  // (processes, cgroups, sandbox dirs). Returns how many were removed.
+  virtual int ReconcileAtStart() = 0;
+};
+
+}  // namespace hutch

@@ -1,0 +1,283 @@
+#include "driver/jail/jail_driver.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <spdlog/spdlog.h>
+
+#include "driver/jail/jail_spawn.h"
+
+namespace hutch::jail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr auto kSetupTimeout = std::chrono::seconds(15);
+
+// Waits until `fd` is readable or `timeout` passes. Does not take the fd.
+asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
+  auto ex = co_await asio::this_coro::executor;
+  int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (dupfd < 0) co_return false;
+  asio::posix::stream_descriptor d(ex, dupfd);
+  asio::steady_timer t(ex);
+  t.expires_after(timeout);
+  bool expired = false;
+  t.async_wait([&](boost::system::error_code ec) {
+    if (!ec) {
+      expired = true;
+      boost::system::error_code ignored;
+      d.cancel(ignored);
+    }
+  });
+  boost::system::error_code ec;
+  co_await d.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  t.cancel();
+  co_return !ec && !expired;
+}
+
+// Copies the agent binary into a sealed memfd, so every sandbox execs an
+// immutable image: a root inside that opens /proc/1/exe for writing finds
+// no host file behind it (the runc CVE-2019-5736 class).
+Result<UniqueFd> LoadAgent(const std::string& path) {
+  UniqueFd src(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!src) return ErrnoError("open agent binary " + path);
+  struct stat st;
+  if (fstat(src.get(), &st) != 0) return ErrnoError("stat agent binary");
+  UniqueFd mfd(memfd_create("hutch-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!mfd) return ErrnoError("memfd_create");
+  off_t off = 0;
+  while (off < st.st_size) {
+    ssize_t n = sendfile(mfd.get(), src.get(), &off, static_cast<size_t>(st.st_size - off));
+    if (n <= 0) return ErrnoError("copy agent binary");
+  }
+  if (fchmod(mfd.get(), 0555) != 0) return ErrnoError("chmod agent memfd");
+  if (fcntl(mfd.get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+    return ErrnoError("seal agent memfd");
+  return mfd;
+}
+
+class JailInstance : public Instance, public std::enable_shared_from_this<JailInstance> {
+ public:
+  JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg)
+      : id_(std::move(id)), dir_(std::move(dir)), child_(std::move(child)), cgroup_(std::move(cg)) {}
+  ~JailInstance() override {
+    // Destroy() is the normal path; this is the backstop so nothing leaks.
+    if (!destroyed_) DestroyNow();
+  }
+
+  std::shared_ptr<AgentConnection> agent() override { return agent_; }
+  uint64_t OomKills() override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  Result<InstanceStats> Stats() override {
+    if (!cgroup_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    auto s = cgroup_->Stats();
+    if (!s.ok()) return s.error();
+    InstanceStats out;
+    out.cpu_usage_ns = s->cpu_usage_ns;
+    out.memory_current = s->memory_current;
+    out.memory_peak = s->memory_peak;
+    out.pids_current = s->pids_current;
+    out.oom_kills = s->oom_kills;
+    return out;
+  }
+
+  asio::awaitable<void> Destroy() override {
+    if (destroyed_) co_return;
+    destroying_ = true;
+    if (agent_) agent_->Close();
+    if (child_.pid() > 0) {
+      // Killing PID 1 of the pid namespace kills every process in it; the
+      // kernel reaps them all before PID 1 becomes waitable.
+      kill(child_.pid(), SIGKILL);
+      if (pidfd_.valid()) co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
+    }
+    DestroyNow();
+  }
+
+  void StartWatch(asio::any_io_executor ex) {
+    pidfd_ = child_.TakePidfd();
+    asio::co_spawn(ex, [self = shared_from_this()]() -> asio::awaitable<void> {
+      bool ready = false;
+      while (!ready && !self->destroyed_) {
+        ready = co_await WaitReadable(self->pidfd_.get(), std::chrono::hours(24));
+      }
+      if (self->destroying_ || self->destroyed_) co_return;
+      int st = 0;
+      pid_t r = waitpid(self->child_.pid(), &st, WNOHANG);
+      std::string why = r > 0 ? (WIFSIGNALED(st) ? "agent killed by signal " + std::to_string(WTERMSIG(st))
+                                                 : "agent exited with status " + std::to_string(WEXITSTATUS(st)))
+                              : "agent process gone";
+      if (r > 0) self->reaped_ = true;
+      if (self->on_lost) {
+        auto cb = std::move(self->on_lost);
+        self->on_lost = nullptr;
+        cb(why);
+      }
+    }, asio::detached);
+  }
+
+  std::shared_ptr<AgentConnection> agent_;
+
+ private:
+  void DestroyNow() {
+    destroyed_ = true;
+    on_lost = nullptr;
+    if (agent_) agent_->Close();
+    if (!reaped_) child_.KillAndReap();
+    reaped_ = true;
+    if (cgroup_) {
+      if (auto st = cgroup_->Remove(); !st.ok())
+        spdlog::error("sandbox={} cgroup_remove_failed err=\"{}\"", id_, st.error().message);
+      cgroup_.reset();
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (ec) spdlog::error("sandbox={} remove_dir_failed dir={} err=\"{}\"", id_, dir_, ec.message());
+  }
+
+  std::string id_;
+  std::string dir_;
+  JailChild child_;
+  UniqueFd pidfd_;
+  std::unique_ptr<Cgroup> cgroup_;
+  bool destroying_ = false;
+  bool destroyed_ = false;
+  bool reaped_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<JailDriver>> JailDriver::Make(const JailDriverOptions& opts) {
+  auto seccomp = SeccompPolicy::Build();
+  if (!seccomp.ok()) return seccomp.error().Context("build seccomp policy");
+  auto cg = CgroupManager::Detect();
+  if (!cg.ok()) return cg.error().Context("cgroups");
+  auto mfd = LoadAgent(opts.agent_path);
+  if (!mfd.ok()) return mfd.error();
+  std::error_code ec;
+  fs::create_directories(opts.state_dir + "/sandboxes", ec);
+  if (ec) return MakeError(Code::kInternal, "create " + opts.state_dir + "/sandboxes: " + ec.message());
+  return std::unique_ptr<JailDriver>(
+      new JailDriver(opts, std::move(seccomp).value(), std::move(cg).value(), std::move(mfd).value()));
+}
+
+asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const InstanceSpec& spec) {
+  auto ex = co_await asio::this_coro::executor;
+  const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
+  std::error_code ec;
+  for (const char* sub : {"/root", "/scratch"}) {
+    fs::create_directories(dir + sub, ec);
+    if (ec) co_return MakeError(Code::kInternal, "create " + dir + sub + ": " + ec.message());
+  }
+  auto fail_cleanup = [&dir]() {
+    std::error_code e;
+    fs::remove_all(dir, e);
+  };
+
+  CgroupLimits limits;
+  limits.memory_bytes = spec.memory_mb * 1024 * 1024;
+  limits.pids_max = spec.pids_max;
+  limits.cpus = spec.cpus;
+  auto cg = cgroups_->Create(opts_.instance_tag + "-" + spec.id, limits);
+  if (!cg.ok()) {
+    fail_cleanup();
+    co_return cg.error().Context("create cgroup");
+  }
+
+  JailConfig cfg;
+  cfg.sandbox_dir = dir;
+  cfg.lower_dir = spec.rootfs;
+  cfg.agent_socket = dir + "/agent.sock";
+  cfg.log_path = dir + "/agent.log";
+  cfg.uid_base = opts_.uid_base;
+  cfg.disk_mb = spec.disk_mb;
+  cfg.seccomp = &seccomp_;
+  cfg.agent_memfd = agent_memfd_.get();
+  auto child = SpawnJail(cfg);
+  if (!child.ok()) {
+    fail_cleanup();
+    co_return child.error().Context("spawn sandbox");
+  }
+  JailChild& ch = child.value();
+  // Any failure below kills the half-built sandbox and removes its pieces.
+  auto abort = [&](Error e) -> Error {
+    ch.KillAndReap();
+    cg.value()->Remove().ok();
+    fail_cleanup();
+    return e;
+  };
+  if (auto st = cg.value()->AddProcess(ch.pid()); !st.ok()) co_return abort(st.error().Context("join cgroup"));
+  if (auto st = ch.ReleaseForSetup(); !st.ok()) co_return abort(st.error());
+  if (!co_await WaitReadable(ch.sync_fd(), kSetupTimeout))
+    co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
+  auto asked = ch.ReadReport();
+  if (!asked.ok()) co_return abort(asked.error());
+  if (auto st = ch.MapIdsAndRelease(opts_.uid_base, 65536); !st.ok()) co_return abort(st.error());
+  if (!co_await WaitReadable(ch.sync_fd(), kSetupTimeout))
+    co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
+  if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
+
+  auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(), std::move(cg).value());
+  // From here on `inst` owns the child, cgroup and dir: an early return
+  // destroys them through its destructor.
+  inst->StartWatch(ex);
+  auto conn = co_await AgentConnection::Connect(cfg.agent_socket, kSetupTimeout);
+  if (!conn.ok()) {
+    std::string log;
+    if (FILE* f = fopen(cfg.log_path.c_str(), "re")) {
+      char b[512];
+      size_t n = fread(b, 1, sizeof b, f);
+      log.assign(b, n);
+      fclose(f);
+    }
+    co_return conn.error().Context("sandbox agent" + (log.empty() ? std::string() : " (log: " + log + ")"));
+  }
+  inst->agent_ = conn.value();
+  std::weak_ptr<JailInstance> weak = inst;
+  inst->agent_->on_lost = [weak](const std::string& why) {
+    if (auto i = weak.lock(); i && i->on_lost) {
+      auto cb = std::move(i->on_lost);
+      i->on_lost = nullptr;
+      cb(why);
+    }
+  };
+  co_return std::shared_ptr<Instance>(inst);
+}
+
+int JailDriver::ReconcileAtStart() {
+  // No sandbox survives a restart yet (adoption comes with persistent
+  // state): kill whatever an earlier run of this state dir left and remove
+  // it. Cgroup names carry this server's tag, so servers with other state
+  // dirs on the same host are left alone.
+  int removed = 0;
+  const std::string prefix = opts_.instance_tag + "-";
+  for (const std::string& name : cgroups_->ListExisting()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    if (auto st = cgroups_->RemoveExisting(name); !st.ok())
+      spdlog::error("reconcile cgroup={} err=\"{}\"", name, st.error().message);
+    ++removed;
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(opts_.state_dir + "/sandboxes", ec)) {
+    std::error_code rec;
+    fs::remove_all(e.path(), rec);
+    if (rec) spdlog::error("reconcile dir={} err=\"{}\"", e.path().string(), rec.message());
+  }
+  return removed;
+}
+
+}  // namespace hutch::jail

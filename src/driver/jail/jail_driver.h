@@ -1,0 +1,39 @@
+// The jail driver: each sandbox is a process tree in its own namespaces,
+// cgroups and seccomp filter, with hutch-agent as PID 1 (see jail_spawn.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "driver/driver.h"
+#include "driver/jail/cgroup.h"
+#include "driver/jail/seccomp_policy.h"
+
+namespace hutch::jail {
+
+struct JailDriverOptions {
+  std::string state_dir;    // sandbox dirs go to <state_dir>/sandboxes
+  std::string agent_path;   // hutch-agent binary on the host
+  std::string instance_tag; // prefix of this server's cgroup names
+  uint32_t uid_base = 1000000;
+};
+
+class JailDriver : public Driver {
+ public:
+  static Result<std::unique_ptr<JailDriver>> Make(const JailDriverOptions& opts);
+  std::string name() const override { return "jail"; }
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) override;
+  int ReconcileAtStart() override;
+  int cgroup_version() const { return cgroups_->Version(); }
+
+ private:
+  JailDriver(JailDriverOptions opts, SeccompPolicy seccomp, std::unique_ptr<CgroupManager> cg, UniqueFd memfd)
+      : opts_(std::move(opts)), seccomp_(std::move(seccomp)), cgroups_(std::move(cg)), agent_memfd_(std::move(memfd)) {}
+  JailDriverOptions opts_;
+  SeccompPolicy seccomp_;
+  std::unique_ptr<CgroupManager> cgroups_;
+  UniqueFd agent_memfd_;
+};
+
+}  // namespace hutch::jail

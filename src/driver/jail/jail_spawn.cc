@@ -1,0 +1,403 @@
+#include "driver/jail/jail_spawn.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/seccomp.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hutch::jail {
+
+namespace {
+
+enum Step : uint32_t {
+  kStepWaitParent = 1,
+  kStepPrivateRoot,
+  kStepScratchTmpfs,
+  kStepUpperDirs,
+  kStepOverlay,
+  kStepProc,
+  kStepDev,
+  kStepDevNodes,
+  kStepDevPts,
+  kStepDevShm,
+  kStepSys,
+  kStepMaskProc,
+  kStepHostname,
+  kStepLoopback,
+  kStepAgentSocket,
+  kStepPivotRoot,
+  kStepCgroupNs,
+  kStepUserNs,
+  kStepWaitMaps,
+  kStepSetIds,
+  kStepNoNewPrivs,
+  kStepCapabilities,
+  kStepRlimits,
+  kStepFds,
+  kStepSeccomp,
+  kStepExecAgent,
+  kStepCount,
+};
+
+constexpr const char* kStepNames[] = {
+    "none", "wait for parent", "make / private", "mount scratch tmpfs", "create upper dirs",
+    "mount overlay", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
+    "mount /dev/shm", "mount /sys", "mask /proc paths", "set hostname", "bring up loopback",
+    "bind agent socket", "pivot_root", "unshare cgroup ns", "unshare user ns",
+    "wait for uid maps", "set ids", "no_new_privs", "drop capabilities", "rlimits",
+    "arrange fds", "install seccomp", "exec agent",
+};
+
+struct Report {
+  uint32_t step;
+  int32_t err;
+};
+
+// Everything the child needs, formatted before clone().
+struct Plan {
+  const JailConfig* cfg;
+  std::string root, scratch, upper, work, scratch_opts, overlay_opts;
+  std::string proc, dev, dev_opts, devpts, devpts_opts, devshm, devshm_opts, sys, dev_ptmx;
+  std::vector<std::string> dev_nodes_src, dev_nodes_dst;
+  std::vector<std::array<std::string, 2>> dev_links;  // {target, linkpath}
+  std::vector<std::string> proc_masked_files, proc_ro_dirs, proc_masked_dirs;
+  std::string dev_null_in_root;
+  int sync_fd = -1;
+  int log_fd = -1;
+};
+
+[[noreturn]] void Fail(int fd, uint32_t step, int err) {
+  Report r{step, err};
+  // Best effort: the parent treats a short read as an unknown failure.
+  [[maybe_unused]] ssize_t n = write(fd, &r, sizeof r);
+  _exit(126);
+}
+
+// Capabilities a sandbox's root never needs; dropped from the bounding set
+// so nothing inside can regain them, even through a setuid-root binary.
+constexpr int kDroppedCaps[] = {
+    CAP_SYS_ADMIN,      CAP_SYS_MODULE,   CAP_SYS_PTRACE,     CAP_SYS_BOOT,
+    CAP_SYS_TIME,       CAP_SYS_RAWIO,    CAP_MKNOD,          CAP_SYSLOG,
+    CAP_MAC_ADMIN,      CAP_MAC_OVERRIDE, CAP_AUDIT_CONTROL,  CAP_AUDIT_READ,
+    CAP_AUDIT_WRITE,    CAP_BPF,          CAP_PERFMON,        CAP_CHECKPOINT_RESTORE,
+    CAP_NET_ADMIN,      CAP_SYS_PACCT,    CAP_SYS_TTY_CONFIG, CAP_WAKE_ALARM,
+    CAP_BLOCK_SUSPEND,  CAP_LEASE,        CAP_LINUX_IMMUTABLE, CAP_SYS_NICE,
+    CAP_SYS_RESOURCE,   CAP_IPC_LOCK,
+};
+
+bool Exists(const char* p) {
+  struct stat st;
+  return lstat(p, &st) == 0;
+}
+
+// The child. Only raw syscalls from here to exec.
+[[noreturn]] void ChildMain(const Plan& p) {
+  const JailConfig& c = *p.cfg;
+  const int sfd = p.sync_fd;
+  char b;
+  if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitParent, errno);
+
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    Fail(sfd, kStepPrivateRoot, errno);
+  // The writable layer lives in a size-capped tmpfs: the disk quota. It is
+  // mounted in this mount namespace only, so it vanishes with the sandbox.
+  if (mount("tmpfs", p.scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.scratch_opts.c_str()) != 0)
+    Fail(sfd, kStepScratchTmpfs, errno);
+  if (mkdir(p.upper.c_str(), 0755) != 0 || mkdir(p.work.c_str(), 0700) != 0)
+    Fail(sfd, kStepUpperDirs, errno);
+  // The merged root takes its owner from the upper dir: make it the
+  // sandbox's root, not the host's.
+  if (chown(p.upper.c_str(), c.uid_base, c.uid_base) != 0) Fail(sfd, kStepUpperDirs, errno);
+  if (mount("overlay", p.root.c_str(), "overlay", MS_NOSUID, p.overlay_opts.c_str()) != 0)
+    Fail(sfd, kStepOverlay, errno);
+
+  // We are PID 1 of the new pid namespace: this /proc shows only the sandbox.
+  if (mount("proc", p.proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    Fail(sfd, kStepProc, errno);
+
+  if (mount("tmpfs", p.dev.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, p.dev_opts.c_str()) != 0)
+    Fail(sfd, kStepDev, errno);
+  for (size_t i = 0; i < p.dev_nodes_src.size(); ++i) {
+    int fd = open(p.dev_nodes_dst[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) Fail(sfd, kStepDevNodes, errno);
+    close(fd);
+    if (mount(p.dev_nodes_src[i].c_str(), p.dev_nodes_dst[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
+      Fail(sfd, kStepDevNodes, errno);
+  }
+  for (const auto& l : p.dev_links) {
+    if (symlink(l[0].c_str(), l[1].c_str()) != 0) Fail(sfd, kStepDevNodes, errno);
+  }
+  if (mkdir(p.devpts.c_str(), 0755) != 0) Fail(sfd, kStepDevPts, errno);
+  if (mount("devpts", p.devpts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, p.devpts_opts.c_str()) != 0)
+    Fail(sfd, kStepDevPts, errno);
+  if (mkdir(p.devshm.c_str(), 01777) != 0) Fail(sfd, kStepDevShm, errno);
+  if (mount("tmpfs", p.devshm.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.devshm_opts.c_str()) != 0)
+    Fail(sfd, kStepDevShm, errno);
+  // /dev itself read-only: nothing inside can add entries to it.
+  if (mount(nullptr, p.dev.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+            p.dev_opts.c_str()) != 0)
+    Fail(sfd, kStepDev, errno);
+
+  // An empty read-only /sys: no kernel knobs, no host device topology.
+  if (mount("tmpfs", p.sys.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "size=4k,nr_inodes=8,mode=0555") != 0)
+    Fail(sfd, kStepSys, errno);
+
+  // /proc entries that leak host state or poke the host kernel.
+  for (const auto& f : p.proc_masked_files) {
+    if (!Exists(f.c_str())) continue;
+    if (mount(p.dev_null_in_root.c_str(), f.c_str(), nullptr, MS_BIND, nullptr) != 0)
+      Fail(sfd, kStepMaskProc, errno);
+  }
+  for (const auto& d : p.proc_masked_dirs) {
+    if (!Exists(d.c_str())) continue;
+    if (mount("tmpfs", d.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=0,nr_inodes=1") != 0)
+      Fail(sfd, kStepMaskProc, errno);
+  }
+  for (const auto& d : p.proc_ro_dirs) {
+    if (!Exists(d.c_str())) continue;
+    if (mount(d.c_str(), d.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+        mount(nullptr, d.c_str(), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      Fail(sfd, kStepMaskProc, errno);
+  }
+
+  if (sethostname(c.hostname.data(), c.hostname.size()) != 0) Fail(sfd, kStepHostname, errno);
+  {
+    // A new net namespace has only `lo`, and it starts down.
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) Fail(sfd, kStepLoopback, errno);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
+    close(s);
+  }
+
+  // The agent's socket is bound at a host path while the host's tree is
+  // still reachable; after pivot_root nothing inside can name that path.
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) Fail(sfd, kStepAgentSocket, errno);
+  {
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    if (c.agent_socket.size() >= sizeof addr.sun_path) Fail(sfd, kStepAgentSocket, ENAMETOOLONG);
+    memcpy(addr.sun_path, c.agent_socket.c_str(), c.agent_socket.size() + 1);
+    unlink(c.agent_socket.c_str());
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+      Fail(sfd, kStepAgentSocket, errno);
+    if (listen(lfd, 16) != 0) Fail(sfd, kStepAgentSocket, errno);
+  }
+
+  // pivot_root(".", ".") stacks the old root under the new one; detaching
+  // it leaves only the sandbox's tree in this mount namespace.
+  if (chdir(p.root.c_str()) != 0) Fail(sfd, kStepPivotRoot, errno);
+  if (syscall(SYS_pivot_root, ".", ".") != 0) Fail(sfd, kStepPivotRoot, errno);
+  if (umount2(".", MNT_DETACH) != 0) Fail(sfd, kStepPivotRoot, errno);
+  if (chdir("/") != 0) Fail(sfd, kStepPivotRoot, errno);
+
+  // The parent already placed us in our cgroups (it does so before
+  // ReleaseForSetup), so the new cgroup namespace is rooted at them.
+  if (unshare(CLONE_NEWCGROUP) != 0) Fail(sfd, kStepCgroupNs, errno);
+  if (unshare(CLONE_NEWUSER) != 0) Fail(sfd, kStepUserNs, errno);
+  Report ask{0, 0};
+  if (write(sfd, &ask, sizeof ask) != sizeof ask) Fail(sfd, kStepWaitMaps, errno);
+  if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitMaps, errno);
+  if (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0)
+    Fail(sfd, kStepSetIds, errno);
+
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(sfd, kStepNoNewPrivs, errno);
+  for (int cap : kDroppedCaps) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+      Fail(sfd, kStepCapabilities, errno);
+  }
+  // A core dump with a piped core_pattern runs a host helper as host root.
+  struct rlimit zero = {0, 0};
+  if (setrlimit(RLIMIT_CORE, &zero) != 0) Fail(sfd, kStepRlimits, errno);
+
+  // fds: 0 /dev/null, 1+2 the agent log, 3 the listening socket; the sync
+  // socket and the memfd stay close-on-exec; everything else is closed.
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull < 0) Fail(sfd, kStepFds, errno);
+  int hi_sync = fcntl(sfd, F_DUPFD_CLOEXEC, 100);
+  int hi_mem = fcntl(c.agent_memfd, F_DUPFD_CLOEXEC, 100);
+  int hi_log = fcntl(p.log_fd, F_DUPFD_CLOEXEC, 100);
+  int hi_lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 100);
+  int hi_null = fcntl(devnull, F_DUPFD_CLOEXEC, 100);
+  if (hi_sync < 0 || hi_mem < 0 || hi_log < 0 || hi_lfd < 0 || hi_null < 0)
+    Fail(sfd, kStepFds, errno);
+  if (dup2(hi_null, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_lfd, 3) < 0)
+    Fail(hi_sync, kStepFds, errno);
+  // close_range over [4, hi) and (hi, ...) minus the two we still need.
+  int keep_lo = hi_sync < hi_mem ? hi_sync : hi_mem;
+  int keep_hi = hi_sync < hi_mem ? hi_mem : hi_sync;
+  if (syscall(SYS_close_range, 4, keep_lo - 1, 0) != 0 ||
+      (keep_hi - keep_lo > 1 && syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
+      syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0)
+    Fail(hi_sync, kStepFds, errno);
+
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.seccomp->program(), 0, 0) != 0)
+    Fail(hi_sync, kStepSeccomp, errno);
+
+  char arg0[] = "hutch-agent";
+  char* argv[] = {arg0, nullptr};
+  char env0[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {env0, nullptr};
+  syscall(SYS_execveat, hi_mem, "", argv, envp, AT_EMPTY_PATH);
+  Fail(hi_sync, kStepExecAgent, errno);
+}
+
+}  // namespace
+
+const char* JailStepName(uint32_t step) {
+  return step < kStepCount ? kStepNames[step] : "unknown step";
+}
+
+Result<JailChild> SpawnJail(const JailConfig& cfg) {
+  if (cfg.seccomp == nullptr || cfg.agent_memfd < 0)
+    return MakeError(Code::kInternal, "jail config lacks seccomp policy or agent binary");
+  Plan p;
+  p.cfg = &cfg;
+  const std::string& d = cfg.sandbox_dir;
+  p.root = d + "/root";
+  p.scratch = d + "/scratch";
+  p.upper = p.scratch + "/upper";
+  p.work = p.scratch + "/work";
+  int64_t inodes = cfg.inodes > 0 ? cfg.inodes : std::max<int64_t>(16384, cfg.disk_mb * 256);
+  p.scratch_opts = "size=" + std::to_string(cfg.disk_mb) + "m,nr_inodes=" + std::to_string(inodes) +
+                   ",mode=0700";
+  p.overlay_opts = "lowerdir=" + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
+  p.proc = p.root + "/proc";
+  p.dev = p.root + "/dev";
+  p.dev_opts = "size=64k,nr_inodes=64,mode=0755,uid=" + std::to_string(cfg.uid_base) +
+               ",gid=" + std::to_string(cfg.uid_base);
+  for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    p.dev_nodes_src.push_back(std::string("/dev/") + n);
+    p.dev_nodes_dst.push_back(p.dev + "/" + n);
+  }
+  p.dev_links = {{"pts/ptmx", p.dev + "/ptmx"},       {"/proc/self/fd", p.dev + "/fd"},
+                 {"/proc/self/fd/0", p.dev + "/stdin"}, {"/proc/self/fd/1", p.dev + "/stdout"},
+                 {"/proc/self/fd/2", p.dev + "/stderr"}};
+  p.devpts = p.dev + "/pts";
+  p.devpts_opts = "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(cfg.uid_base + 5);
+  p.devshm = p.dev + "/shm";
+  p.devshm_opts = "size=64m,mode=1777,uid=" + std::to_string(cfg.uid_base) +
+                  ",gid=" + std::to_string(cfg.uid_base);
+  p.sys = p.root + "/sys";
+  p.dev_null_in_root = p.dev + "/null";
+  for (const char* f : {"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger",
+                        "latency_stats", "kallsyms", "kmsg", "config.gz", "kpagecount",
+                        "kpageflags", "kpagecgroup", "buddyinfo", "pagetypeinfo"})
+    p.proc_masked_files.push_back(p.proc + "/" + f);
+  for (const char* f : {"acpi", "scsi", "driver"}) p.proc_masked_dirs.push_back(p.proc + "/" + f);
+  for (const char* f : {"sys", "bus", "fs", "irq"}) p.proc_ro_dirs.push_back(p.proc + "/" + f);
+
+  UniqueFd log(open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!log) return ErrnoError("open agent log " + cfg.log_path);
+  p.log_fd = log.get();
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoError("socketpair");
+  UniqueFd parent_end(sv[0]), child_end(sv[1]);
+  p.sync_fd = child_end.get();
+
+  // Raw clone without a new stack behaves like fork() but takes namespace
+  // flags; glibc's fork handlers do not run, which is what we want.
+  long pid = syscall(SYS_clone,
+                     CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+                     nullptr, nullptr, nullptr, nullptr);
+  if (pid < 0) return ErrnoError("clone");
+  if (pid == 0) ChildMain(p);
+
+  JailChild child;
+  child.pid_ = static_cast<pid_t>(pid);
+  child.sync_ = std::move(parent_end);
+  child.pidfd_.reset(static_cast<int>(syscall(SYS_pidfd_open, child.pid_, 0)));
+  if (!child.pidfd_) {
+    Error e = ErrnoError("pidfd_open");
+    child.KillAndReap();
+    return e;
+  }
+  return child;
+}
+
+Status JailChild::ReleaseForSetup() {
+  char b = 'g';
+  if (write(sync_.get(), &b, 1) != 1) return ErrnoError("release jail child");
+  return {};
+}
+
+Result<bool> JailChild::ReadReport() {
+  Report r{};
+  ssize_t n = read(sync_.get(), &r, sizeof r);
+  if (n == 0) return MakeError(Code::kInternal, "jail child exited during setup");
+  if (n != sizeof r) return ErrnoError("read jail report");
+  if (r.step == 0) return true;
+  Error e;
+  e.code = Code::kInternal;
+  e.err = r.err;
+  e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  return e;
+}
+
+Status JailChild::MapIdsAndRelease(uint32_t uid_base, uint32_t count) {
+  std::string map = "0 " + std::to_string(uid_base) + " " + std::to_string(count) + "\n";
+  for (const char* f : {"uid_map", "gid_map"}) {
+    std::string path = "/proc/" + std::to_string(pid_) + "/" + f;
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return ErrnoError("open " + path);
+    if (write(fd.get(), map.data(), map.size()) != static_cast<ssize_t>(map.size()))
+      return ErrnoError("write " + path);
+  }
+  char b = 'm';
+  if (write(sync_.get(), &b, 1) != 1) return ErrnoError("release jail child after maps");
+  return {};
+}
+
+Status JailChild::ReadExecResult() {
+  Report r{};
+  ssize_t n = read(sync_.get(), &r, sizeof r);
+  if (n == 0) return {};  // close-on-exec closed the socket: the agent runs
+  if (n != sizeof r) return ErrnoError("read jail exec result");
+  Error e;
+  e.code = Code::kInternal;
+  e.err = r.err;
+  e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  return e;
+}
+
+void JailChild::KillAndReap() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int st;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+}
+
+}  // namespace hutch::jail

@@ -1,0 +1,78 @@
+// Starting one sandbox's process tree: the isolation pipeline.
+//
+// The parent (hutchd) prepares every path and option string, then clone()s a
+// child into fresh pid, mount, net, ipc and uts namespaces. While still real
+// root, the child builds the sandbox's root (tmpfs-backed overlay over the
+// template, /proc, a minimal /dev, masked /proc paths), binds the agent's
+// listening socket at a host path, pivots into the new root and only then
+// enters a cgroup namespace and a new user namespace whose uid 0 maps to an
+// unprivileged host range. Because every mount was made by the host's root
+// before the user namespace existed, the sandbox's root cannot unmount or
+// change any of them. Finally: no_new_privs, a reduced capability bounding
+// set, no core dumps, the seccomp filter, and exec of hutch-agent from a
+// sealed memfd (so /proc/1/exe inside is not a writable host file).
+//
+// Between clone() and exec() the child uses raw syscalls only; each failure
+// is reported to the parent as {step, errno} over a close-on-exec socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "driver/jail/seccomp_policy.h"
+
+namespace hutch::jail {
+
+struct JailConfig {
+  std::string sandbox_dir;   // <state>/sandboxes/<id>, created by the caller
+  std::string lower_dir;     // template rootfs (read-only lower layer)
+  std::string agent_socket;  // host path of the agent's listening socket
+  std::string log_path;      // agent's stdout/stderr
+  std::string hostname = "sandbox";
+  uint32_t uid_base = 0;     // host uid/gid that sandbox uid/gid 0 maps to
+  uint32_t uid_count = 65536;
+  int64_t disk_mb = 2048;    // size of the writable layer
+  int64_t inodes = 0;        // 0: derived from disk_mb
+  const SeccompPolicy* seccomp = nullptr;
+  int agent_memfd = -1;      // sealed memfd holding the hutch-agent binary
+};
+
+// A child that has been cloned and is waiting for the parent's steps.
+class JailChild {
+ public:
+  pid_t pid() const { return pid_; }
+  int sync_fd() const { return sync_.get(); }
+  UniqueFd TakePidfd() { return std::move(pidfd_); }
+
+  // Step 1 (after the caller put pid() into its cgroups): let it build.
+  Status ReleaseForSetup();
+  // Step 2: reads the child's report. Returns true when the child asks for
+  // its uid/gid maps; an Error carries the failed step and errno. Blocking
+  // read: call after sync_fd() polled readable.
+  Result<bool> ReadReport();
+  // Step 3: writes /proc/<pid>/{uid,gid}_map and lets the child go on.
+  Status MapIdsAndRelease(uint32_t uid_base, uint32_t count);
+  // Step 4: after sync_fd() is readable again: EOF means the agent was
+  // exec'd; anything else is the failed step.
+  Status ReadExecResult();
+  // Kills and reaps the child (on any failure path).
+  void KillAndReap();
+
+ private:
+  friend Result<JailChild> SpawnJail(const JailConfig& cfg);
+  pid_t pid_ = -1;
+  UniqueFd sync_;
+  UniqueFd pidfd_;
+};
+
+// Clones the child. It blocks until ReleaseForSetup().
+Result<JailChild> SpawnJail(const JailConfig& cfg);
+
+// Names of the child's steps, for error messages.
+const char* JailStepName(uint32_t step);
+
+}  // namespace hutch::jail
