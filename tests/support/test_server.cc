@@ -1,0 +1,144 @@
+#include "tests/support/test_server.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace hutch::testing {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) return "";
+  return buf.data();
+}
+
+std::string HostSh(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return out;
+  char b[4096];
+  size_t n;
+  while ((n = fread(b, 1, sizeof b, f)) > 0) out.append(b, n);
+  pclose(f);
+  return out;
+}
+
+TestServer::TestServer(std::vector<std::string> extra_args) {
+  const char* bin = getenv("HUTCHD_BIN");
+  const char* tpl = getenv("HUTCH_TEMPLATES_DIR");
+  if (!bin || !tpl) {
+    ADD_FAILURE() << "HUTCHD_BIN and HUTCH_TEMPLATES_DIR must be set (run through ctest)";
+    return;
+  }
+  state_dir_ = TempDir("hutch-test");
+  log_path_ = state_dir_ + ".log";
+  std::vector<std::string> args = {bin, "--listen", "127.0.0.1:0", "--state-dir", state_dir_ + "/state",
+                                   "--templates-dir", tpl, "--log-level", "info"};
+  for (auto& a : extra_args) args.push_back(a);
+  pid_ = fork();
+  if (pid_ == 0) {
+    FILE* log = fopen(log_path_.c_str(), "w");
+    if (log) {
+      dup2(fileno(log), 1);
+      dup2(fileno(log), 2);
+    }
+    setenv("HUTCH_API_KEY", key_.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // The first start on a machine builds the base template (seconds).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  std::string addr_file = state_dir_ + "/state/hutchd.addr";
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(addr_file);
+    std::string addr;
+    if (in >> addr) {
+      port_ = std::stoi(addr.substr(addr.rfind(':') + 1));
+      return;
+    }
+    int st;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      ADD_FAILURE() << "hutchd exited during start:\n" << Log();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "hutchd did not start in time:\n" << Log();
+}
+
+int TestServer::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int st = 0;
+  for (int i = 0; i < 300; ++i) {
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      return st;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &st, 0);
+  pid_ = -1;
+  return st;
+}
+
+TestServer::~TestServer() {
+  Stop();
+  std::error_code ec;
+  if (!state_dir_.empty()) fs::remove_all(state_dir_, ec);
+  if (!log_path_.empty() && !::testing::Test::HasFailure()) fs::remove(log_path_, ec);
+}
+
+std::string TestServer::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TestServer::CreateSandbox(const nlohmann::json& body) {
+  auto c = Client();
+  auto r = c.Json("POST", "/v1/sandboxes", body);
+  EXPECT_EQ(r.status, 201) << r.body;
+  auto j = r.json();
+  if (!j.is_object() || !j.contains("id")) return "";
+  return j["id"].get<std::string>();
+}
+
+nlohmann::json TestServer::Exec(const std::string& id, const std::string& cmd, int timeout_seconds) {
+  auto c = Client();
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", cmd}, {"timeout_seconds", timeout_seconds}});
+  auto j = r.json();
+  if (!j.is_object()) j = nlohmann::json::object();
+  j["_status"] = r.status;
+  return j;
+}
+
+size_t TestServer::RssBytes() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace hutch::testing

@@ -1,0 +1,56 @@
+// Starts the real hutchd for a test: port 0, a fresh temp state dir, the
+// shared test templates dir, a known API key. Stops it (SIGTERM, then
+// SIGKILL) and removes the state dir at the end.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/http_client.h"
+
+namespace hutch::testing {
+
+class TestServer {
+ public:
+  explicit TestServer(std::vector<std::string> extra_args = {});
+  ~TestServer();
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  bool ok() const { return port_ > 0; }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& key() const { return key_; }
+  const std::string& state_dir() const { return state_dir_; }
+  client::HttpClient Client() const { return client::HttpClient("127.0.0.1", port_, key_); }
+
+  // Creates a sandbox (fails the test on error) and returns its id.
+  std::string CreateSandbox(const nlohmann::json& body = nlohmann::json::object());
+  // Blocking exec of a shell command; returns the parsed JSON response
+  // (with "_status" set to the HTTP status).
+  nlohmann::json Exec(const std::string& id, const std::string& cmd, int timeout_seconds = 60);
+  // Resident memory of hutchd, bytes.
+  size_t RssBytes() const;
+  // Sends SIGTERM and waits; returns the exit status.
+  int Stop();
+  // The log hutchd wrote so far (stdout+stderr).
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string key_ = "test-key-0123456789";
+  std::string state_dir_;
+  std::string log_path_;
+};
+
+// Runs a shell command on the host; returns its stdout.
+std::string HostSh(const std::string& cmd);
+// Directory for test temp files.
+std::string TempDir(const std::string& prefix);
+
+}  // namespace hutch::testing
