@@ -2,6 +2,10 @@
 // download, list, delete; and the documented JSON errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <set>
+#include <thread>
+
 using namespace std::string_literals;
 
 #include "tests/support/test_server.h"
@@ -72,4 +76,73 @@ TEST(ApiSmoke, DocumentedErrors) {
   EXPECT_EQ(r.header("x-request-id"), "my-req-1");
   r = c.Request("GET", "/healthz");
   EXPECT_EQ(r.status, 200);
+}
+
+TEST(ApiSmoke, GeneratesStoresAndPrintsKeyWhenNoneConfigured) {
+  TestServer s({}, /*with_env_key=*/false);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s.key().rfind("hk_", 0), 0u) << s.key();
+  // Printed once, on the first start.
+  EXPECT_NE(s.Log().find(s.key()), std::string::npos);
+  auto c = s.Client();
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").status, 200);
+  c.set_api_key("test-key-0123456789");
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").status, 401);
+}
+
+TEST(ApiSmoke, ListFiltersAndPages) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(s.CreateSandbox({{"metadata", {{"team", i == 1 ? "b" : "a"}}}}));
+  auto c = s.Client();
+  auto r = c.Request("GET", "/v1/sandboxes?metadata.team=a");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["items"].size(), 2u);
+  // Paging: one per page, following next_cursor, sees all three once.
+  std::set<std::string> seen;
+  std::string cursor;
+  for (int page = 0; page < 5; ++page) {
+    auto p = c.Request("GET", "/v1/sandboxes?limit=1" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    ASSERT_EQ(p.status, 200);
+    auto pj = p.json();
+    for (auto& it : pj["items"]) seen.insert(it["id"].get<std::string>());
+    if (pj["next_cursor"].is_null()) break;
+    cursor = pj["next_cursor"].get<std::string>();
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + ids[0]).status, 204);
+  r = c.Request("GET", "/v1/sandboxes?status=running");
+  EXPECT_EQ(r.json()["items"].size(), 2u);
+  r = c.Request("GET", "/v1/sandboxes?status=bogus");
+  EXPECT_EQ(r.status, 400);
+}
+
+TEST(ApiSmoke, TtlExpiryReapsAndRenewExtends) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string short_id = s.CreateSandbox({{"ttl_seconds", 1}});
+  std::string renewed = s.CreateSandbox({{"ttl_seconds", 1}});
+  auto c = s.Client();
+  auto r = c.Json("POST", "/v1/sandboxes/" + renewed + "/ttl", {{"ttl_seconds", 60}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + short_id).json()["status"], "stopped");
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + renewed).json()["status"], "running");
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + short_id + "/exec", {{"cmd", "true"}}).status, 409);
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes", {{"ttl_seconds", -5}}).status, 400);
+}
+
+TEST(ApiSmoke, NotYetSupportedRoutesSayNotSupported) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox();
+  auto c = s.Client();
+  auto r = c.Request("POST", "/v1/sandboxes/" + id + "/pause");
+  EXPECT_EQ(r.status, 501);
+  EXPECT_EQ(r.json()["code"], "not_supported");
+  r = c.Request("POST", "/v1/sandboxes/sb_nope/pause");
+  EXPECT_EQ(r.status, 404);
+  r = c.Json("POST", "/v1/sandboxes", {{"network", {{"mode", "all"}}}});
+  EXPECT_EQ(r.json()["code"], "not_supported");
 }

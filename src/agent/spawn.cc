@@ -85,6 +85,14 @@ struct ChildArgs {
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
   setsid();
+  // The agent runs with oom_score_adj -1000 so the OOM killer of the
+  // sandbox's memory cgroup never picks it; its commands start at 0 again
+  // (raising the value needs no privilege).
+  int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (oom >= 0) {
+    [[maybe_unused]] ssize_t n = write(oom, "0", 1);
+    close(oom);
+  }
   if (dup2(a.in, 0) < 0 || dup2(a.out, 1) < 0 || dup2(a.err, 2) < 0) _exit(127);
   // Fails when the user namespace denies setgroups; then there are no
   // supplementary groups to drop in the first place.

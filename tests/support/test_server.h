@@ -16,7 +16,9 @@ namespace hutch::testing {
 
 class TestServer {
  public:
-  explicit TestServer(std::vector<std::string> extra_args = {});
+  // with_env_key=false: no HUTCH_API_KEY, so hutchd generates its own key
+  // (then read back from <state>/api_key).
+  explicit TestServer(std::vector<std::string> extra_args = {}, bool with_env_key = true);
   ~TestServer();
   TestServer(const TestServer&) = delete;
   TestServer& operator=(const TestServer&) = delete;
