@@ -105,9 +105,11 @@ struct ChildArgs {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  // exec resets caught signals by itself; only ignored ones carry over,
+  // and SIGPIPE is the one the agent ignores (main.cc).
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s) sigaction(s, &dfl, nullptr);
+  sigaction(SIGPIPE, &dfl, nullptr);
   close_range(3, ~0U, 0);
   int err = ENOENT;
   bool denied = false;
