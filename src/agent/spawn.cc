@@ -85,7 +85,7 @@ struct ChildArgs {
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
   setsid();
-  // The agent runs with oom_score_adj -1000 so the OOM killer of the
+  // The agent runs with oom_score_adj -999 so the OOM killer of the
   // sandbox's memory cgroup never picks it; its commands start at 0 again
   // (raising the value needs no privilege).
   int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);

@@ -194,6 +194,7 @@ asio::awaitable<Status> HttpContext::StreamBody(std::function<asio::awaitable<St
 void HttpContext::CommonHeaders(http::response_header<>& h) {
   h.set(http::field::server, "hutchd");
   h.set("X-Request-Id", request_id_);
+  for (const auto& [k, v] : extra_headers_) h.set(k, v);
   // An unread body would be parsed as the next request: close instead.
   if (!body_read_) keep_alive_ = false;
   h.set(http::field::connection, keep_alive_ ? "keep-alive" : "close");

@@ -59,6 +59,9 @@ class HttpContext {
   asio::awaitable<Status> WriteChunk(std::string_view data);
   asio::awaitable<Status> EndStream();
   bool responded() const { return responded_; }
+  // A header for the response sent next (whole or streamed).
+  void AddHeader(std::string name, std::string value) { extra_headers_.emplace_back(std::move(name), std::move(value)); }
+  void ClearHeaders() { extra_headers_.clear(); }
 
   // Resolves when the client closes its side (used to cancel work whose
   // caller went away). Call once; cancelled by StopWatchingClose().
@@ -89,6 +92,7 @@ class HttpContext {
   std::unique_ptr<http::response<http::buffer_body>> sres_;
   std::unique_ptr<http::response_serializer<http::buffer_body>> ssr_;
   bool watching_ = false;
+  std::vector<std::pair<std::string, std::string>> extra_headers_;
 };
 
 // Percent-decodes a URL component ('+' is a space in queries). False on a

@@ -72,6 +72,69 @@ std::string Base64(std::string_view in) {
   return out;
 }
 
+namespace {
+// Escape sequence lengths per byte: 1 = literal, 2 = \x, 6 = \u00XX.
+struct EscapeTable {
+  unsigned char len[256];
+  constexpr EscapeTable() : len() {
+    for (int i = 0; i < 256; ++i) len[i] = 1;
+    for (int i = 0; i < 0x20; ++i) len[i] = 6;
+    len[static_cast<unsigned char>('\n')] = 2;
+    len[static_cast<unsigned char>('\r')] = 2;
+    len[static_cast<unsigned char>('\t')] = 2;
+    len[static_cast<unsigned char>('"')] = 2;
+    len[static_cast<unsigned char>('\\')] = 2;
+    len[0x7f] = 6;
+  }
+};
+constexpr EscapeTable kEscape;
+}  // namespace
+
+size_t JsonEscapedSize(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += kEscape.len[c];
+  return n;
+}
+
+void AppendJsonEscaped(std::string* out, std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  out->reserve(out->size() + JsonEscapedSize(s));
+  size_t run = 0;  // start of the current run of literal bytes
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (kEscape.len[c] == 1) continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      default: {
+        char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        out->append(u, 6);
+      }
+    }
+  }
+  out->append(s.data() + run, s.size() - run);
+}
+
+std::string OutputEvent(const char* name, bool text, std::string_view bytes) {
+  if (text && JsonEscapedSize(bytes) > bytes.size() / 3 * 4 + 8) text = false;
+  std::string ev = "event: ";
+  ev += name;
+  if (text) {
+    ev += "\ndata: {\"text\":\"";
+    AppendJsonEscaped(&ev, bytes);
+  } else {
+    ev += "\ndata: {\"b64\":\"";
+    ev += Base64(bytes);
+  }
+  ev += "\"}\n\n";
+  return ev;
+}
+
 std::vector<Utf8Splitter::Piece> Utf8Splitter::Feed(std::string_view data) {
   std::string buf = std::move(pending_);
   pending_.clear();

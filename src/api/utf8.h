@@ -15,6 +15,16 @@ namespace hutch::api {
 size_t Utf8ValidPrefix(std::string_view s, bool* invalid);
 std::string Base64(std::string_view in);
 
+// Appends `s` (valid UTF-8) as the inside of a JSON string literal.
+void AppendJsonEscaped(std::string* out, std::string_view s);
+// Length `s` would have after AppendJsonEscaped.
+size_t JsonEscapedSize(std::string_view s);
+
+// One SSE output event: `data: {"text":...}` for text, `{"b64":...}` for
+// bytes, and also b64 for text so full of control characters (NULs from
+// /dev/zero, say) that JSON escapes (6 bytes each) would outgrow base64.
+std::string OutputEvent(const char* name, bool text, std::string_view bytes);
+
 class Utf8Splitter {
  public:
   struct Piece {

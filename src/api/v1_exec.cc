@@ -141,10 +141,8 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
   Utf8Splitter split_out, split_err;
   auto send_pieces = [&](const char* name, std::vector<Utf8Splitter::Piece> pieces) -> asio::awaitable<Status> {
     for (auto& p : pieces) {
-      nlohmann::json d;
-      if (p.text) d["text"] = std::move(p.bytes);
-      else d["b64"] = Base64(p.bytes);
-      if (auto st = co_await ctx.WriteChunk(SseEvent(name, d)); !st.ok()) co_return st;
+      std::string ev = OutputEvent(name, p.text, p.bytes);
+      if (auto st = co_await ctx.WriteChunk(ev); !st.ok()) co_return st;
     }
     co_return Status{};
   };

@@ -66,7 +66,13 @@ asio::awaitable<void> Api::FileGet(HttpContext& ctx, const std::string& id) {
     auto st = co_await FsCall(*sb, stat_req);
     if (!st.ok()) co_return co_await ctx.SendError(st.error());
     int64_t size = (*st)["entry"].value("size", int64_t{0});
-    if (range.suffix) {
+    ctx.AddHeader("Content-Range", "bytes */" + std::to_string(size));  // used by a 416 only
+    if (size == 0 && range.suffix) {
+      range.present = false;  // "the last n bytes" of nothing: the whole (empty) file, 200
+    } else if (range.suffix && range.first == 0) {
+      co_return co_await ctx.SendError(
+          MakeError(Code::kRangeNotSatisfiable, "a suffix range of 0 bytes selects nothing"));
+    } else if (range.suffix) {
       length = std::min(range.first, size);
       offset = size - length;
     } else {
@@ -81,6 +87,7 @@ asio::awaitable<void> Api::FileGet(HttpContext& ctx, const std::string& id) {
     }
   }
   auto dl = co_await FileDownload::Start(*sb, *path, user, offset, length);
+  ctx.ClearHeaders();
   if (!dl.ok()) co_return co_await ctx.SendError(dl.error());
   auto& d = **dl;
   std::vector<std::pair<std::string, std::string>> headers = {{"Accept-Ranges", "bytes"}};
@@ -172,6 +179,7 @@ asio::awaitable<void> Api::FileMkdir(HttpContext& ctx, const std::string& id) {
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   nlohmann::json req = {{"op", "mkdir"}, {"path", **path}};
   if (*user) req["user"] = **user;
+  else if (auto u = ctx.Query("user")) req["user"] = *u;
   auto r = co_await FsCall(*sb, req);
   if (!r.ok()) co_return co_await ctx.SendError(r.error());
   co_await ctx.SendJson(201, (*r)["entry"]);
@@ -191,6 +199,7 @@ asio::awaitable<void> Api::FileMove(HttpContext& ctx, const std::string& id) {
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   nlohmann::json req = {{"op", "move"}, {"path", **from}, {"to", **to}};
   if (*user) req["user"] = **user;
+  else if (auto u = ctx.Query("user")) req["user"] = *u;
   auto r = co_await FsCall(*sb, req);
   if (!r.ok()) co_return co_await ctx.SendError(r.error());
   co_await ctx.SendJson(200, (*r)["entry"]);

@@ -38,6 +38,10 @@ void HttpClient::Close() {
   buf_.clear();
 }
 
+int HttpClient::native_handle() const {
+  return stream_ ? const_cast<boost::beast::tcp_stream&>(*stream_).socket().native_handle() : -1;
+}
+
 void HttpClient::Connect() {
   if (stream_) return;
   stream_ = std::make_unique<beast::tcp_stream>(io_);
@@ -171,7 +175,9 @@ Response HttpClient::Download(const std::string& target, const std::function<voi
   while (!p.is_done()) {
     p.get().body().data = chunk.data();
     p.get().body().size = chunk.size();
-    http::read(*stream_, buf_, p, ec);
+    // read_some: hand on what has arrived; read() would wait for a full
+    // buffer and hold small events back until the stream ends.
+    http::read_some(*stream_, buf_, p, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       Close();
@@ -210,7 +216,9 @@ Response HttpClient::Sse(const std::string& target, const nlohmann::json& body,
   while (!p.is_done()) {
     p.get().body().data = chunk.data();
     p.get().body().size = chunk.size();
-    http::read(*stream_, buf_, p, ec);
+    // read_some: hand on what has arrived; read() would wait for a full
+    // buffer and hold small events back until the stream ends.
+    http::read_some(*stream_, buf_, p, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       Close();

@@ -58,6 +58,9 @@ class HttpClient {
 
   // Drops the connection (the next request opens a new one).
   void Close();
+  // The socket of the current connection (-1 if none). A signal handler may
+  // shutdown() it to abort a blocking call (async-signal-safe).
+  int native_handle() const;
   void set_api_key(std::string k) { api_key_ = std::move(k); }
 
  private:

@@ -134,7 +134,10 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
       // The kernel's OOM killer sends SIGKILL; the cgroup counter tells it
       // apart from a kill by the timeout or by the user.
       auto inst = sb_->instance;
-      if (inst && ev.exit.signal == 9 && !ev.exit.timed_out && inst->OomKills() > oom_before_)
+      // A shell running the command (`cmd` is `sh -c`) may outlive its
+      // killed child and exit 137 itself, so both forms count.
+      if (inst && (ev.exit.signal == 9 || ev.exit.exit_code == 137) && !ev.exit.timed_out &&
+          inst->OomKills() > oom_before_)
         ev.exit.oom_killed = true;
       break;
     }

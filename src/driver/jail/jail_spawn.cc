@@ -185,14 +185,17 @@ bool Exists(const char* p) {
 
   if (sethostname(c.hostname.data(), c.hostname.size()) != 0) Fail(sfd, kStepHostname, errno);
   {
-    // The sandbox's memory-cgroup OOM killer must pick a runaway command,
+    // The sandbox's memory-cgroup OOM killer should pick a runaway command,
     // never the agent (PID 1: losing it ends the sandbox). Needs real root,
     // so it is set here; the agent resets its commands to 0.
     // Best effort: lowering the score needs CAP_SYS_RESOURCE, which some
     // hosts (this CI's VMs among them) withhold even from root.
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
-      [[maybe_unused]] ssize_t n = write(fd, "-1000", 5);
+      // -999, not -1000: root writing a value also sets the floor its
+      // descendants may lower themselves to, and -1000 would let any
+      // command make itself immune to the OOM killer.
+      [[maybe_unused]] ssize_t n = write(fd, "-999", 4);
       close(fd);
     }
   }

@@ -1,0 +1,764 @@
+// hutch_bench: the user-facing figures of bench/README.md, each beside a
+// baseline measured in the same run (design/benchmarks.md). Starts its own
+// hutchd on port 0 with a temp state dir, prints one table, optionally
+// writes JSON. A measurement, not a test: it exits 0 whether targets hold
+// or not, and non-zero only when it could not measure (hutchd would not
+// start, a request failed).
+//
+//   hutch_bench [--n N] [--json FILE]
+//   env: HUTCHD_BIN (default build/hutchd), HUTCH_TEMPLATES_DIR (default
+//        build/test-templates), HUTCH_AGENT_BIN (optional, passed as --agent)
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/http_client.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// ---------------------------------------------------------------- stats
+
+struct Stats {
+  size_t runs = 0;
+  double p50 = 0, p99 = 0, min = 0, max = 0;
+};
+
+// Percentile with linear interpolation between closest ranks (numpy's
+// default). At N=50, p99 lies between the two slowest runs.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  double pos = p / 100.0 * static_cast<double>(sorted.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+Stats Summarize(std::vector<double> v) {
+  Stats s;
+  s.runs = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.p50 = Percentile(v, 50);
+  s.p99 = Percentile(v, 99);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+// ---------------------------------------------------------------- process helpers
+
+// Runs argv with stdout/stderr to /dev/null; returns the wait status, or -1
+// when it could not be spawned.
+int RunQuiet(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return st;
+}
+
+bool Ok(int st) { return st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+// One kB-valued field of /proc/<pid>/status, in bytes (0 if absent).
+uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0, needs ptrace rights over
+// the process: we started it). Returns false when the kernel refused.
+bool ResetPeakRss(pid_t pid) {
+  std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+std::string Env(const char* name, const std::string& def) {
+  const char* v = getenv(name);
+  return v && *v ? std::string(v) : def;
+}
+
+// ---------------------------------------------------------------- hutchd
+
+class Hutchd {
+ public:
+  Hutchd(std::string bin, std::string templates) : bin_(std::move(bin)), templates_(std::move(templates)) {}
+  ~Hutchd() { Stop(); }
+
+  void Start() {
+    char tmpl[] = "/tmp/hutch-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
+    dir_ = tmpl;
+    std::string log = dir_ + "/hutchd.log";
+    std::vector<std::string> args = {bin_,           "--listen",   "127.0.0.1:0", "--state-dir", dir_ + "/state",
+                                     "--templates-dir", templates_, "--log-level", "warn"};
+    std::string agent = Env("HUTCH_AGENT_BIN", "");
+    if (!agent.empty()) {
+      args.push_back("--agent");
+      args.push_back(agent);
+    }
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      setenv("HUTCH_API_KEY", key_.c_str(), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // The first start on a machine may build the base template (seconds).
+    auto deadline = Clock::now() + std::chrono::seconds(180);
+    while (Clock::now() < deadline) {
+      std::ifstream in(dir_ + "/state/hutchd.addr");
+      std::string addr;
+      if (in >> addr) {
+        port_ = std::stoi(addr.substr(addr.rfind(':') + 1));
+        return;
+      }
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("hutchd exited during start:\n" + Log());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("hutchd did not start within 180 s:\n" + Log());
+  }
+
+  void Stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int st = 0;
+      bool gone = false;
+      for (int i = 0; i < 300 && !gone; ++i) {
+        if (waitpid(pid_, &st, WNOHANG) == pid_) gone = true;
+        else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!gone) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+      }
+      pid_ = -1;
+    }
+    if (!dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+      dir_.clear();
+    }
+  }
+
+  std::string Log() const {
+    std::ifstream in(dir_ + "/hutchd.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  hutch::client::HttpClient Client() const { return hutch::client::HttpClient("127.0.0.1", port_, key_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string bin_, templates_, dir_;
+  std::string key_ = "bench-key-0123456789";
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// ---------------------------------------------------------------- hutch API helpers
+
+std::string CreateSandbox(hutch::client::HttpClient& c) {
+  auto r = c.Json("POST", "/v1/sandboxes", json::object());
+  if (r.status != 201) throw std::runtime_error("create: HTTP " + std::to_string(r.status) + " " + r.body);
+  return r.json().at("id").get<std::string>();
+}
+
+void DeleteSandbox(hutch::client::HttpClient& c, const std::string& id) {
+  auto r = c.Request("DELETE", "/v1/sandboxes/" + id);
+  if (r.status != 204) throw std::runtime_error("delete: HTTP " + std::to_string(r.status) + " " + r.body);
+}
+
+// Blocking exec; throws unless HTTP 200 and exit_code 0 (and, when given,
+// stdout equals `want`).
+void Exec(hutch::client::HttpClient& c, const std::string& id, const json& body,
+          const std::optional<std::string>& want = std::nullopt) {
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", body);
+  if (r.status != 200) throw std::runtime_error("exec: HTTP " + std::to_string(r.status) + " " + r.body);
+  auto j = r.json();
+  if (!j.is_object() || j.value("exit_code", -1) != 0) throw std::runtime_error("exec: " + r.body);
+  if (want && j.value("stdout", std::string()) != *want) throw std::runtime_error("exec: unexpected " + r.body);
+}
+
+// Decoded byte count of one stdout/stderr SSE event's data, i.e.
+// {"text":"<JSON string>"} or {"b64":"<base64>"}, without building the
+// string: a 64 KiB chunk of NULs is 384 KiB of `\u0000` escapes, and a full
+// JSON parse of 200 MB of those costs the client ~13 s of CPU on this
+// machine, which would then compete with hutchd for the same 2 cores.
+// Falls back to a full parse for any other shape.
+uint64_t StdoutEventBytes(const std::string& data) {
+  static const std::string kText = "{\"text\":\"", kB64 = "{\"b64\":\"";
+  auto slow = [&]() -> uint64_t {
+    auto d = json::parse(data);
+    if (d.contains("text")) return d["text"].get_ref<const std::string&>().size();
+    if (d.contains("b64")) return hutch::client::Base64Decode(d["b64"].get<std::string>()).size();
+    return 0;
+  };
+  if (data.rfind(kB64, 0) == 0) {
+    size_t end = data.find('"', kB64.size());
+    if (end == std::string::npos) return slow();
+    size_t len = end - kB64.size();
+    size_t pad = 0;
+    for (size_t i = end; i > kB64.size() && data[i - 1] == '=' && pad < 2; --i) ++pad;
+    return len / 4 * 3 - pad;
+  }
+  if (data.rfind(kText, 0) != 0) return slow();
+  auto hex = [&](size_t i, uint32_t* cp) {
+    if (i + 4 > data.size()) return false;
+    *cp = 0;
+    for (size_t k = i; k < i + 4; ++k) {
+      char ch = data[k];
+      int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+      if (v < 0) return false;
+      *cp = *cp << 4 | static_cast<uint32_t>(v);
+    }
+    return true;
+  };
+  uint64_t n = 0;
+  size_t i = kText.size();
+  while (i < data.size()) {
+    char ch = data[i];
+    if (ch == '"') return data.compare(i, std::string::npos, "\"}") == 0 ? n : slow();
+    if (ch != '\\') {
+      ++n;
+      ++i;
+      continue;
+    }
+    if (i + 1 >= data.size()) return slow();
+    if (data[i + 1] != 'u') {
+      ++n;
+      i += 2;
+      continue;
+    }
+    uint32_t cp;
+    if (!hex(i + 2, &cp)) return slow();
+    i += 6;
+    if (cp >= 0xd800 && cp < 0xdc00) {  // high surrogate: the pair is one 4-byte character
+      uint32_t lo;
+      if (i + 1 < data.size() && data[i] == '\\' && data[i + 1] == 'u' && hex(i + 2, &lo)) i += 6;
+      n += 4;
+    } else {
+      n += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+    }
+  }
+  return slow();
+}
+
+// ---------------------------------------------------------------- results
+
+struct Row {
+  std::string key, label;
+  std::optional<Stats> stats;  // nullopt: n/a
+  std::string note;
+};
+
+struct Throughput {
+  std::string key, label;
+  double mb_per_s = 0;  // 1 MB = 10^6 bytes
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::optional<uint64_t> peak_rss = std::nullopt;      // hutchd VmHWM during the transfer
+  std::optional<uint64_t> rss_before = std::nullopt;    // hutchd VmRSS before it
+  std::string note;
+};
+
+std::string FmtMs(double ms) {
+  char b[32];
+  if (ms < 10) snprintf(b, sizeof b, "%.2f", ms);
+  else if (ms < 100) snprintf(b, sizeof b, "%.1f", ms);
+  else snprintf(b, sizeof b, "%.0f", ms);
+  return b;
+}
+
+std::string FmtMiB(uint64_t bytes) {
+  char b[32];
+  snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+
+json StatsJson(const std::optional<Stats>& s) {
+  if (!s) return nullptr;
+  return {{"runs", s->runs}, {"p50_ms", s->p50}, {"p99_ms", s->p99}, {"min_ms", s->min}, {"max_ms", s->max}};
+}
+
+// ---------------------------------------------------------------- baselines
+
+// A baseline runs `args`; empty stats (n/a) when the program is missing or
+// fails once, with the reason in `note`.
+struct Baseline {
+  std::string key, label;
+  std::vector<std::string> args;
+  std::vector<double> samples;
+  bool usable = true;
+  std::string note;
+
+  void Probe() {
+    if (access(args[0].c_str(), X_OK) != 0) {
+      usable = false;
+      note = args[0] + " not found";
+      return;
+    }
+    if (!Ok(RunQuiet(args))) {
+      usable = false;
+      note = "fails on this host";
+    }
+  }
+  void RunOnce() {
+    if (!usable) return;
+    auto t0 = Clock::now();
+    int st = RunQuiet(args);
+    double ms = MsSince(t0);
+    if (!Ok(st)) {
+      usable = false;
+      note = "failed during the run";
+      samples.clear();
+      return;
+    }
+    samples.push_back(ms);
+  }
+  Row ToRow() const {
+    Row r{key, label, std::nullopt, note};
+    if (usable) r.stats = Summarize(samples);
+    return r;
+  }
+};
+
+// ---------------------------------------------------------------- main
+
+void Usage() {
+  std::cout << "usage: hutch_bench [--n N] [--json FILE]\n"
+               "  --n N        runs per latency figure (default 50; exec round trip uses 4*N)\n"
+               "  --json FILE  also write the results as JSON\n"
+               "env: HUTCHD_BIN (default build/hutchd), HUTCH_TEMPLATES_DIR (default build/test-templates),\n"
+               "     HUTCH_AGENT_BIN (optional)\n";
+}
+
+int Run(Hutchd& server, int n, const std::string& json_path);
+
+int Main(int argc, char** argv) {
+  int n = 50;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--n" || a == "-n") && i + 1 < argc) {
+      n = std::atoi(argv[++i]);
+    } else if (a.rfind("--n=", 0) == 0) {
+      n = std::atoi(a.c_str() + 4);
+    } else if (a == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (a.rfind("--json=", 0) == 0) {
+      json_path = a.substr(7);
+    } else if (a == "-h" || a == "--help") {
+      Usage();
+      return 0;
+    } else {
+      std::cerr << "hutch_bench: unknown argument " << a << "\n";
+      Usage();
+      return 2;
+    }
+  }
+  if (n < 2) {
+    std::cerr << "hutch_bench: --n must be at least 2\n";
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string bin = Env("HUTCHD_BIN", "build/hutchd");
+  std::string templates = Env("HUTCH_TEMPLATES_DIR", "build/test-templates");
+  if (access(bin.c_str(), X_OK) != 0) {
+    std::cerr << "hutch_bench: no hutchd at " << bin << " (set HUTCHD_BIN)\n";
+    return 1;
+  }
+
+  Hutchd server(bin, templates);
+  std::cerr << "hutch_bench: starting " << bin << " (templates " << templates << ")\n";
+  server.Start();
+
+  try {
+    return Run(server, n, json_path);
+  } catch (const std::exception& e) {
+    std::string log = server.Log();
+    if (log.size() > 4000) log = "..." + log.substr(log.size() - 4000);
+    throw std::runtime_error(std::string(e.what()) + "\nhutchd log (tail):\n" + log);
+  }
+}
+
+int Run(Hutchd& server, int n, const std::string& json_path) {
+  std::vector<Baseline> baselines = {
+      {"fork_exec_true", "baseline: fork+exec /bin/true", {"/bin/true"}, {}, true, ""},
+      {"bwrap_true",
+       "baseline: bwrap --unshare-all --ro-bind / / /bin/true",
+       {"/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true"},
+       {},
+       true,
+       ""},
+      {"unshare_true",
+       "baseline: unshare -U -r -p -f -m -n -i -u -C true",
+       {"/usr/bin/unshare", "-U", "-r", "-p", "-f", "-m", "-n", "-i", "-u", "-C", "true"},
+       {},
+       true,
+       ""},
+  };
+  for (auto& b : baselines) b.Probe();
+
+  auto c = server.Client();
+  const json echo_hi = {{"cmd", "echo hi"}, {"timeout_seconds", 30}};
+
+  // Warm-up (not measured): page cache, template files, first connection.
+  for (int i = 0; i < 3; ++i) {
+    std::string id = CreateSandbox(c);
+    Exec(c, id, echo_hi, "hi\n");
+    DeleteSandbox(c, id);
+    for (auto& b : baselines) {
+      if (b.usable) RunQuiet(b.args);
+    }
+  }
+
+  // 1 + 3: create -> first exec, interleaved with the baselines so that each
+  // round sees the same machine noise. Sandboxes are created sequentially
+  // on one keep-alive connection and deleted (untimed) right after.
+  std::cerr << "hutch_bench: create -> first exec and baselines, " << n << " rounds\n";
+  std::vector<double> create_exec, create_only, first_exec;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    std::string id = CreateSandbox(c);
+    double t_create = MsSince(t0);
+    auto t1 = Clock::now();
+    Exec(c, id, echo_hi, "hi\n");
+    double t_exec = MsSince(t1);
+    create_exec.push_back(MsSince(t0));
+    create_only.push_back(t_create);
+    first_exec.push_back(t_exec);
+    DeleteSandbox(c, id);
+    for (auto& b : baselines) b.RunOnce();
+  }
+
+  // 2: exec round trip on one running sandbox, keep-alive connection.
+  std::cerr << "hutch_bench: exec round trip, " << 4 * n << " runs each\n";
+  std::string sb = CreateSandbox(c);
+  const json exec_true = {{"cmd", "true"}, {"timeout_seconds", 30}};
+  const json exec_argv = {{"argv", {"/bin/true"}}, {"timeout_seconds", 30}};
+  for (int i = 0; i < 5; ++i) Exec(c, sb, exec_true);
+  std::vector<double> rt_sh, rt_argv;
+  for (int i = 0; i < 4 * n; ++i) {
+    auto t0 = Clock::now();
+    Exec(c, sb, exec_true);
+    rt_sh.push_back(MsSince(t0));
+    auto t1 = Clock::now();
+    Exec(c, sb, exec_argv);
+    rt_argv.push_back(MsSince(t1));
+  }
+
+  std::vector<Row> rows;
+  rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
+                  "sequential, each deleted after (untimed)"});
+  rows.push_back({"create_only", "  of which POST /v1/sandboxes", Summarize(create_only), ""});
+  rows.push_back({"first_exec_only", "  of which first exec `echo hi`", Summarize(first_exec), ""});
+  rows.push_back({"exec_round_trip", "hutch: exec round trip `true` (sh -c)", Summarize(rt_sh),
+                  "one running sandbox, keep-alive"});
+  rows.push_back({"exec_round_trip_argv", "hutch: exec round trip argv [/bin/true]", Summarize(rt_argv),
+                  "same, no shell"});
+  for (const auto& b : baselines) rows.push_back(b.ToRow());
+
+  // 5a: stream throughput. Counts decoded stdout bytes (text or b64), from
+  // the request until the `exit` event; one run each. NUL bytes are valid
+  // UTF-8, so /dev/zero goes out as JSON text of `\u0000` escapes (6 wire
+  // bytes per byte); printable text is the other end of the range.
+  std::vector<Throughput> tputs;
+  {
+    std::cerr << "hutch_bench: stream throughput\n";
+    const uint64_t want = 200000000;
+    struct StreamCase {
+      std::string key, label, cmd;
+    };
+    const std::vector<StreamCase> cases = {
+        {"stream_zero", "hutch: /exec/stream `head -c 200000000 /dev/zero`",
+         "head -c " + std::to_string(want) + " /dev/zero"},
+        {"stream_text", "hutch: /exec/stream 200 MB of `yes` text",
+         "yes abcdefghijklmnopqrstuvwxyz0123456789 | head -c " + std::to_string(want)},
+    };
+    for (const auto& sc_case : cases) {
+      hutch::client::HttpClient sc = server.Client();
+      uint64_t bytes = 0;
+      int exit_code = -1;
+      auto t0 = Clock::now();
+      auto r = sc.Sse("/v1/sandboxes/" + sb + "/exec/stream", {{"cmd", sc_case.cmd}, {"timeout_seconds", 0}},
+                      [&](const hutch::client::SseEvent& ev) {
+                        if (ev.event == "stdout") {
+                          bytes += StdoutEventBytes(ev.data);
+                        } else if (ev.event == "exit") {
+                          exit_code = json::parse(ev.data).value("exit_code", -1);
+                          return false;
+                        } else if (ev.event == "error") {
+                          throw std::runtime_error("stream error event: " + ev.data);
+                        }
+                        return true;
+                      });
+      double s = MsSince(t0) / 1000.0;
+      if (r.status != 200 || exit_code != 0 || bytes != want)
+        throw std::runtime_error("stream: HTTP " + std::to_string(r.status) + ", exit " + std::to_string(exit_code) +
+                                 ", " + std::to_string(bytes) + " bytes " + r.body);
+      tputs.push_back({sc_case.key, sc_case.label, static_cast<double>(bytes) / 1e6 / s, bytes, s, std::nullopt,
+                       std::nullopt, "1 run; decoded stdout bytes counted"});
+    }
+  }
+
+  // 5b: 100 MB upload then download, hutchd's peak RSS during each (VmHWM,
+  // reset right before; a 5 ms VmRSS sampler backs it up if the reset is
+  // refused).
+  {
+    std::cerr << "hutch_bench: file transfer\n";
+    const uint64_t size = 100000000;
+    const std::string path = "/v1/sandboxes/" + sb + "/fs?path=/tmp/bench.bin";
+    std::vector<char> pattern(1 << 20);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (auto& ch : pattern) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      ch = static_cast<char>(x & 0xff);
+    }
+
+    auto measure = [&](const std::string& key, const std::string& label, const std::function<uint64_t()>& body) {
+      pid_t pid = server.pid();
+      uint64_t before = ProcStatusBytes(pid, "VmRSS");
+      bool reset = ResetPeakRss(pid);
+      std::atomic<bool> stop{false};
+      std::atomic<uint64_t> sampled{before};
+      std::thread sampler([&] {
+        while (!stop.load()) {
+          uint64_t v = ProcStatusBytes(pid, "VmRSS");
+          if (v > sampled.load()) sampled.store(v);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      });
+      auto t0 = Clock::now();
+      uint64_t bytes = 0;
+      try {
+        bytes = body();
+      } catch (...) {
+        stop = true;
+        sampler.join();
+        throw;
+      }
+      double s = MsSince(t0) / 1000.0;
+      stop = true;
+      sampler.join();
+      uint64_t peak = reset ? std::max(ProcStatusBytes(pid, "VmHWM"), sampled.load()) : sampled.load();
+      Throughput t{key, label, static_cast<double>(bytes) / 1e6 / s, bytes, s, peak, before,
+                   reset ? "peak = VmHWM after clear_refs" : "peak = sampled VmRSS (5 ms)"};
+      tputs.push_back(t);
+    };
+
+    measure("upload", "hutch: PUT /fs 100 MB", [&] {
+      hutch::client::HttpClient uc = server.Client();
+      uint64_t off = 0;
+      auto r = uc.Upload(path, size, [&](char* buf, size_t max) {
+        size_t k = std::min<size_t>(max, pattern.size() - (off % pattern.size()));
+        memcpy(buf, pattern.data() + (off % pattern.size()), k);
+        off += k;
+        return k;
+      });
+      if (r.status != 201) throw std::runtime_error("upload: HTTP " + std::to_string(r.status) + " " + r.body);
+      return size;
+    });
+    measure("download", "hutch: GET /fs 100 MB", [&] {
+      hutch::client::HttpClient dc = server.Client();
+      uint64_t got = 0;
+      auto r = dc.Download(path, [&](const char*, size_t k) { got += k; });
+      if (r.status != 200 || got != size)
+        throw std::runtime_error("download: HTTP " + std::to_string(r.status) + ", " + std::to_string(got) +
+                                 " bytes " + r.body);
+      return got;
+    });
+  }
+  DeleteSandbox(c, sb);
+  server.Stop();
+
+  // 4: ratios and targets.
+  auto find = [&](const std::string& key) -> std::optional<Stats> {
+    for (const auto& r : rows)
+      if (r.key == key) return r.stats;
+    return std::nullopt;
+  };
+  auto ce = find("create_to_first_exec");
+  auto rt = find("exec_round_trip");
+  auto bw = find("bwrap_true");
+  auto fe = find("fork_exec_true");
+  auto us = find("unshare_true");
+  std::optional<double> ratio_bwrap, ratio_fork, ratio_unshare;
+  if (ce && bw && bw->p50 > 0) ratio_bwrap = ce->p50 / bw->p50;
+  if (ce && fe && fe->p50 > 0) ratio_fork = ce->p50 / fe->p50;
+  if (ce && us && us->p50 > 0) ratio_unshare = ce->p50 / us->p50;
+
+  struct Target {
+    std::string key, text;
+    std::optional<bool> pass;  // nullopt: n/a
+    std::string measured;
+  };
+  auto fmt_ratio = [](double r) {
+    char b[32];
+    snprintf(b, sizeof b, "%.2fx", r);
+    return std::string(b);
+  };
+  std::vector<Target> targets = {
+      {"create_exec_p50_le_20ms", "create -> first exec p50 <= 20 ms", ce->p50 <= 20.0, FmtMs(ce->p50) + " ms"},
+      {"create_exec_p50_le_3x_bwrap", "create -> first exec p50 <= 3x bwrap p50",
+       ratio_bwrap ? std::optional<bool>(*ratio_bwrap <= 3.0) : std::nullopt,
+       ratio_bwrap ? fmt_ratio(*ratio_bwrap) : "n/a"},
+      {"exec_round_trip_p50_le_2ms", "exec round trip p50 <= 2 ms", rt->p50 <= 2.0, FmtMs(rt->p50) + " ms"},
+  };
+
+  // ---- print
+  char date[64];
+  time_t now = time(nullptr);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M %Z", localtime(&now));
+  struct utsname un {};
+  uname(&un);
+  unsigned ncpu = std::thread::hardware_concurrency();
+
+  printf("\nhutch_bench  %s  N=%d  %u cpus  kernel %s\n\n", date, n, ncpu, un.release);
+  printf("%-54s %6s %10s %10s  %s\n", "latency", "runs", "p50 ms", "p99 ms", "note");
+  printf("%s\n", std::string(100, '-').c_str());
+  for (const auto& r : rows) {
+    if (r.stats)
+      printf("%-54s %6zu %10s %10s  %s\n", r.label.c_str(), r.stats->runs, FmtMs(r.stats->p50).c_str(),
+             FmtMs(r.stats->p99).c_str(), r.note.c_str());
+    else
+      printf("%-54s %6s %10s %10s  %s\n", r.label.c_str(), "-", "n/a", "n/a", r.note.c_str());
+  }
+  printf("\n%-54s %s\n", "ratio (p50 / p50)", "value");
+  printf("%s\n", std::string(100, '-').c_str());
+  printf("%-54s %s\n", "create -> first exec / bwrap",
+         ratio_bwrap ? fmt_ratio(*ratio_bwrap).c_str() : "n/a");
+  printf("%-54s %s\n", "create -> first exec / unshare",
+         ratio_unshare ? fmt_ratio(*ratio_unshare).c_str() : "n/a");
+  printf("%-54s %s\n", "create -> first exec / fork+exec", ratio_fork ? fmt_ratio(*ratio_fork).c_str() : "n/a");
+  printf("\n%-54s %10s %8s %12s %12s  %s\n", "throughput", "MB/s", "seconds", "RSS before", "peak RSS",
+         "note");
+  printf("%s\n", std::string(100, '-').c_str());
+  for (const auto& t : tputs) {
+    printf("%-54s %10.1f %8.2f %12s %12s  %s\n", t.label.c_str(), t.mb_per_s, t.seconds,
+           t.rss_before ? FmtMiB(*t.rss_before).c_str() : "-", t.peak_rss ? FmtMiB(*t.peak_rss).c_str() : "-",
+           t.note.c_str());
+  }
+  printf("\n%-54s %10s  %s\n", "target", "measured", "result");
+  printf("%s\n", std::string(100, '-').c_str());
+  for (const auto& t : targets) {
+    printf("%-54s %10s  %s\n", t.text.c_str(), t.measured.c_str(),
+           !t.pass ? "n/a" : (*t.pass ? "PASS" : "MISS"));
+  }
+  printf("\n(1 MB = 10^6 bytes; p99 interpolated between ranks, so at N=50 it lies between the two slowest runs)\n");
+  fflush(stdout);
+
+  if (!json_path.empty()) {
+    json j;
+    j["date"] = date;
+    j["n"] = n;
+    j["cpus"] = ncpu;
+    j["kernel"] = un.release;
+    j["latency"] = json::object();
+    for (const auto& r : rows) j["latency"][r.key] = {{"label", r.label}, {"stats", StatsJson(r.stats)}, {"note", r.note}};
+    j["ratios"] = {{"create_to_first_exec_over_bwrap", ratio_bwrap ? json(*ratio_bwrap) : json(nullptr)},
+                   {"create_to_first_exec_over_unshare", ratio_unshare ? json(*ratio_unshare) : json(nullptr)},
+                   {"create_to_first_exec_over_fork_exec", ratio_fork ? json(*ratio_fork) : json(nullptr)}};
+    j["throughput"] = json::object();
+    for (const auto& t : tputs) {
+      j["throughput"][t.key] = {{"label", t.label},
+                                {"mb_per_s", t.mb_per_s},
+                                {"bytes", t.bytes},
+                                {"seconds", t.seconds},
+                                {"rss_before_bytes", t.rss_before ? json(*t.rss_before) : json(nullptr)},
+                                {"peak_rss_bytes", t.peak_rss ? json(*t.peak_rss) : json(nullptr)},
+                                {"note", t.note}};
+    }
+    j["targets"] = json::object();
+    for (const auto& t : targets)
+      j["targets"][t.key] = {{"text", t.text},
+                             {"measured", t.measured},
+                             {"result", !t.pass ? "n/a" : (*t.pass ? "PASS" : "MISS")}};
+    std::ofstream out(json_path);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      std::cerr << "hutch_bench: cannot write " << json_path << "\n";
+      return 1;
+    }
+    std::cerr << "hutch_bench: wrote " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "hutch_bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,3 @@
+module github.com/hutch-sandbox/hutch/sdk/go
+
+go 1.19

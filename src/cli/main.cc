@@ -1,0 +1,367 @@
+// `hutch`: the command-line tool for people. A thin layer over the /v1 API
+// through the shared C++ client (src/client).
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <filesystem>
+
+#include "client/http_client.h"
+
+namespace {
+
+using hutch::client::HttpClient;
+using hutch::client::Response;
+using nlohmann::json;
+
+struct Global {
+  std::string url = "http://127.0.0.1:8080";
+  std::string key;
+  bool json_out = false;
+};
+
+struct Endpoint {
+  std::string host;
+  int port = 8080;
+};
+
+bool ParseUrl(const std::string& url, Endpoint* ep) {
+  std::string rest = url;
+  const std::string scheme = "http://";
+  if (rest.rfind(scheme, 0) == 0) rest = rest.substr(scheme.size());
+  else if (rest.rfind("https://", 0) == 0) return false;
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  size_t colon = rest.rfind(':');
+  ep->host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  if (colon != std::string::npos) {
+    try {
+      ep->port = std::stoi(rest.substr(colon + 1));
+    } catch (...) {
+      return false;
+    }
+  }
+  if (ep->host == "localhost") ep->host = "127.0.0.1";
+  return !ep->host.empty();
+}
+
+// One-line error with the server's stable code; exit status 1.
+int Fail(const Response& r) {
+  auto j = r.json();
+  if (j.is_object() && j.contains("code"))
+    std::cerr << "hutch: " << j.value("code", "") << ": " << j.value("message", "") << "\n";
+  else
+    std::cerr << "hutch: HTTP " << r.status << "\n";
+  return 1;
+}
+
+std::string Enc(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char b[4];
+      snprintf(b, sizeof b, "%%%02X", c);
+      out += b;
+    }
+  }
+  return out;
+}
+
+bool SplitKv(const std::vector<std::string>& in, json* out) {
+  for (const auto& kv : in) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "hutch: expected KEY=VALUE, got '" << kv << "'\n";
+      return false;
+    }
+    (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return true;
+}
+
+// Set by SIGINT/SIGTERM during `exec`: shutting the socket down makes the
+// blocking read return, the connection closes, and the server kills the
+// command inside the sandbox.
+std::atomic<int> g_exec_fd{-1};
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) {
+  g_interrupted = true;
+  int fd = g_exec_fd.load();
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
+class Progress {
+ public:
+  Progress(uint64_t total, bool enabled) : total_(total), enabled_(enabled && isatty(2) && total > (1u << 20)) {}
+  void Add(uint64_t n) {
+    done_ += n;
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(100) && done_ < total_) return;
+    last_ = now;
+    int pct = total_ ? static_cast<int>(done_ * 100 / total_) : 100;
+    int bars = pct / 4;
+    fprintf(stderr, "\r[%-25s] %3d%% %llu/%llu MB", std::string(static_cast<size_t>(bars), '#').c_str(), pct,
+            static_cast<unsigned long long>(done_ >> 20), static_cast<unsigned long long>(total_ >> 20));
+  }
+  ~Progress() {
+    if (enabled_) fprintf(stderr, "\n");
+  }
+
+ private:
+  uint64_t total_, done_ = 0;
+  bool enabled_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hutch: command-line client of a hutchd server"};
+  app.require_subcommand(1);
+  Global g;
+  if (const char* u = getenv("HUTCH_URL")) g.url = u;
+  if (const char* k = getenv("HUTCH_API_KEY")) g.key = k;
+  app.add_option("--url", g.url, "Server URL (env HUTCH_URL)");
+  app.add_option("--key", g.key, "API key (env HUTCH_API_KEY)");
+  app.add_flag("--json", g.json_out, "Machine-readable JSON output");
+
+  auto* serve = app.add_subcommand("serve", "Start hutchd (arguments after -- go to hutchd)");
+  std::vector<std::string> serve_args;
+  serve->add_option("args", serve_args);
+  serve->allow_extras();
+
+  auto* create = app.add_subcommand("create", "Create a sandbox; prints its id");
+  std::string tpl = "base";
+  int64_t ttl = 0, memory = 0, disk = 0;
+  double cpu = 0;
+  std::vector<std::string> envs, metas;
+  create->add_option("--template,-t", tpl, "Template");
+  create->add_option("--ttl", ttl, "TTL in seconds");
+  create->add_option("--memory", memory, "Memory limit, MB");
+  create->add_option("--disk", disk, "Disk quota, MB");
+  create->add_option("--cpu", cpu, "CPUs");
+  create->add_option("--env,-e", envs, "KEY=VALUE (repeatable)");
+  create->add_option("--meta,-m", metas, "Metadata KEY=VALUE (repeatable)");
+
+  auto* ls = app.add_subcommand("ls", "List sandboxes");
+  std::string status_filter;
+  ls->add_option("--status", status_filter, "Only this status");
+
+  auto* exec = app.add_subcommand("exec", "Run a command, stream its output, exit with its code");
+  std::string exec_id, user, cwd;
+  int64_t timeout = 0;
+  std::vector<std::string> cmd, exec_env;
+  exec->add_option("id", exec_id, "Sandbox id")->required();
+  exec->add_option("cmd", cmd, "Command and arguments (after --)")->required();
+  exec->add_option("--timeout", timeout, "Seconds before the command is killed (0: 60)");
+  exec->add_option("--user,-u", user, "User inside the sandbox");
+  exec->add_option("--cwd,-w", cwd, "Working directory");
+  exec->add_option("--env,-e", exec_env, "KEY=VALUE (repeatable)");
+
+  auto* cp = app.add_subcommand("cp", "Copy a file: LOCAL ID:PATH or ID:PATH LOCAL");
+  std::string cp_src, cp_dst;
+  cp->add_option("src", cp_src)->required();
+  cp->add_option("dst", cp_dst)->required();
+
+  auto* rm = app.add_subcommand("rm", "Delete sandboxes");
+  std::vector<std::string> rm_ids;
+  rm->add_option("ids", rm_ids)->required();
+
+  auto* shell = app.add_subcommand("shell", "Interactive shell (needs the server's PTY support)");
+  std::string shell_id;
+  shell->add_option("id", shell_id)->required();
+
+  auto* tmpl = app.add_subcommand("template", "Templates");
+  tmpl->add_subcommand("ls", "List templates");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (serve->parsed()) {
+    std::string exe = std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/hutchd";
+    std::vector<std::string> args = {exe};
+    for (auto& a : serve_args) args.push_back(a);
+    for (auto& a : serve->remaining()) args.push_back(a);
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    av.push_back(nullptr);
+    execv(exe.c_str(), av.data());
+    perror("hutch: exec hutchd");
+    return 1;
+  }
+
+  Endpoint ep;
+  if (!ParseUrl(g.url, &ep)) {
+    std::cerr << "hutch: unsupported URL '" << g.url << "' (http://HOST:PORT)\n";
+    return 2;
+  }
+  HttpClient c(ep.host, ep.port, g.key);
+  try {
+    if (create->parsed()) {
+      json body = {{"template", tpl}};
+      if (ttl) body["ttl_seconds"] = ttl;
+      if (memory) body["memory_mb"] = memory;
+      if (disk) body["disk_mb"] = disk;
+      if (cpu > 0) body["cpu"] = cpu;
+      json env = json::object(), meta = json::object();
+      if (!SplitKv(envs, &env) || !SplitKv(metas, &meta)) return 2;
+      if (!env.empty()) body["env"] = env;
+      if (!meta.empty()) body["metadata"] = meta;
+      auto r = c.Json("POST", "/v1/sandboxes", body);
+      if (r.status != 201) return Fail(r);
+      if (g.json_out) std::cout << r.json().dump() << "\n";
+      else std::cout << r.json()["id"].get<std::string>() << "\n";
+      return 0;
+    }
+    if (ls->parsed()) {
+      json all = json::array();
+      std::string cursor;
+      do {
+        std::string q = "/v1/sandboxes?limit=1000";
+        if (!status_filter.empty()) q += "&status=" + Enc(status_filter);
+        if (!cursor.empty()) q += "&cursor=" + Enc(cursor);
+        auto r = c.Request("GET", q);
+        if (r.status != 200) return Fail(r);
+        auto j = r.json();
+        for (auto& it : j["items"]) all.push_back(it);
+        cursor = j["next_cursor"].is_string() ? j["next_cursor"].get<std::string>() : "";
+      } while (!cursor.empty());
+      if (g.json_out) {
+        std::cout << all.dump() << "\n";
+      } else {
+        printf("%-22s %-9s %-10s %-26s %s\n", "ID", "STATUS", "TEMPLATE", "CREATED", "EXPIRES");
+        for (auto& it : all)
+          printf("%-22s %-9s %-10s %-26s %s\n", it.value("id", "").c_str(), it.value("status", "").c_str(),
+                 it.value("template", "").c_str(), it.value("created_at", "").c_str(),
+                 it.value("expires_at", "").c_str());
+      }
+      return 0;
+    }
+    if (exec->parsed()) {
+      json body = {{"argv", cmd}};
+      if (timeout) body["timeout_seconds"] = timeout;
+      if (!user.empty()) body["user"] = user;
+      if (!cwd.empty()) body["cwd"] = cwd;
+      json env = json::object();
+      if (!SplitKv(exec_env, &env)) return 2;
+      if (!env.empty()) body["env"] = env;
+      struct sigaction sa {};
+      sa.sa_handler = OnInterrupt;
+      sigaction(SIGINT, &sa, nullptr);
+      sigaction(SIGTERM, &sa, nullptr);
+      int exit_code = -1;
+      std::string error;
+      auto r = c.Sse("/v1/sandboxes/" + Enc(exec_id) + "/exec/stream", body, [&](const hutch::client::SseEvent& ev) {
+        g_exec_fd = c.native_handle();
+        auto d = json::parse(ev.data, nullptr, false);
+        if (ev.event == "stdout" || ev.event == "stderr") {
+          std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
+                                                : d.value("text", "");
+          FILE* f = ev.event == "stdout" ? stdout : stderr;
+          fwrite(bytes.data(), 1, bytes.size(), f);
+          fflush(f);
+        } else if (ev.event == "exit") {
+          exit_code = d.value("exit_code", -1);
+          if (d.value("timed_out", false)) std::cerr << "hutch: command timed out\n";
+          if (d.value("oom_killed", false)) std::cerr << "hutch: command was killed: out of memory\n";
+        } else if (ev.event == "error") {
+          error = d.value("code", "") + ": " + d.value("message", "");
+        }
+        return !g_interrupted;
+      });
+      g_exec_fd = -1;
+      if (g_interrupted) return 130;
+      if (r.status != 200) return Fail(r);
+      if (!error.empty()) {
+        std::cerr << "hutch: " << error << "\n";
+        return 1;
+      }
+      if (exit_code < 0) {
+        std::cerr << "hutch: the stream ended without an exit status (sandbox or server died)\n";
+        return 1;
+      }
+      return exit_code;
+    }
+    if (cp->parsed()) {
+      auto remote = [](const std::string& s, std::string* id, std::string* path) {
+        size_t colon = s.find(':');
+        if (colon == std::string::npos || s.rfind("sb_", 0) != 0) return false;
+        *id = s.substr(0, colon);
+        *path = s.substr(colon + 1);
+        return true;
+      };
+      std::string id, path;
+      if (remote(cp_dst, &id, &path)) {
+        std::ifstream in(cp_src, std::ios::binary);
+        if (!in) {
+          std::cerr << "hutch: cannot read " << cp_src << "\n";
+          return 1;
+        }
+        uint64_t size = std::filesystem::file_size(cp_src);
+        Progress prog(size, !g.json_out);
+        auto r = c.Upload("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), size, [&](char* buf, size_t n) {
+          in.read(buf, static_cast<std::streamsize>(n));
+          size_t got = static_cast<size_t>(in.gcount());
+          prog.Add(got);
+          return got;
+        });
+        if (r.status != 201) return Fail(r);
+        if (g.json_out) std::cout << r.body;
+        return 0;
+      }
+      if (remote(cp_src, &id, &path)) {
+        std::string tmp = cp_dst + ".hutch-part";
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) {
+          std::cerr << "hutch: cannot write " << cp_dst << "\n";
+          return 1;
+        }
+        uint64_t got = 0;
+        auto r = c.Download("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), [&](const char* b, size_t n) {
+          out.write(b, static_cast<std::streamsize>(n));
+          got += n;
+        });
+        out.close();
+        if (r.status != 200) {
+          std::filesystem::remove(tmp);
+          return Fail(r);
+        }
+        std::filesystem::rename(tmp, cp_dst);
+        if (g.json_out) std::cout << json{{"path", cp_dst}, {"size", got}}.dump() << "\n";
+        return 0;
+      }
+      std::cerr << "hutch: one side of cp must be ID:PATH\n";
+      return 2;
+    }
+    if (rm->parsed()) {
+      int rc = 0;
+      for (const auto& id : rm_ids) {
+        auto r = c.Request("DELETE", "/v1/sandboxes/" + Enc(id));
+        if (r.status != 204) rc = Fail(r);
+      }
+      return rc;
+    }
+    if (shell->parsed()) {
+      auto r = c.Request("GET", "/v1/sandboxes/" + Enc(shell_id) + "/pty");
+      return Fail(r);
+    }
+    if (tmpl->parsed()) {
+      auto r = c.Request("GET", "/v1/templates");
+      if (r.status != 200) return Fail(r);
+      std::cout << r.body;
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "hutch: cannot reach " << g.url << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Drives the `hutch` CLI as a user would against a real hutchd: create,
+# exec with exit-code propagation, cp both ways, ls, rm, clear errors.
+set -euo pipefail
+: "${HUTCHD_BIN:?}" "${HUTCH_CLI_BIN:?}" "${HUTCH_TEMPLATES_DIR:?}"
+T=$(mktemp -d /tmp/hutch-cli-XXXXXX)
+export HUTCH_API_KEY=cli-test-key
+"$HUTCHD_BIN" --listen 127.0.0.1:0 --state-dir "$T/state" --templates-dir "$HUTCH_TEMPLATES_DIR" >"$T/log" 2>&1 &
+SERVER=$!
+cleanup() {
+  kill "$SERVER" 2>/dev/null || true
+  wait "$SERVER" 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+for _ in $(seq 1 600); do [[ -s $T/state/hutchd.addr ]] && break; sleep 0.1; done
+export HUTCH_URL="http://$(cat "$T/state/hutchd.addr")"
+hutch() { "$HUTCH_CLI_BIN" "$@"; }
+fail() { echo "FAIL: $*" >&2; cat "$T/log" >&2; exit 1; }
+
+ID=$(hutch create --ttl 120 -m team=cli)
+[[ $ID == sb_* ]] || fail "create printed '$ID'"
+
+out=$(hutch exec "$ID" -- sh -c 'echo out; echo err >&2' 2>"$T/err")
+[[ $out == out && $(cat "$T/err") == err ]] || fail "exec output '$out' / '$(cat "$T/err")'"
+set +e
+hutch exec "$ID" -- sh -c 'exit 7'
+rc=$?
+set -e
+[[ $rc == 7 ]] || fail "exit code propagated as $rc, want 7"
+
+head -c 3000000 /dev/urandom >"$T/up.bin"
+hutch cp "$T/up.bin" "$ID:/home/user/up.bin" || fail "cp up"
+hutch cp "$ID:/home/user/up.bin" "$T/down.bin" || fail "cp down"
+cmp "$T/up.bin" "$T/down.bin" || fail "cp round trip differs"
+inside=$(hutch exec "$ID" -- sha256sum /home/user/up.bin | cut -d' ' -f1)
+[[ $inside == $(sha256sum "$T/up.bin" | cut -d' ' -f1) ]] || fail "hash inside differs"
+
+hutch ls | grep -q "$ID.*running" || fail "ls does not show $ID running"
+[[ $(hutch --json ls | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 1 ]] || fail "ls --json"
+
+hutch rm "$ID" || fail "rm"
+hutch ls --status running | grep -q "$ID" && fail "rm left $ID running"
+
+# Errors are one line with the server's code, and a non-zero status.
+set +e
+msg=$(hutch exec sb_nope -- true 2>&1); rc=$?
+set -e
+[[ $rc != 0 && $msg == *sandbox_not_found* ]] || fail "unknown id: rc=$rc msg=$msg"
+set +e
+msg=$(HUTCH_API_KEY=wrong hutch ls 2>&1); rc=$?
+set -e
+[[ $rc != 0 && $msg == *unauthorized* ]] || fail "wrong key: rc=$rc msg=$msg"
+echo PASS
