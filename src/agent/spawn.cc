@@ -162,7 +162,16 @@ Result<Spawned> Spawn(const SpawnSpec& spec) {
               spec.uid,    spec.gid,    in.r.get(), out->w.get(),     err->w.get()};
 
   pid_t pid = fork();
-  if (pid < 0) return ErrnoError("fork");
+  if (pid < 0) {
+    // EAGAIN/ENOMEM here means the sandbox's own pids or memory limit: the
+    // caller's problem to solve inside the sandbox, not an agent fault.
+    Error e = ErrnoError("fork");
+    if (e.err == EAGAIN || e.err == ENOMEM) {
+      e.code = Code::kSandboxResourceExhausted;
+      e.message = "the sandbox is at its process or memory limit (" + e.message + ")";
+    }
+    return e;
+  }
   if (pid == 0) ChildMain(a);
 
   Spawned s;

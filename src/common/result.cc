@@ -26,6 +26,7 @@ const char* CodeName(Code c) {
     case Code::kMethodNotAllowed: return "method_not_allowed";
     case Code::kNoSpace: return "no_space";
     case Code::kRangeNotSatisfiable: return "range_not_satisfiable";
+    case Code::kSandboxResourceExhausted: return "sandbox_resource_exhausted";
     case Code::kHeadersTooLarge: return "headers_too_large";
   }
   return "internal";
@@ -43,7 +44,8 @@ int CodeHttpStatus(Code c) {
     case Code::kNotFound: return 404;
     case Code::kMethodNotAllowed: return 405;
     case Code::kConflict:
-    case Code::kSandboxNotRunning: return 409;
+    case Code::kSandboxNotRunning:
+    case Code::kSandboxResourceExhausted: return 409;
     case Code::kPayloadTooLarge: return 413;
     case Code::kNotADirectory:
     case Code::kIsADirectory:

@@ -38,6 +38,7 @@ enum class Code {
   kMethodNotAllowed,
   kNoSpace,
   kRangeNotSatisfiable,
+  kSandboxResourceExhausted,  // the sandbox hit its own process/memory limit
   kHeadersTooLarge,
 };
 

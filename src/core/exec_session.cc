@@ -19,6 +19,7 @@ Error ParseAgentError(const std::string& payload) {
     else if (code == "permission_denied") c = Code::kPermissionDenied;
     else if (code == "conflict") c = Code::kConflict;
     else if (code == "no_space") c = Code::kNoSpace;
+    else if (code == "sandbox_resource_exhausted") c = Code::kSandboxResourceExhausted;
     return Error{c, j.value("errno", 0), msg};
   } catch (const std::exception& e) {
     return MakeError(Code::kInternal, std::string("malformed agent error: ") + e.what());
