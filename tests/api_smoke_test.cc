@@ -146,3 +146,37 @@ TEST(ApiSmoke, NotYetSupportedRoutesSayNotSupported) {
   r = c.Json("POST", "/v1/sandboxes", {{"network", {{"mode", "all"}}}});
   EXPECT_EQ(r.json()["code"], "not_supported");
 }
+
+TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  nlohmann::json body = {{"ttl_seconds", 120}, {"metadata", {{"run", "1"}}}};
+  auto first = c.Request("POST", "/v1/sandboxes", body.dump(), {{"Idempotency-Key", "create-abc"}});
+  ASSERT_EQ(first.status, 201) << first.body;
+  // Same key, same body (fields in another order): the same sandbox, 200.
+  auto again = c.Request("POST", "/v1/sandboxes", R"({"metadata":{"run":"1"},"ttl_seconds":120})",
+                         {{"Idempotency-Key", "create-abc"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["id"], first.json()["id"]);
+  // Same key, another body: conflict, nothing created.
+  auto other = c.Request("POST", "/v1/sandboxes", R"({"ttl_seconds":60})", {{"Idempotency-Key", "create-abc"}});
+  EXPECT_EQ(other.status, 409);
+  EXPECT_EQ(other.json()["code"], "conflict");
+  // Concurrent retries of one logical create make one sandbox.
+  std::vector<std::thread> ts;
+  std::vector<std::string> ids(4);
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&, i] {
+      auto cc = s.Client();
+      auto r = cc.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", "race-1"}});
+      if (r.status == 200 || r.status == 201) ids[static_cast<size_t>(i)] = r.json()["id"].get<std::string>();
+    });
+  for (auto& t : ts) t.join();
+  for (auto& id : ids) EXPECT_EQ(id, ids[0]);
+  // Without a key, two creates are two sandboxes; 1 + 1 + 2 in all.
+  EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}").status, 201);
+  EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}").status, 201);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 4u);
+  EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", std::string(300, 'k')}}).status, 400);
+}

@@ -54,7 +54,7 @@ bool UrlDecode(std::string_view in, bool plus_is_space, std::string* out) {
 
 HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
                          http::request_parser<http::empty_body>& hp)
-    : stream_(stream), buf_(buf), hp_(hp) {
+    : stream_(stream), buf_(buf), hp_(hp), header_(hp.get().base()) {
   std::string target(hp_.get().target());
   size_t q = target.find('?');
   std::string raw_path = target.substr(0, q);
@@ -108,8 +108,8 @@ std::optional<std::string> HttpContext::Query(const std::string& key) const {
 }
 
 std::string HttpContext::Header(beast::string_view name) const {
-  auto it = hp_.get().find(name);
-  if (it == hp_.get().end()) return {};
+  auto it = header_.find(name);
+  if (it == header_.end()) return {};
   return std::string(it->value());
 }
 

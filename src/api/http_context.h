@@ -28,8 +28,7 @@ class HttpContext {
   HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf, http::request_parser<http::empty_body>& hp);
 
   // --- request
-  const http::request<http::empty_body>& req() const { return hp_.get(); }
-  http::verb method() const { return hp_.get().method(); }
+  http::verb method() const { return header_.method(); }
   const std::string& path() const { return path_; }
   std::vector<std::string> segments() const;
   // Decoded query parameters (last one wins for repeated keys).
@@ -80,6 +79,9 @@ class HttpContext {
   beast::tcp_stream& stream_;
   beast::flat_buffer& buf_;
   http::request_parser<http::empty_body>& hp_;
+  // A copy of the request header: reading the body moves the parser (and
+  // the header with it) into a parser of another body type.
+  http::request_header<> header_;
   std::string path_;
   std::map<std::string, std::string> query_;
   bool query_ok_ = true;

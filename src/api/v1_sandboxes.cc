@@ -43,13 +43,28 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   if (*cpu) o.cpu = **cpu;
   if (*mem) o.memory_mb = **mem;
   if (*disk) o.disk_mb = **disk;
-  auto rec = co_await mgr_->Create(std::move(o));
+  o.owner_key = ctx.Header("Authorization");
+  std::string idem = ctx.Header("Idempotency-Key");
+  bool replayed = false;
+  Result<SandboxRecord> rec = MakeError(Code::kInternal, "unreachable");
+  if (!idem.empty()) {
+    bool printable = idem.size() <= 255;
+    for (unsigned char ch : idem) printable &= ch >= 0x20 && ch < 0x7f;
+    if (!printable)
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "Idempotency-Key must be 1-255 printable ASCII characters"));
+    // nlohmann::json keeps object keys sorted: dump() is a canonical form,
+    // so the same fields in another order count as the same body.
+    rec = co_await mgr_->CreateIdempotent(std::move(o), idem, j.dump(), &replayed);
+  } else {
+    rec = co_await mgr_->Create(std::move(o));
+  }
   if (!rec.ok()) {
     ++metrics_.sandbox_create_failures;
     co_return co_await ctx.SendError(rec.error());
   }
-  ++metrics_.sandboxes_created;
-  co_await ctx.SendJson(201, rec->ToJson());
+  if (!replayed) ++metrics_.sandboxes_created;
+  co_await ctx.SendJson(replayed ? 200 : 201, rec->ToJson());
 }
 
 asio::awaitable<void> Api::ListSandboxes(HttpContext& ctx) {

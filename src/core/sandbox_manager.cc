@@ -77,6 +77,42 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   co_return r;
 }
 
+asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(CreateOptions o, const std::string& key,
+                                                                        const std::string& canonical_body,
+                                                                        bool* replayed) {
+  *replayed = false;
+  const std::string scope = o.owner_key;
+  asio::steady_timer wait(co_await asio::this_coro::executor);
+  for (int i = 0; i < 3000; ++i) {
+    auto l = idempotency_.Claim(scope, key, canonical_body);
+    switch (l.state) {
+      case IdempotencyCache::State::kMismatch:
+        co_return MakeError(Code::kConflict, "Idempotency-Key '" + key + "' was already used with a different body");
+      case IdempotencyCache::State::kDone: {
+        auto rec = Get(l.sandbox_id);
+        if (!rec.ok())
+          co_return MakeError(Code::kConflict, "the sandbox created under Idempotency-Key '" + key + "' is gone");
+        *replayed = true;
+        co_return rec.value();
+      }
+      case IdempotencyCache::State::kPending: {
+        // The first request with this key is still creating: wait for it.
+        wait.expires_after(std::chrono::milliseconds(10));
+        boost::system::error_code ec;
+        co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      case IdempotencyCache::State::kNew: {
+        auto rec = co_await Create(std::move(o));
+        if (rec.ok()) idempotency_.Complete(scope, key, rec->id);
+        else idempotency_.Abandon(scope, key);
+        co_return rec;
+      }
+    }
+  }
+  co_return MakeError(Code::kUnavailable, "the first create with Idempotency-Key '" + key + "' did not finish");
+}
+
 void SandboxManager::MarkFailed(const std::string& id, const std::string& reason) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return;
@@ -187,6 +223,7 @@ asio::awaitable<void> SandboxManager::ReapLoop() {
       else if (sb->rec.status != SandboxStatus::kStarting) expired.push_back(id);
     }
     for (const auto& id : forget) sandboxes_.erase(id);
+    idempotency_.Prune(now);
     for (const auto& id : expired) {
       spdlog::info("sandbox={} ttl_expired", id);
       auto st = co_await Delete(id, "expired");

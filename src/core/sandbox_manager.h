@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/idempotency.h"
 #include "core/sandbox.h"
 #include "core/templates.h"
 #include "driver/driver.h"
@@ -63,6 +64,12 @@ class SandboxManager {
       : opts_(opts), driver_(driver), templates_(templates) {}
 
   asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
+  // Create under an Idempotency-Key: the same key (per owner_key) with the
+  // same canonical body returns the first request's sandbox (*replayed set);
+  // another body is a conflict; a retry while the first is still starting
+  // waits for it.
+  asio::awaitable<Result<SandboxRecord>> CreateIdempotent(CreateOptions o, const std::string& key,
+                                                          const std::string& canonical_body, bool* replayed);
   // Running sandbox, or sandbox_not_found / sandbox_not_running.
   Result<std::shared_ptr<Sandbox>> GetRunning(const std::string& id);
   Result<SandboxRecord> Get(const std::string& id);
@@ -87,6 +94,7 @@ class SandboxManager {
   TemplateRegistry* templates_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   int starting_ = 0;
+  IdempotencyCache idempotency_;
   asio::any_io_executor ex_;
   bool shutting_down_ = false;
 };
