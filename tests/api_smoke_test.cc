@@ -180,3 +180,26 @@ TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 4u);
   EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", std::string(300, 'k')}}).status, 400);
 }
+
+TEST(ApiSmoke, StreamOpenAtExpiryEndsWithSandboxExpiredEvent) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox({{"ttl_seconds", 2}});
+  auto c = s.Client();
+  std::vector<hutch::client::SseEvent> events;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "echo started; sleep 60"}},
+                 [&](const hutch::client::SseEvent& e) {
+                   events.push_back(e);
+                   return true;
+                 });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_LT(secs, 30);  // ended by the expiry, not by the command
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().event, "error");
+  auto d = nlohmann::json::parse(events.back().data, nullptr, false);
+  EXPECT_EQ(d["code"], "sandbox_expired") << events.back().data;
+  for (const auto& e : events) EXPECT_NE(e.event, "exit");
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "stopped");
+}

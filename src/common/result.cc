@@ -27,6 +27,7 @@ const char* CodeName(Code c) {
     case Code::kNoSpace: return "no_space";
     case Code::kRangeNotSatisfiable: return "range_not_satisfiable";
     case Code::kSandboxResourceExhausted: return "sandbox_resource_exhausted";
+    case Code::kSandboxExpired: return "sandbox_expired";
     case Code::kHeadersTooLarge: return "headers_too_large";
   }
   return "internal";
@@ -45,7 +46,8 @@ int CodeHttpStatus(Code c) {
     case Code::kMethodNotAllowed: return 405;
     case Code::kConflict:
     case Code::kSandboxNotRunning:
-    case Code::kSandboxResourceExhausted: return 409;
+    case Code::kSandboxResourceExhausted:
+    case Code::kSandboxExpired: return 409;
     case Code::kPayloadTooLarge: return 413;
     case Code::kNotADirectory:
     case Code::kIsADirectory:

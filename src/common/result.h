@@ -39,6 +39,7 @@ enum class Code {
   kNoSpace,
   kRangeNotSatisfiable,
   kSandboxResourceExhausted,  // the sandbox hit its own process/memory limit
+  kSandboxExpired,            // the sandbox's TTL ran out (it was deleted)
   kHeadersTooLarge,
 };
 

@@ -106,7 +106,17 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
   if (!f) {
     done_ = true;
     ev.kind = ExecEvent::kError;
-    ev.error = stream_->interrupted() ? MakeError(Code::kUnavailable, "client went away") : LostError();
+    if (stream_->interrupted()) {
+      ev.error = MakeError(Code::kUnavailable, "client went away");
+    } else if (sb_->rec.status == SandboxStatus::kStopped && sb_->rec.reason == "expired") {
+      // The reaper deleted the sandbox under a running command: say so.
+      ev.error = MakeError(Code::kSandboxExpired, "sandbox " + sb_->rec.id + " expired (ttl) while the command ran");
+    } else if (sb_->rec.status == SandboxStatus::kStopped) {
+      ev.error = MakeError(Code::kSandboxNotRunning,
+                           "sandbox " + sb_->rec.id + " stopped while the command ran (" + sb_->rec.reason + ")");
+    } else {
+      ev.error = LostError();
+    }
     return ev;
   }
   switch (f->type) {
