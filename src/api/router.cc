@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/api.h"
+#include "common/sha256.h"
 
 namespace hutch::api {
 
@@ -29,13 +30,19 @@ Error MethodNotAllowed(http::verb v) {
 
 }  // namespace
 
-bool Api::Authorized(const HttpContext& ctx) const {
+std::string Api::BearerKeyHash(const HttpContext& ctx) {
   std::string auth = ctx.Header("Authorization");
   const std::string prefix = "Bearer ";
-  if (auth.size() <= prefix.size() || !beast::iequals(auth.substr(0, prefix.size()), prefix)) return false;
-  std::string key = auth.substr(prefix.size());
+  if (auth.size() <= prefix.size() || !beast::iequals(auth.substr(0, prefix.size()), prefix)) return "";
+  return Sha256Hex(auth.substr(prefix.size()));
+}
+
+bool Api::Authorized(const HttpContext& ctx) const {
+  // Compared as hashes: equal-length strings, and no key in memory.
+  std::string hash = BearerKeyHash(ctx);
+  if (hash.empty()) return false;
   bool ok = false;
-  for (const auto& k : cfg_.api_keys) ok |= ConstantTimeEquals(k, key);
+  for (const auto& k : cfg_.api_key_hashes) ok |= ConstantTimeEquals(k, hash);
   return ok;
 }
 

@@ -43,7 +43,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   if (*cpu) o.cpu = **cpu;
   if (*mem) o.memory_mb = **mem;
   if (*disk) o.disk_mb = **disk;
-  o.owner_key = ctx.Header("Authorization");
+  o.owner_key = BearerKeyHash(ctx);
   std::string idem = ctx.Header("Idempotency-Key");
   bool replayed = false;
   Result<SandboxRecord> rec = MakeError(Code::kInternal, "unreachable");

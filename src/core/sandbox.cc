@@ -41,4 +41,57 @@ nlohmann::json SandboxRecord::ToJson() const {
   return j;
 }
 
+namespace {
+int64_t ToMs(SysTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+SysTime FromMs(int64_t ms) { return SysTime(std::chrono::milliseconds(ms)); }
+}  // namespace
+
+std::string SandboxRecord::ToStoreJson() const {
+  nlohmann::json j = {
+      {"id", id},
+      {"template", template_name},
+      {"status", StatusName(status)},
+      {"reason", reason},
+      {"created_at_ms", ToMs(created_at)},
+      {"expires_at_ms", ToMs(expires_at)},
+      {"metadata", metadata},
+      {"env", env},
+      {"cpu", cpu},
+      {"memory_mb", memory_mb},
+      {"disk_mb", disk_mb},
+      {"driver", driver},
+      {"owner_key", owner_key},
+  };
+  // Metadata and env values are client strings that may hold invalid UTF-8
+  // only if the API let them in; replace rather than throw if so.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  try {
+    SandboxRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.template_name = j.at("template").get<std::string>();
+    if (!ParseStatus(j.at("status").get<std::string>(), &r.status)) return false;
+    r.reason = j.value("reason", "");
+    r.created_at = FromMs(j.at("created_at_ms").get<int64_t>());
+    r.expires_at = FromMs(j.at("expires_at_ms").get<int64_t>());
+    r.metadata = j.value("metadata", std::map<std::string, std::string>{});
+    r.env = j.value("env", std::map<std::string, std::string>{});
+    r.cpu = j.at("cpu").get<double>();
+    r.memory_mb = j.at("memory_mb").get<int64_t>();
+    r.disk_mb = j.at("disk_mb").get<int64_t>();
+    r.driver = j.value("driver", "");
+    r.owner_key = j.value("owner_key", "");
+    *out = std::move(r);
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 }  // namespace hutch

@@ -33,7 +33,11 @@ struct SandboxRecord {
   std::string driver;
   std::string owner_key;  // hash of the API key that created it
 
+  // The API's view (no env, no owner).
   nlohmann::json ToJson() const;
+  // Everything, for the state store; FromStoreJson is its inverse.
+  std::string ToStoreJson() const;
+  static bool FromStoreJson(const std::string& text, SandboxRecord* out);
 };
 
 struct Sandbox {

@@ -11,7 +11,91 @@ namespace hutch {
 
 namespace {
 Error NotFound(const std::string& id) { return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found"); }
+int64_t ToMs(SysTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 }  // namespace
+
+Status SandboxManager::Persist(const Sandbox& sb) {
+  if (!store_) return Status{};
+  store::SandboxRow row;
+  row.id = sb.rec.id;
+  row.status = StatusName(sb.rec.status);
+  row.expires_at_ms = ToMs(sb.rec.expires_at);
+  row.record = sb.rec.ToStoreJson();
+  if (sb.instance) row.instance = sb.instance->AdoptionFacts();
+  auto st = store_->PutSandbox(row);
+  if (!st.ok()) spdlog::error("sandbox={} persist_failed err=\"{}\"", sb.rec.id, st.error().message);
+  return st;
+}
+
+void SandboxManager::Forget(const std::string& id) {
+  sandboxes_.erase(id);
+  if (!store_) return;
+  if (auto st = store_->DeleteSandbox(id); !st.ok())
+    spdlog::error("sandbox={} forget_failed err=\"{}\"", id, st.error().message);
+}
+
+asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover() {
+  RecoverReport rep;
+  ex_ = co_await asio::this_coro::executor;
+  std::set<std::string> keep;
+  if (store_) {
+    auto rows = store_->LoadSandboxes();
+    if (!rows.ok()) co_return rows.error().Context("recover");
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& row : *rows) {
+      auto sb = std::make_shared<Sandbox>();
+      SandboxRecord& r = sb->rec;
+      if (!SandboxRecord::FromStoreJson(row.record, &r) || r.id != row.id) {
+        spdlog::error("sandbox={} recover_unreadable_record (dropped)", row.id);
+        Forget(row.id);
+        continue;
+      }
+      if (r.status == SandboxStatus::kStarting) {
+        // Its create was never answered: as if it never happened.
+        ++rep.forgotten;
+        Forget(r.id);
+        continue;
+      }
+      if (r.status == SandboxStatus::kRunning || r.status == SandboxStatus::kPaused) {
+        if (r.expires_at <= now) {
+          r.status = SandboxStatus::kStopped;
+          r.reason = "expired";
+          r.expires_at = now + opts_.tombstone_ttl;
+          ++rep.expired;
+          spdlog::info("sandbox={} ttl_expired (while hutchd was down)", r.id);
+        } else {
+          InstanceSpec spec;
+          spec.id = r.id;
+          spec.cpus = r.cpu;
+          spec.memory_mb = r.memory_mb;
+          spec.disk_mb = r.disk_mb;
+          spec.pids_max = opts_.pids_max;
+          auto inst = co_await driver_->Adopt(spec, row.instance);
+          if (inst.ok()) {
+            sb->instance = inst.value();
+            std::string id = r.id;
+            sb->instance->on_lost = [this, id](const std::string& why) { MarkFailed(id, why); };
+            keep.insert(r.id);
+            ++rep.adopted;
+            spdlog::info("sandbox={} adopted", r.id);
+          } else {
+            r.status = SandboxStatus::kFailed;
+            r.reason = "lost while hutchd was down: " + inst.error().message;
+            ++rep.lost;
+            spdlog::warn("sandbox={} adopt_failed err=\"{}\"", r.id, inst.error().message);
+          }
+        }
+        (void)Persist(*sb);
+      }
+      sandboxes_[r.id] = sb;
+    }
+    if (auto st = idempotency_.Attach(store_); !st.ok()) co_return st.error().Context("recover idempotency keys");
+  }
+  rep.removed = driver_->ReconcileAtStart(keep);
+  co_return rep;
+}
 
 asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   if (shutting_down_) co_return MakeError(Code::kUnavailable, "server is shutting down");
@@ -32,6 +116,11 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   if (static_cast<int>(running_count()) + starting_ >= opts_.max_sandboxes)
     co_return MakeError(Code::kCapacityExhausted,
                         "host is at its limit of " + std::to_string(opts_.max_sandboxes) + " sandboxes");
+  if (opts_.max_memory_committed_mb > 0 && committed_memory_mb() + mem > opts_.max_memory_committed_mb)
+    co_return MakeError(Code::kCapacityExhausted,
+                        "host has no room for " + std::to_string(mem) + " MB more (" +
+                            std::to_string(committed_memory_mb()) + " of " +
+                            std::to_string(opts_.max_memory_committed_mb) + " MB committed)");
 
   auto sb = std::make_shared<Sandbox>();
   SandboxRecord& r = sb->rec;
@@ -70,9 +159,16 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
     co_return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting");
   }
   sb->instance = inst.value();
+  r.status = SandboxStatus::kRunning;
+  // Acknowledged state must be durable before the client hears of it.
+  if (auto st = Persist(*sb); !st.ok()) {
+    r.status = SandboxStatus::kStopped;
+    sandboxes_.erase(r.id);
+    if (auto i = std::move(sb->instance)) co_await i->Destroy();
+    co_return st.error().Context("create sandbox");
+  }
   std::string id = r.id;
   sb->instance->on_lost = [this, id](const std::string& why) { MarkFailed(id, why); };
-  r.status = SandboxStatus::kRunning;
   spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={}", r.id, r.template_name, cpu, mem, disk);
   co_return r;
 }
@@ -104,8 +200,13 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(CreateOp
       }
       case IdempotencyCache::State::kNew: {
         auto rec = co_await Create(std::move(o));
-        if (rec.ok()) idempotency_.Complete(scope, key, rec->id);
-        else idempotency_.Abandon(scope, key);
+        if (!rec.ok()) {
+          idempotency_.Abandon(scope, key);
+        } else if (auto st = idempotency_.Complete(scope, key, rec->id); !st.ok()) {
+          // The sandbox exists and is answered; only a retry after a
+          // restart would miss it and create another.
+          spdlog::error("sandbox={} idempotency_persist_failed err=\"{}\"", rec->id, st.error().message);
+        }
         co_return rec;
       }
     }
@@ -121,8 +222,10 @@ void SandboxManager::MarkFailed(const std::string& id, const std::string& reason
   spdlog::warn("sandbox={} failed reason=\"{}\"", id, reason);
   sb->rec.status = SandboxStatus::kFailed;
   sb->rec.reason = reason;
+  auto inst = std::move(sb->instance);
+  (void)Persist(*sb);
   // Free the kernel resources now; the record stays until deleted.
-  if (auto inst = std::move(sb->instance)) {
+  if (inst) {
     asio::co_spawn(ex_, [inst]() -> asio::awaitable<void> { co_await inst->Destroy(); }, asio::detached);
   }
 }
@@ -180,9 +283,11 @@ asio::awaitable<Status> SandboxManager::Delete(const std::string& id, const std:
   sb->rec.status = SandboxStatus::kStopped;
   if (sb->rec.reason.empty() || reason != "deleted") sb->rec.reason = reason;
   sb->rec.expires_at = std::chrono::system_clock::now() + opts_.tombstone_ttl;
-  if (!was_starting) {
-    if (auto inst = std::move(sb->instance)) co_await inst->Destroy();
-  }
+  auto inst = std::move(sb->instance);
+  // Record the deletion first: if hutchd dies while destroying, the next
+  // run must not adopt this sandbox (it removes what is left instead).
+  (void)Persist(*sb);
+  if (!was_starting && inst) co_await inst->Destroy();
   spdlog::info("sandbox={} stopped reason={}", id, reason);
   co_return Status{};
 }
@@ -193,8 +298,23 @@ Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_
     return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " + std::to_string(opts_.max_ttl_seconds));
   auto sb = GetRunning(id);
   if (!sb.ok()) return sb.error();
+  SysTime before = (*sb)->rec.expires_at;
   (*sb)->rec.expires_at = std::chrono::system_clock::now() + std::chrono::seconds(ttl_seconds);
+  if (auto st = Persist(**sb); !st.ok()) {
+    (*sb)->rec.expires_at = before;
+    return st.error().Context("renew ttl");
+  }
   return (*sb)->rec;
+}
+
+int64_t SandboxManager::committed_memory_mb() const {
+  int64_t mb = 0;
+  for (const auto& [id, sb] : sandboxes_) {
+    auto st = sb->rec.status;
+    if (st == SandboxStatus::kStarting || st == SandboxStatus::kRunning || st == SandboxStatus::kPaused)
+      mb += sb->rec.memory_mb;
+  }
+  return mb;
 }
 
 size_t SandboxManager::running_count() const {
@@ -222,7 +342,7 @@ asio::awaitable<void> SandboxManager::ReapLoop() {
       if (sb->rec.status == SandboxStatus::kStopped) forget.push_back(id);
       else if (sb->rec.status != SandboxStatus::kStarting) expired.push_back(id);
     }
-    for (const auto& id : forget) sandboxes_.erase(id);
+    for (const auto& id : forget) Forget(id);
     idempotency_.Prune(now);
     for (const auto& id : expired) {
       spdlog::info("sandbox={} ttl_expired", id);

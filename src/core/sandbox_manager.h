@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "core/sandbox.h"
 #include "core/templates.h"
 #include "driver/driver.h"
+#include "store/state_store.h"
 
 namespace hutch {
 
@@ -24,6 +26,9 @@ struct ManagerOptions {
   int64_t default_ttl_seconds = 300;
   int64_t max_ttl_seconds = 24 * 3600;
   int max_sandboxes = 200;
+  // Sum of memory_mb over starting and running sandboxes that the host
+  // accepts (their hard limits); 0 = no cap.
+  int64_t max_memory_committed_mb = 0;
   double default_cpu = 1;
   int64_t default_memory_mb = 512;
   int64_t default_disk_mb = 2048;
@@ -60,8 +65,18 @@ struct ListPage {
 
 class SandboxManager {
  public:
-  SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates)
-      : opts_(opts), driver_(driver), templates_(templates) {}
+  // `store` may be null (nothing persists; for tools and tests of core).
+  SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
+      : opts_(opts), driver_(driver), templates_(templates), store_(store) {}
+
+  // At start, before serving: loads the stored sandboxes, adopts the ones
+  // that were running and whose agents still answer, marks the others
+  // failed, forgets creates that were never acknowledged, and has the
+  // driver remove everything else an earlier run left.
+  struct RecoverReport {
+    int adopted = 0, lost = 0, expired = 0, forgotten = 0, removed = 0;
+  };
+  asio::awaitable<Result<RecoverReport>> Recover();
 
   asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
   // Create under an Idempotency-Key: the same key (per owner_key) with the
@@ -83,15 +98,21 @@ class SandboxManager {
   // Destroys every sandbox (server shutdown).
   asio::awaitable<void> Shutdown();
   size_t running_count() const;
+  int64_t committed_memory_mb() const;
   const ManagerOptions& options() const { return opts_; }
 
  private:
   asio::awaitable<void> ReapLoop();
   void MarkFailed(const std::string& id, const std::string& reason);
+  // Writes the sandbox's record (and its instance's adoption facts) to the
+  // store; a no-op without a store.
+  Status Persist(const Sandbox& sb);
+  void Forget(const std::string& id);
 
   ManagerOptions opts_;
   Driver* driver_;
   TemplateRegistry* templates_;
+  store::StateStore* store_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   int starting_ = 0;
   IdempotencyCache idempotency_;

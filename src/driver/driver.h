@@ -5,6 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "common/result.h"
@@ -39,6 +40,9 @@ class Instance {
   virtual Result<InstanceStats> Stats() = 0;
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
+  // What the driver needs to find this instance again after hutchd
+  // restarts (JSON text, stored with the sandbox's record).
+  virtual std::string AdoptionFacts() const = 0;
   // Called once if the sandbox dies on its own (agent exit, connection loss).
   std::function<void(const std::string& reason)> on_lost;
 };
@@ -49,9 +53,15 @@ class Driver {
   virtual std::string name() const = 0;
   // Returns only once the agent answered: the sandbox can run commands.
   virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) = 0;
-  // At start: removes what an earlier run of this state dir left behind
-  // (processes, cgroups, sandbox dirs). Returns how many were removed.
-  virtual int ReconcileAtStart() = 0;
+  // After a restart: takes back an instance an earlier run of this state dir
+  // created, if it is still healthy (its agent answers again). On error
+  // nothing is taken; ReconcileAtStart then removes what is left of it.
+  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
+                                                                  const std::string& facts) = 0;
+  // At start, after adoption: removes everything an earlier run of this
+  // state dir left behind (processes, cgroups, sandbox dirs) except the
+  // instances in `keep`. Returns how many were removed.
+  virtual int ReconcileAtStart(const std::set<std::string>& keep) = 0;
 };
 
 }  // namespace hutch

@@ -3,6 +3,7 @@
 // HTTP front, all on one I/O thread.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,15 +15,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <spdlog/spdlog.h>
 #include <sstream>
 
 #include "api/http_server.h"
 #include "common/clock.h"
+#include "common/sha256.h"
+#include "common/unique_fd.h"
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/jail/jail_driver.h"
+#include "store/state_store.h"
 
 namespace fs = std::filesystem;
 using namespace hutch;
@@ -43,33 +48,49 @@ std::vector<std::string> SplitKeys(const std::string& s, char sep) {
   return out;
 }
 
-// Keys from HUTCH_API_KEY, else --keys-file, else <state>/api_key (made on
-// first start and printed once).
-Result<std::vector<std::string>> LoadKeys(const std::string& keys_file, const std::string& state_dir) {
+// Operator-provided keys: HUTCH_API_KEY (comma-separated), else the lines
+// of --keys-file. Empty when neither is set.
+Result<std::vector<std::string>> OperatorKeys(const std::string& keys_file) {
   if (const char* env = getenv("HUTCH_API_KEY"); env && *env) {
     auto keys = SplitKeys(env, ',');
     if (!keys.empty()) return keys;
   }
-  std::string path = keys_file.empty() ? state_dir + "/api_key" : keys_file;
-  std::ifstream in(path);
-  if (in) {
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto keys = SplitKeys(ss.str(), '\n');
-    if (keys.empty()) return MakeError(Code::kInvalidRequest, "keys file " + path + " holds no key");
-    return keys;
-  }
-  if (!keys_file.empty()) return MakeError(Code::kInvalidRequest, "cannot read keys file " + keys_file);
+  if (keys_file.empty()) return std::vector<std::string>{};
+  std::ifstream in(keys_file);
+  if (!in) return MakeError(Code::kInvalidRequest, "cannot read keys file " + keys_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto keys = SplitKeys(ss.str(), '\n');
+  if (keys.empty()) return MakeError(Code::kInvalidRequest, "keys file " + keys_file + " holds no key");
+  return keys;
+}
+
+// Makes a key, stores only its hash, and prints it: the one time anyone
+// sees it.
+Result<std::string> NewStoredKey(store::StateStore* db, const std::string& label) {
   std::string key = "hk_" + RandomHex(20);
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError("create " + tmp);
-  std::string line = key + "\n";
-  bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && fsync(fd) == 0;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError("store " + path);
-  std::cout << "hutchd: generated an API key (stored in " << path << "):\n  " << key << std::endl;
-  return std::vector<std::string>{key};
+  if (auto st = db->AddApiKeyHash(Sha256Hex(key), label); !st.ok()) return st.error();
+  return key;
+}
+
+// Hashes of the keys hutchd accepts: the operator's (HUTCH_API_KEY or
+// --keys-file) if any, else the keys stored in the state store; on the
+// very first start a key is generated and printed once.
+Result<std::vector<std::string>> LoadKeyHashes(const std::string& keys_file, store::StateStore* db,
+                                               bool allow_generate) {
+  auto keys = OperatorKeys(keys_file);
+  if (!keys.ok()) return keys.error();
+  std::vector<std::string> hashes;
+  for (const auto& k : *keys) hashes.push_back(Sha256Hex(k));
+  if (!hashes.empty()) return hashes;
+  auto stored = db->LoadApiKeyHashes();
+  if (!stored.ok()) return stored.error();
+  if (!stored->empty() || !allow_generate) return stored;
+  auto key = NewStoredKey(db, "generated at first start");
+  if (!key.ok()) return key.error();
+  std::cout << "hutchd: generated an API key. It is shown only this once (the state dir keeps only its hash):\n  "
+            << *key << "\n(make another with: hutchd --state-dir DIR --new-key)" << std::endl;
+  return std::vector<std::string>{Sha256Hex(*key)};
 }
 
 std::string InstanceTag(const std::string& state_dir) {
@@ -90,29 +111,42 @@ std::string ExeDir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
+// Physical memory in MB (for the default commitment cap).
+int64_t HostMemoryMb() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / (1024 * 1024) : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hutchd: self-hosted code-execution sandboxes for AI agents"};
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "/var/lib/hutch";
-  std::string keys_file, templates_dir, agent_path, builder, log_level = "info";
+  std::string keys_file, templates_dir, agent_path, builder, log_level = "info", durability = "normal";
   uint32_t uid_base = 1000000;
+  bool new_key = false;
   ManagerOptions mopts;
+  mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
+  app.add_flag("--new-key", new_key, "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd to load it)");
   app.add_option("--templates-dir", templates_dir, "Directory of templates (default <state-dir>/templates)");
   app.add_option("--agent", agent_path, "hutch-agent binary (default: beside hutchd)");
   app.add_option("--template-builder", builder, "Script that builds the base template");
   app.add_option("--uid-base", uid_base, "First host uid of the range sandboxes map to");
   app.add_option("--max-sandboxes", mopts.max_sandboxes, "Sandboxes this host runs at once");
+  app.add_option("--max-memory-committed-mb", mopts.max_memory_committed_mb,
+                 "Sum of sandbox memory limits the host accepts (default 2x RAM; 0 = no cap)");
   app.add_option("--default-ttl", mopts.default_ttl_seconds, "Default ttl_seconds");
   app.add_option("--max-ttl", mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
   app.add_option("--pids-max", mopts.pids_max, "Processes per sandbox");
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
+  app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
+      ->check(CLI::IsMember({"normal", "full"}));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
 
@@ -131,6 +165,37 @@ int main(int argc, char** argv) {
   }
   chmod(state_dir.c_str(), 0700);
   state_dir = fs::canonical(state_dir).string();
+
+  auto db = store::StateStore::Open(state_dir + "/state.db",
+                                    durability == "full" ? store::Durability::kFull : store::Durability::kNormal);
+  if (!db.ok()) {
+    std::cerr << "hutchd: " << db.error().message << "\n";
+    return 2;
+  }
+  if (new_key) {
+    auto key = NewStoredKey(db->get(), "hutchd --new-key");
+    if (!key.ok()) {
+      std::cerr << "hutchd: " << key.error().message << "\n";
+      return 2;
+    }
+    std::cout << *key << std::endl;
+    return 0;
+  }
+
+  // One hutchd per state dir: a second one would reconcile away the
+  // first one's sandboxes. The lock dies with the process, even on kill -9.
+  // A sandbox that was mid-setup when the previous hutchd died may hold a
+  // copy of its lock for a few milliseconds more: wait a little.
+  UniqueFd lock(open((state_dir + "/hutchd.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  bool locked = false;
+  for (int i = 0; lock && i < 100 && !(locked = flock(lock.get(), LOCK_EX | LOCK_NB) == 0); ++i) usleep(30 * 1000);
+  if (!locked) {
+    std::cerr << "hutchd: another hutchd is using state dir " << state_dir << "\n";
+    return 2;
+  }
+  // An address file left by a crashed run would point clients at nothing.
+  fs::remove(state_dir + "/hutchd.addr", ec);
+
   if (templates_dir.empty()) templates_dir = state_dir + "/templates";
   if (agent_path.empty()) agent_path = ExeDir() + "/hutch-agent";
   if (builder.empty()) {
@@ -139,12 +204,12 @@ int main(int argc, char** argv) {
   }
   acfg.exec_output_cap = output_cap_mb << 20;
 
-  auto keys = LoadKeys(keys_file, state_dir);
+  auto keys = LoadKeyHashes(keys_file, db->get(), true);
   if (!keys.ok()) {
     std::cerr << "hutchd: " << keys.error().message << "\n";
     return 2;
   }
-  acfg.api_keys = *keys;
+  acfg.api_key_hashes = *keys;
 
   TemplateRegistry templates(templates_dir, builder, uid_base);
   if (auto st = templates.EnsureBase(); !st.ok()) {
@@ -162,11 +227,9 @@ int main(int argc, char** argv) {
     std::cerr << "hutchd: jail driver: " << driver.error().message << "\n";
     return 2;
   }
-  int cleaned = (*driver)->ReconcileAtStart();
-  if (cleaned > 0) spdlog::info("reconcile removed={} (left by an earlier run)", cleaned);
 
   asio::io_context io(1);
-  SandboxManager mgr(mopts, driver->get(), &templates);
+  SandboxManager mgr(mopts, driver->get(), &templates, db->get());
   api::Api api(acfg, &mgr);
   api::HttpServer server(io, &api);
   auto ep = server.Listen(listen);
@@ -174,19 +237,32 @@ int main(int argc, char** argv) {
     std::cerr << "hutchd: " << ep.error().message << "\n";
     return 2;
   }
-  server.Start();
-  mgr.StartReaper(io.get_executor());
-
   std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());
-  {
+  int exit_code = 0;
+
+  // Recovery runs before the first request is accepted: a client never
+  // sees a sandbox the server has not yet decided to adopt or drop.
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto rep = co_await mgr.Recover();
+    if (!rep.ok()) {
+      std::cerr << "hutchd: " << rep.error().message << "\n";
+      exit_code = 2;
+      io.stop();
+      co_return;
+    }
+    spdlog::info("recovered adopted={} lost={} expired={} forgotten={} removed={}", rep->adopted, rep->lost,
+                 rep->expired, rep->forgotten, rep->removed);
+    server.Start();
+    mgr.StartReaper(io.get_executor());
     // Tests and scripts read the bound address (port 0 picks one).
+    std::error_code e;
     std::string tmp = state_dir + "/hutchd.addr.tmp";
     std::ofstream(tmp) << addr << "\n";
-    fs::rename(tmp, state_dir + "/hutchd.addr", ec);
-  }
-  spdlog::info("hutchd listening on {} state_dir={} driver=jail cgroup=v{}", addr, state_dir,
-               (*driver)->cgroup_version());
-  std::cout << "hutchd listening on http://" << addr << std::endl;
+    fs::rename(tmp, state_dir + "/hutchd.addr", e);
+    spdlog::info("hutchd listening on {} state_dir={} driver=jail cgroup=v{} tag={}", addr, state_dir,
+                 (*driver)->cgroup_version(), dopts.instance_tag);
+    std::cout << "hutchd listening on http://" << addr << std::endl;
+  }, asio::detached);
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code e, int sig) {
@@ -198,8 +274,22 @@ int main(int argc, char** argv) {
       io.stop();
     }, asio::detached);
   });
+  // SIGHUP reloads the API keys (keys file, or keys added with --new-key).
+  asio::signal_set hup(io, SIGHUP);
+  std::function<void(boost::system::error_code, int)> on_hup = [&](boost::system::error_code e, int) {
+    if (e) return;
+    auto reloaded = LoadKeyHashes(keys_file, db->get(), false);
+    if (reloaded.ok() && !reloaded->empty()) {
+      api.SetKeyHashes(*reloaded);
+      spdlog::info("keys_reloaded count={}", reloaded->size());
+    } else {
+      spdlog::error("keys_reload_failed err=\"{}\"", reloaded.ok() ? "no key" : reloaded.error().message);
+    }
+    hup.async_wait(on_hup);
+  };
+  hup.async_wait(on_hup);
   io.run();
   fs::remove(state_dir + "/hutchd.addr", ec);
   spdlog::info("hutchd stopped");
-  return 0;
+  return exit_code;
 }

@@ -36,21 +36,27 @@ std::string HostSh(const std::string& cmd) {
   return out;
 }
 
-TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key) {
-  const char* bin = getenv("HUTCHD_BIN");
-  const char* tpl = getenv("HUTCH_TEMPLATES_DIR");
-  if (!bin || !tpl) {
+TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
+    : extra_args_(std::move(extra_args)), with_env_key_(with_env_key) {
+  if (!getenv("HUTCHD_BIN") || !getenv("HUTCH_TEMPLATES_DIR")) {
     ADD_FAILURE() << "HUTCHD_BIN and HUTCH_TEMPLATES_DIR must be set (run through ctest)";
     return;
   }
   state_dir_ = TempDir("hutch-test");
   log_path_ = state_dir_ + ".log";
+  Launch(false);
+}
+
+void TestServer::Launch(bool append_log) {
+  const char* bin = getenv("HUTCHD_BIN");
+  const char* tpl = getenv("HUTCH_TEMPLATES_DIR");
+  port_ = 0;
   std::vector<std::string> args = {bin, "--listen", "127.0.0.1:0", "--state-dir", state_dir_ + "/state",
                                    "--templates-dir", tpl, "--log-level", "info"};
-  for (auto& a : extra_args) args.push_back(a);
+  for (auto& a : extra_args_) args.push_back(a);
   pid_ = fork();
   if (pid_ == 0) {
-    FILE* log = fopen(log_path_.c_str(), "w");
+    FILE* log = fopen(log_path_.c_str(), append_log ? "a" : "w");
     if (log) {
       dup2(fileno(log), 1);
       dup2(fileno(log), 2);
@@ -59,7 +65,7 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key) {
     // and look like growth; 16 MB still catches use-after-free.
     std::string asan = getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "";
     setenv("ASAN_OPTIONS", (asan + (asan.empty() ? "" : ":") + "quarantine_size_mb=16").c_str(), 1);
-    if (with_env_key) setenv("HUTCH_API_KEY", key_.c_str(), 1);
+    if (with_env_key_) setenv("HUTCH_API_KEY", key_.c_str(), 1);
     else unsetenv("HUTCH_API_KEY");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -75,9 +81,14 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key) {
     std::string addr;
     if (in >> addr) {
       port_ = std::stoi(addr.substr(addr.rfind(':') + 1));
-      if (!with_env_key) {
-        std::ifstream k(state_dir_ + "/state/api_key");
-        k >> key_;
+      if (!with_env_key_ && !append_log) {
+        // The generated key is printed once: "  hk_...".
+        std::istringstream log(Log());
+        std::string line;
+        while (std::getline(log, line)) {
+          size_t p = line.find("hk_");
+          if (line.rfind("  hk_", 0) == 0 && p != std::string::npos) key_ = line.substr(p);
+        }
       }
       return;
     }
@@ -90,6 +101,23 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ADD_FAILURE() << "hutchd did not start in time:\n" << Log();
+}
+
+void TestServer::Kill9() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int st;
+  waitpid(pid_, &st, 0);
+  pid_ = -1;
+  port_ = 0;
+}
+
+void TestServer::Restart() {
+  if (pid_ > 0) Kill9();
+  // The address file of the dead run would be read as the new one's.
+  std::error_code ec;
+  fs::remove(state_dir_ + "/state/hutchd.addr", ec);
+  Launch(true);
 }
 
 int TestServer::Stop() {

@@ -17,7 +17,7 @@ namespace hutch::testing {
 class TestServer {
  public:
   // with_env_key=false: no HUTCH_API_KEY, so hutchd generates its own key
-  // (then read back from <state>/api_key).
+  // (then read back from the line it prints once).
   explicit TestServer(std::vector<std::string> extra_args = {}, bool with_env_key = true);
   ~TestServer();
   TestServer(const TestServer&) = delete;
@@ -39,10 +39,19 @@ class TestServer {
   size_t RssBytes() const;
   // Sends SIGTERM and waits; returns the exit status.
   int Stop();
+  // Crashes hutchd (SIGKILL) and reaps it; the state dir and every sandbox
+  // it ran stay as they are.
+  void Kill9();
+  // Starts hutchd again on the same state dir (after Kill9 or Stop); the
+  // new port is in port().
+  void Restart();
   // The log hutchd wrote so far (stdout+stderr).
   std::string Log() const;
 
  private:
+  void Launch(bool append_log);
+  std::vector<std::string> extra_args_;
+  bool with_env_key_ = true;
   pid_t pid_ = -1;
   int port_ = 0;
   std::string key_ = "test-key-0123456789";

@@ -65,6 +65,9 @@ class CgroupManager {
   virtual std::vector<std::string> ListExisting() = 0;
   // Kills the processes in a leftover cgroup and removes it.
   virtual Status RemoveExisting(const std::string& name) = 0;
+  // Takes ownership of an existing cgroup (a sandbox adopted after a
+  // restart); not_found when any of its directories is missing.
+  virtual Result<std::unique_ptr<Cgroup>> Open(const std::string& name) = 0;
 };
 
 }  // namespace hutch::jail

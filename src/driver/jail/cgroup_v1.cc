@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -281,6 +282,17 @@ class ManagerV1 final : public CgroupManager {
     for (const Hierarchy& h : hier_) dirs.push_back(Dir{h.ctls, h.parent + "/" + name});
     CgroupV1 cg(std::move(dirs));
     return cg.Remove();  // missing directories count as removed
+  }
+
+  Result<std::unique_ptr<Cgroup>> Open(const std::string& name) override {
+    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    std::vector<Dir> dirs;
+    for (const Hierarchy& h : hier_) {
+      std::string d = h.parent + "/" + name;
+      if (access(d.c_str(), F_OK) != 0) return MakeError(Code::kNotFound, "cgroup " + d + " is gone");
+      dirs.push_back(Dir{h.ctls, d});
+    }
+    return std::unique_ptr<Cgroup>(new CgroupV1(std::move(dirs)));
   }
 
  private:

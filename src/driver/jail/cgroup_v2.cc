@@ -180,6 +180,13 @@ class ManagerV2 final : public CgroupManager {
     return cg.Remove();  // a missing directory counts as removed
   }
 
+  Result<std::unique_ptr<Cgroup>> Open(const std::string& name) override {
+    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    std::string d = parent_ + "/" + name;
+    if (access(d.c_str(), F_OK) != 0) return MakeError(Code::kNotFound, "cgroup " + d + " is gone");
+    return std::unique_ptr<Cgroup>(new CgroupV2(d, has_cpu_));
+  }
+
  private:
   std::string parent_;
   bool has_cpu_;

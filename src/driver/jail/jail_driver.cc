@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +17,10 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <sstream>
 
 #include "driver/jail/jail_spawn.h"
 
@@ -71,16 +75,47 @@ Result<UniqueFd> LoadAgent(const std::string& path) {
   return mfd;
 }
 
+// Start time of `pid` in clock ticks since boot (field 22 of
+// /proc/<pid>/stat): with the pid it names one process for the lifetime of
+// the host, so a recycled pid is never mistaken for a sandbox's agent.
+Result<uint64_t> ProcStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return MakeError(Code::kNotFound, "process " + std::to_string(pid) + " is gone");
+  // The command name (field 2) may hold spaces and parens: fields after
+  // it start after the last ')'.
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return MakeError(Code::kInternal, "malformed /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return MakeError(Code::kInternal, "malformed /proc/" + std::to_string(pid) + "/stat");
+}
+
+int PidfdSendSignal(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
 class JailInstance : public Instance, public std::enable_shared_from_this<JailInstance> {
  public:
-  JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg)
-      : id_(std::move(id)), dir_(std::move(dir)), child_(std::move(child)), cgroup_(std::move(cg)) {}
+  JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg, uint64_t start_time)
+      : id_(std::move(id)),
+        dir_(std::move(dir)),
+        child_(std::move(child)),
+        cgroup_(std::move(cg)),
+        start_time_(start_time) {}
   ~JailInstance() override {
     // Destroy() is the normal path; this is the backstop so nothing leaks.
     if (!destroyed_) DestroyNow();
   }
 
   std::shared_ptr<AgentConnection> agent() override { return agent_; }
+  std::string AdoptionFacts() const override {
+    nlohmann::json j = {{"pid", pid_}, {"start_time", start_time_}};
+    return j.dump();
+  }
   uint64_t OomKills() override { return cgroup_ ? cgroup_->OomKills() : 0; }
   Result<InstanceStats> Stats() override {
     if (!cgroup_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
@@ -99,16 +134,18 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     if (destroyed_) co_return;
     destroying_ = true;
     if (agent_) agent_->Close();
-    if (child_.pid() > 0) {
+    if (pidfd_.valid()) {
       // Killing PID 1 of the pid namespace kills every process in it; the
-      // kernel reaps them all before PID 1 becomes waitable.
-      kill(child_.pid(), SIGKILL);
-      if (pidfd_.valid()) co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
+      // kernel reaps them all before PID 1 becomes waitable. The pidfd
+      // names exactly our agent even if it was adopted (not our child).
+      PidfdSendSignal(pidfd_.get(), SIGKILL);
+      co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
     }
     DestroyNow();
   }
 
   void StartWatch(asio::any_io_executor ex) {
+    pid_ = child_.pid();
     pidfd_ = child_.TakePidfd();
     asio::co_spawn(ex, [self = shared_from_this()]() -> asio::awaitable<void> {
       bool ready = false;
@@ -130,13 +167,26 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     }, asio::detached);
   }
 
-  std::shared_ptr<AgentConnection> agent_;
+  void SetAgent(std::shared_ptr<AgentConnection> conn) {
+    agent_ = std::move(conn);
+    std::weak_ptr<JailInstance> weak = shared_from_this();
+    agent_->on_lost = [weak](const std::string& why) {
+      if (auto i = weak.lock(); i && i->on_lost) {
+        auto cb = std::move(i->on_lost);
+        i->on_lost = nullptr;
+        cb(why);
+      }
+    };
+  }
 
  private:
+  std::shared_ptr<AgentConnection> agent_;
+
   void DestroyNow() {
     destroyed_ = true;
     on_lost = nullptr;
     if (agent_) agent_->Close();
+    if (pidfd_.valid() && child_.adopted()) PidfdSendSignal(pidfd_.get(), SIGKILL);
     if (!reaped_) child_.KillAndReap();
     reaped_ = true;
     if (cgroup_) {
@@ -152,8 +202,10 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   std::string id_;
   std::string dir_;
   JailChild child_;
+  pid_t pid_ = -1;
   UniqueFd pidfd_;
   std::unique_ptr<Cgroup> cgroup_;
+  uint64_t start_time_ = 0;
   bool destroying_ = false;
   bool destroyed_ = false;
   bool reaped_ = false;
@@ -231,7 +283,10 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
 
-  auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(), std::move(cg).value());
+  auto start_time = ProcStartTime(ch.pid());
+  if (!start_time.ok()) co_return abort(start_time.error().Context("sandbox agent"));
+  auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(), std::move(cg).value(),
+                                             *start_time);
   // From here on `inst` owns the child, cgroup and dir: an early return
   // destroys them through its destructor.
   inst->StartWatch(ex);
@@ -246,33 +301,55 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     }
     co_return conn.error().Context("sandbox agent" + (log.empty() ? std::string() : " (log: " + log + ")"));
   }
-  inst->agent_ = conn.value();
-  std::weak_ptr<JailInstance> weak = inst;
-  inst->agent_->on_lost = [weak](const std::string& why) {
-    if (auto i = weak.lock(); i && i->on_lost) {
-      auto cb = std::move(i->on_lost);
-      i->on_lost = nullptr;
-      cb(why);
-    }
-  };
+  inst->SetAgent(conn.value());
   co_return std::shared_ptr<Instance>(inst);
 }
 
-int JailDriver::ReconcileAtStart() {
-  // No sandbox survives a restart yet (adoption comes with persistent
-  // state): kill whatever an earlier run of this state dir left and remove
-  // it. Cgroup names carry this server's tag, so servers with other state
-  // dirs on the same host are left alone.
+asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const InstanceSpec& spec,
+                                                                     const std::string& facts) {
+  auto ex = co_await asio::this_coro::executor;
+  auto j = nlohmann::json::parse(facts, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
+      !j.contains("start_time") || !j["start_time"].is_number_unsigned())
+    co_return MakeError(Code::kInternal, "malformed adoption facts: " + facts);
+  const pid_t pid = j["pid"].get<pid_t>();
+  const uint64_t start_time = j["start_time"].get<uint64_t>();
+  // Open the pidfd first, then check the start time: if the pid was
+  // recycled between the two, the start time differs and we let go.
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone");
+  auto now_start = ProcStartTime(pid);
+  if (!now_start.ok() || *now_start != start_time)
+    co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone (pid reused)");
+  auto cg = cgroups_->Open(opts_.instance_tag + "-" + spec.id);
+  if (!cg.ok()) co_return cg.error().Context("adopt");
+  const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
+  auto inst = std::make_shared<JailInstance>(spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)),
+                                             std::move(cg).value(), start_time);
+  // From here `inst` owns the sandbox: failing to reach its agent destroys
+  // it (its destructor kills the cgroup and removes the dir).
+  inst->StartWatch(ex);
+  auto conn = co_await AgentConnection::Connect(dir + "/agent.sock", std::chrono::seconds(5));
+  if (!conn.ok()) co_return conn.error().Context("adopt: sandbox agent");
+  inst->SetAgent(conn.value());
+  co_return std::shared_ptr<Instance>(inst);
+}
+
+int JailDriver::ReconcileAtStart(const std::set<std::string>& keep) {
+  // Whatever an earlier run of this state dir left and nobody adopted is
+  // killed and removed. Cgroup names carry this server's tag, so servers
+  // with other state dirs on the same host are left alone.
   int removed = 0;
   const std::string prefix = opts_.instance_tag + "-";
   for (const std::string& name : cgroups_->ListExisting()) {
-    if (name.rfind(prefix, 0) != 0) continue;
+    if (name.rfind(prefix, 0) != 0 || keep.count(name.substr(prefix.size()))) continue;
     if (auto st = cgroups_->RemoveExisting(name); !st.ok())
       spdlog::error("reconcile cgroup={} err=\"{}\"", name, st.error().message);
     ++removed;
   }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(opts_.state_dir + "/sandboxes", ec)) {
+    if (keep.count(e.path().filename().string())) continue;
     std::error_code rec;
     fs::remove_all(e.path(), rec);
     if (rec) spdlog::error("reconcile dir={} err=\"{}\"", e.path().string(), rec.message());

@@ -83,6 +83,7 @@ struct Plan {
   std::vector<std::string> proc_masked_files, proc_ro_dirs, proc_masked_dirs;
   std::string dev_null_in_root;
   int sync_fd = -1;
+  int parent_sync_fd = -1;  // the parent's end, which the child must not hold
   int log_fd = -1;
 };
 
@@ -114,6 +115,10 @@ bool Exists(const char* p) {
 [[noreturn]] void ChildMain(const Plan& p) {
   const JailConfig& c = *p.cfg;
   const int sfd = p.sync_fd;
+  // Holding the parent's end too would keep our reads from ever seeing EOF
+  // if hutchd dies mid-setup: this child would then wait forever, holding
+  // copies of every hutchd fd (client sockets, the state dir lock).
+  close(p.parent_sync_fd);
   char b;
   if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitParent, errno);
 
@@ -339,6 +344,7 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoError("socketpair");
   UniqueFd parent_end(sv[0]), child_end(sv[1]);
   p.sync_fd = child_end.get();
+  p.parent_sync_fd = parent_end.get();
 
   // Raw clone without a new stack behaves like fork() but takes namespace
   // flags; glibc's fork handlers do not run, which is what we want.
@@ -405,7 +411,20 @@ Status JailChild::ReadExecResult() {
   return e;
 }
 
+JailChild JailChild::Adopted(pid_t pid, UniqueFd pidfd) {
+  JailChild c;
+  c.pid_ = pid;
+  c.adopted_ = true;
+  c.pidfd_ = std::move(pidfd);
+  return c;
+}
+
 void JailChild::KillAndReap() {
+  if (adopted_) {
+    // Not our child: a kill by pid could hit a recycled pid.
+    pid_ = -1;
+    return;
+  }
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     int st;

@@ -59,12 +59,18 @@ class JailChild {
   // Step 4: after sync_fd() is readable again: EOF means the agent was
   // exec'd; anything else is the failed step.
   Status ReadExecResult();
-  // Kills and reaps the child (on any failure path).
+  // Kills and reaps the child (on any failure path). For an adopted
+  // process (not our child) this only forgets it: the owner kills it
+  // through its pidfd, and the host's init reaps it.
   void KillAndReap();
+  // A jail process an earlier hutchd started (found again after a restart).
+  static JailChild Adopted(pid_t pid, UniqueFd pidfd);
+  bool adopted() const { return adopted_; }
 
  private:
   friend Result<JailChild> SpawnJail(const JailConfig& cfg);
   pid_t pid_ = -1;
+  bool adopted_ = false;
   UniqueFd sync_;
   UniqueFd pidfd_;
 };

@@ -1,0 +1,215 @@
+#include "store/state_store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+
+namespace hutch::store {
+
+namespace {
+
+Error DbError(sqlite3* db, const std::string& what) {
+  return MakeError(Code::kInternal, "state store: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+// A prepared statement, finalized on scope exit. Binds are 1-based.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool ok() const { return rc_ == SQLITE_OK && st_ != nullptr; }
+  void Bind(int i, const std::string& s) { sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT); }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(st_); }
+  std::string Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(st_, col);
+    int n = sqlite3_column_bytes(st_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(st_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+  int rc_;
+};
+
+// Runs a write statement to completion.
+Status RunWrite(sqlite3* db, Stmt& st, const char* what) {
+  if (!st.ok()) return DbError(db, std::string("prepare ") + what);
+  int rc = st.Step();
+  if (rc != SQLITE_DONE) return DbError(db, what);
+  return Status{};
+}
+
+// Schema versions, applied in order; PRAGMA user_version records how many
+// ran. Never edit a released step: append a new one.
+const char* const kMigrations[] = {
+    R"sql(
+    CREATE TABLE sandboxes (
+      id TEXT PRIMARY KEY,
+      status TEXT NOT NULL,
+      expires_at_ms INTEGER NOT NULL,
+      record TEXT NOT NULL,
+      instance TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE idempotency (
+      scope TEXT NOT NULL,
+      key TEXT NOT NULL,
+      body_hash TEXT NOT NULL,
+      sandbox_id TEXT NOT NULL,
+      created_at_ms INTEGER NOT NULL,
+      PRIMARY KEY (scope, key)
+    );
+    CREATE TABLE api_keys (
+      hash TEXT PRIMARY KEY,
+      label TEXT NOT NULL,
+      created_at_ms INTEGER NOT NULL
+    );
+    )sql",
+};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path, Durability d) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Error e = DbError(db, "open " + path);
+    sqlite3_close(db);
+    return e;
+  }
+  std::unique_ptr<StateStore> s(new StateStore(db, path));
+  std::string pragmas = std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=") +
+                        (d == Durability::kFull ? "FULL" : "NORMAL") + "; PRAGMA foreign_keys=ON;";
+  if (auto st = s->Exec(pragmas); !st.ok()) return st.error();
+  if (auto st = s->Migrate(); !st.ok()) return st.error();
+  return s;
+}
+
+StateStore::~StateStore() { sqlite3_close(db_); }
+
+Status StateStore::Exec(const std::string& sql) {
+  char* msg = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK) {
+    std::string m = msg ? msg : "unknown error";
+    sqlite3_free(msg);
+    return MakeError(Code::kInternal, "state store " + path_ + ": " + m);
+  }
+  return Status{};
+}
+
+Status StateStore::Migrate() {
+  int64_t version = 0;
+  {
+    Stmt st(db_, "PRAGMA user_version");
+    if (!st.ok() || st.Step() != SQLITE_ROW) return DbError(db_, "read schema version");
+    version = st.Int(0);
+  }
+  const int64_t known = static_cast<int64_t>(std::size(kMigrations));
+  if (version > known)
+    return MakeError(Code::kInternal, "state store " + path_ + " has schema version " + std::to_string(version) +
+                                          ", newer than this hutchd (" + std::to_string(known) + ")");
+  for (int64_t v = version; v < known; ++v) {
+    std::string sql = std::string("BEGIN IMMEDIATE;") + kMigrations[v] +
+                      "PRAGMA user_version=" + std::to_string(v + 1) + "; COMMIT;";
+    if (auto st = Exec(sql); !st.ok()) {
+      Exec("ROLLBACK;").ok();
+      return st.error().Context("migrate to schema " + std::to_string(v + 1));
+    }
+  }
+  return Status{};
+}
+
+Status StateStore::PutSandbox(const SandboxRow& row) {
+  Stmt st(db_, "INSERT OR REPLACE INTO sandboxes (id, status, expires_at_ms, record, instance) VALUES (?,?,?,?,?)");
+  st.Bind(1, row.id);
+  st.Bind(2, row.status);
+  st.Bind(3, row.expires_at_ms);
+  st.Bind(4, row.record);
+  st.Bind(5, row.instance);
+  return RunWrite(db_, st, "put sandbox");
+}
+
+Status StateStore::DeleteSandbox(const std::string& id) {
+  Stmt st(db_, "DELETE FROM sandboxes WHERE id = ?");
+  st.Bind(1, id);
+  return RunWrite(db_, st, "delete sandbox");
+}
+
+Result<std::vector<SandboxRow>> StateStore::LoadSandboxes() {
+  Stmt st(db_, "SELECT id, status, expires_at_ms, record, instance FROM sandboxes ORDER BY id");
+  if (!st.ok()) return DbError(db_, "prepare load sandboxes");
+  std::vector<SandboxRow> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    out.push_back(SandboxRow{st.Text(0), st.Text(1), st.Int(2), st.Text(3), st.Text(4)});
+  }
+  if (rc != SQLITE_DONE) return DbError(db_, "load sandboxes");
+  return out;
+}
+
+Status StateStore::PutIdempotency(const IdempotencyRow& row) {
+  Stmt st(db_,
+          "INSERT OR REPLACE INTO idempotency (scope, key, body_hash, sandbox_id, created_at_ms) VALUES (?,?,?,?,?)");
+  st.Bind(1, row.scope);
+  st.Bind(2, row.key);
+  st.Bind(3, row.body_hash);
+  st.Bind(4, row.sandbox_id);
+  st.Bind(5, row.created_at_ms);
+  return RunWrite(db_, st, "put idempotency record");
+}
+
+Status StateStore::DeleteIdempotency(const std::string& scope, const std::string& key) {
+  Stmt st(db_, "DELETE FROM idempotency WHERE scope = ? AND key = ?");
+  st.Bind(1, scope);
+  st.Bind(2, key);
+  return RunWrite(db_, st, "delete idempotency record");
+}
+
+Status StateStore::PruneIdempotency(int64_t older_than_ms) {
+  Stmt st(db_, "DELETE FROM idempotency WHERE created_at_ms < ?");
+  st.Bind(1, older_than_ms);
+  return RunWrite(db_, st, "prune idempotency records");
+}
+
+Result<std::vector<IdempotencyRow>> StateStore::LoadIdempotency() {
+  Stmt st(db_, "SELECT scope, key, body_hash, sandbox_id, created_at_ms FROM idempotency");
+  if (!st.ok()) return DbError(db_, "prepare load idempotency");
+  std::vector<IdempotencyRow> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    out.push_back(IdempotencyRow{st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Int(4)});
+  }
+  if (rc != SQLITE_DONE) return DbError(db_, "load idempotency records");
+  return out;
+}
+
+Status StateStore::AddApiKeyHash(const std::string& hash, const std::string& label) {
+  Stmt st(db_, "INSERT OR IGNORE INTO api_keys (hash, label, created_at_ms) VALUES (?,?,?)");
+  st.Bind(1, hash);
+  st.Bind(2, label);
+  st.Bind(3, NowMs());
+  return RunWrite(db_, st, "add api key");
+}
+
+Result<std::vector<std::string>> StateStore::LoadApiKeyHashes() {
+  Stmt st(db_, "SELECT hash FROM api_keys ORDER BY created_at_ms");
+  if (!st.ok()) return DbError(db_, "prepare load api keys");
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(st.Text(0));
+  if (rc != SQLITE_DONE) return DbError(db_, "load api keys");
+  return out;
+}
+
+}  // namespace hutch::store

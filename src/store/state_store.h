@@ -1,0 +1,78 @@
+// StateStore: hutchd's durable state in one SQLite file in the state dir.
+//
+// What the API acknowledged must survive `kill -9` of hutchd: every write
+// here commits before the caller answers. WAL mode with synchronous=NORMAL
+// makes a commit durable against a process crash (the log is in the page
+// cache the kernel keeps); `Durability::kFull` also fsyncs each commit, for
+// power loss, at the cost of a disk flush per write.
+//
+// The store keeps rows, not domain objects: core serializes a sandbox's
+// record and its driver's adoption facts to JSON text, so this layer has no
+// dependency on core or drivers. Used from the I/O thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+struct sqlite3;
+
+namespace hutch::store {
+
+enum class Durability { kNormal, kFull };
+
+struct SandboxRow {
+  std::string id;
+  std::string status;
+  int64_t expires_at_ms = 0;  // unix ms
+  std::string record;         // JSON: SandboxRecord (core)
+  std::string instance;       // JSON: the driver's adoption facts, "" if none
+};
+
+struct IdempotencyRow {
+  std::string scope;  // hash of the API key
+  std::string key;    // the client's Idempotency-Key
+  std::string body_hash;
+  std::string sandbox_id;
+  int64_t created_at_ms = 0;
+};
+
+class StateStore {
+ public:
+  // Opens (creating if needed) <path>, applies the schema migrations.
+  static Result<std::unique_ptr<StateStore>> Open(const std::string& path, Durability d = Durability::kNormal);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // Sandboxes.
+  Status PutSandbox(const SandboxRow& row);  // insert or replace
+  Status DeleteSandbox(const std::string& id);
+  Result<std::vector<SandboxRow>> LoadSandboxes();
+
+  // Idempotency records.
+  Status PutIdempotency(const IdempotencyRow& row);
+  Status DeleteIdempotency(const std::string& scope, const std::string& key);
+  Status PruneIdempotency(int64_t older_than_ms);
+  Result<std::vector<IdempotencyRow>> LoadIdempotency();
+
+  // API keys, by SHA-256 hex of the key (the key itself is never stored).
+  Status AddApiKeyHash(const std::string& hash, const std::string& label);
+  Result<std::vector<std::string>> LoadApiKeyHashes();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  StateStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status Exec(const std::string& sql);
+  Status Migrate();
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace hutch::store

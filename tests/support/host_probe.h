@@ -1,0 +1,48 @@
+// Host-side views of one sandbox, for tests that must prove what a sandbox
+// holds on the host (processes, cgroups, mounts, its directory) and that
+// nothing of it is left after delete, shutdown or a crash and restart.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/test_server.h"
+
+namespace hutch::testing::probe {
+
+constexpr uid_t kUidBase = 1000000;  // hutchd's default --uid-base
+
+std::string ReadFile(const std::string& path);
+
+struct HostProc {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::string name;
+  std::string start;  // field 22 of /proc/<pid>/stat: tells pid reuse apart
+};
+
+std::string StartTime(pid_t pid);
+// Every host process whose cgroup path names the sandbox.
+std::vector<HostProc> ProcsOf(const std::string& id);
+bool StillRunning(const HostProc& p);
+std::vector<std::string> CgroupDirsOf(const std::string& id);
+// Mounts that mention the sandbox in any mount namespace on the host (an
+// overlay lists its upper/work dirs, which carry the id).
+std::vector<std::string> MountsOf(const std::string& id);
+
+struct Footprint {
+  std::vector<HostProc> procs;
+  std::vector<std::string> cgroups;
+  std::vector<std::string> mounts;
+  bool dir = false;
+};
+
+Footprint FootprintOf(const TestServer& s, const std::string& id);
+// The positive control: a live sandbox is visible to every probe above, so
+// their silence after deletion means something.
+void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_procs);
+void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footprint& before);
+
+}  // namespace hutch::testing::probe
