@@ -259,3 +259,26 @@ TEST(ApiSmoke, StreamOpenAtExpiryEndsWithSandboxExpiredEvent) {
   for (const auto& e : events) EXPECT_NE(e.event, "exit");
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "stopped");
 }
+
+TEST(ApiSmoke, SandboxMetricsCountCpuMemoryPidsAndDisk) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox({{"disk_mb", 256}});
+  auto c = s.Client();
+  auto before = c.Request("GET", "/v1/sandboxes/" + id + "/metrics");
+  ASSERT_EQ(before.status, 200) << before.body;
+  auto b = before.json();
+  // 20 MB written, a second of CPU burnt, a sleeper left running.
+  auto r = s.Exec(id, "head -c 20000000 /dev/urandom > /home/user/blob && "
+                      "timeout 1 sh -c 'while :; do :; done'; sleep 30 >/dev/null 2>&1 & echo ok");
+  ASSERT_EQ(r["_status"], 200) << r.dump();
+  auto a = c.Request("GET", "/v1/sandboxes/" + id + "/metrics").json();
+  EXPECT_GE(a["disk_used_bytes"].get<uint64_t>(), b["disk_used_bytes"].get<uint64_t>() + 19000000) << a.dump();
+  EXPECT_EQ(a["disk_limit_bytes"].get<uint64_t>(), 256ull << 20) << a.dump();
+  EXPECT_GE(a["cpu_seconds"].get<double>(), b["cpu_seconds"].get<double>() + 0.5) << a.dump();
+  EXPECT_GE(a["pids"].get<uint64_t>(), 2u) << a.dump();  // the agent and the sleeper
+  EXPECT_GT(a["memory_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(a["memory_peak_bytes"].get<uint64_t>(), a["memory_bytes"].get<uint64_t>());
+  EXPECT_EQ(a["net_rx_bytes"], 0);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/sb_nope/metrics").status, 404);
+}

@@ -126,6 +126,10 @@ asio::awaitable<void> Api::SandboxMetrics(HttpContext& ctx, const std::string& i
                               {"memory_peak_bytes", stats->memory_peak},
                               {"pids", stats->pids_current},
                               {"oom_kills", stats->oom_kills},
+                              {"disk_used_bytes", stats->disk_used_bytes},
+                              {"disk_limit_bytes", stats->disk_limit_bytes},
+                              {"net_rx_bytes", stats->net_rx_bytes},
+                              {"net_tx_bytes", stats->net_tx_bytes},
                               {"uptime_ms", uptime.count()}};
   co_await ctx.SendJson(200, out);
 }

@@ -28,6 +28,10 @@ struct InstanceStats {
   uint64_t memory_peak = 0;
   uint64_t pids_current = 0;
   uint64_t oom_kills = 0;
+  uint64_t disk_used_bytes = 0;   // the writable layer
+  uint64_t disk_limit_bytes = 0;
+  uint64_t net_rx_bytes = 0;      // interfaces other than loopback
+  uint64_t net_tx_bytes = 0;
 };
 
 // One running sandbox: its process tree and the channel to its agent.

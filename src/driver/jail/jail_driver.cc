@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,6 +128,30 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     out.memory_peak = s->memory_peak;
     out.pids_current = s->pids_current;
     out.oom_kills = s->oom_kills;
+    // The writable layer is a tmpfs in the sandbox's own mount namespace;
+    // statfs of an overlay reports its upper layer, and /proc/<pid>/root
+    // reaches the sandbox's root from the host.
+    const std::string proc = "/proc/" + std::to_string(pid_);
+    struct statfs fs_st;
+    if (statfs((proc + "/root/").c_str(), &fs_st) == 0) {
+      out.disk_limit_bytes = static_cast<uint64_t>(fs_st.f_blocks) * fs_st.f_bsize;
+      out.disk_used_bytes = static_cast<uint64_t>(fs_st.f_blocks - fs_st.f_bfree) * fs_st.f_bsize;
+    }
+    // /proc/<pid>/net/dev shows the sandbox's network namespace.
+    std::ifstream dev(proc + "/net/dev");
+    std::string line;
+    while (std::getline(dev, line)) {
+      size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string name = line.substr(0, colon);
+      name.erase(0, name.find_first_not_of(' '));
+      if (name == "lo") continue;
+      std::istringstream f(line.substr(colon + 1));
+      uint64_t v[9] = {};
+      for (auto& x : v) f >> x;
+      out.net_rx_bytes += v[0];
+      out.net_tx_bytes += v[8];
+    }
     return out;
   }
 
