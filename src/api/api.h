@@ -50,6 +50,7 @@ class Api {
   asio::awaitable<void> GetSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> DeleteSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> SetTtl(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PauseResume(HttpContext& ctx, const std::string& id, bool pause);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   asio::awaitable<void> FileGet(HttpContext& ctx, const std::string& id);

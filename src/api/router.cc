@@ -18,7 +18,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 // Routes of the contract that this build answers with not_supported.
 bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"pause", "resume", "fork", "snapshots", "network", "processes", "pty"};
+  static const char* const kLater[] = {"fork", "snapshots", "network", "processes", "pty"};
   for (const char* l : kLater)
     if (sub == l) return true;
   return false;
@@ -102,6 +102,10 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
     }
     if (n == 4 && sub == "ttl") {
       if (m == V::post) co_return co_await SetTtl(ctx, id);
+      co_return co_await ctx.SendError(MethodNotAllowed(m));
+    }
+    if (n == 4 && (sub == "pause" || sub == "resume")) {
+      if (m == V::post) co_return co_await PauseResume(ctx, id, sub == "pause");
       co_return co_await ctx.SendError(MethodNotAllowed(m));
     }
     if (n == 4 && sub == "metrics") {

@@ -114,6 +114,15 @@ asio::awaitable<void> Api::SetTtl(HttpContext& ctx, const std::string& id) {
   co_await ctx.SendJson(200, rec->ToJson());
 }
 
+asio::awaitable<void> Api::PauseResume(HttpContext& ctx, const std::string& id, bool pause) {
+  // No body is needed; one that is sent must be JSON (an empty object).
+  auto body = co_await ctx.ReadBody(cfg_.json_body_limit);
+  if (!body.ok()) co_return co_await ctx.SendError(body.error());
+  auto rec = pause ? mgr_->Pause(id) : mgr_->Resume(id);
+  if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
+  co_await ctx.SendJson(200, rec->ToJson());
+}
+
 asio::awaitable<void> Api::SandboxMetrics(HttpContext& ctx, const std::string& id) {
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());

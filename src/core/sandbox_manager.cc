@@ -72,7 +72,7 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
           spec.memory_mb = r.memory_mb;
           spec.disk_mb = r.disk_mb;
           spec.pids_max = opts_.pids_max;
-          auto inst = co_await driver_->Adopt(spec, row.instance);
+          auto inst = co_await driver_->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
           if (inst.ok()) {
             sb->instance = inst.value();
             std::string id = r.id;
@@ -80,6 +80,7 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
             keep.insert(r.id);
             ++rep.adopted;
             spdlog::info("sandbox={} adopted", r.id);
+
           } else {
             r.status = SandboxStatus::kFailed;
             r.reason = "lost while hutchd was down: " + inst.error().message;
@@ -296,8 +297,13 @@ Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_
   if (ttl_seconds <= 0) return MakeError(Code::kInvalidRequest, "ttl_seconds must be positive");
   if (ttl_seconds > opts_.max_ttl_seconds)
     return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " + std::to_string(opts_.max_ttl_seconds));
-  auto sb = GetRunning(id);
-  if (!sb.ok()) return sb.error();
+  auto it = sandboxes_.find(id);
+  if (it != sandboxes_.end() && it->second->rec.status == SandboxStatus::kPaused) {
+    // A paused sandbox may be renewed too (its TTL keeps counting).
+  } else if (auto run = GetRunning(id); !run.ok()) {
+    return run.error();
+  }
+  auto sb = &it->second;
   SysTime before = (*sb)->rec.expires_at;
   (*sb)->rec.expires_at = std::chrono::system_clock::now() + std::chrono::seconds(ttl_seconds);
   if (auto st = Persist(**sb); !st.ok()) {
@@ -315,6 +321,42 @@ int64_t SandboxManager::committed_memory_mb() const {
       mb += sb->rec.memory_mb;
   }
   return mb;
+}
+
+Result<SandboxRecord> SandboxManager::Pause(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return NotFound(id);
+  auto& sb = it->second;
+  if (sb->rec.status == SandboxStatus::kPaused) return sb->rec;
+  auto run = GetRunning(id);
+  if (!run.ok()) return run.error();
+  if (auto st = sb->instance->Pause(); !st.ok()) return st.error();
+  sb->rec.status = SandboxStatus::kPaused;
+  if (auto st = Persist(*sb); !st.ok()) {
+    (void)sb->instance->Resume();
+    sb->rec.status = SandboxStatus::kRunning;
+    return st.error().Context("pause");
+  }
+  spdlog::info("sandbox={} paused", id);
+  return sb->rec;
+}
+
+Result<SandboxRecord> SandboxManager::Resume(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return NotFound(id);
+  auto& sb = it->second;
+  if (sb->rec.status == SandboxStatus::kRunning) return sb->rec;
+  if (sb->rec.status != SandboxStatus::kPaused || !sb->instance)
+    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+  if (auto st = sb->instance->Resume(); !st.ok()) return st.error();
+  sb->rec.status = SandboxStatus::kRunning;
+  if (auto st = Persist(*sb); !st.ok()) {
+    (void)sb->instance->Pause();
+    sb->rec.status = SandboxStatus::kPaused;
+    return st.error().Context("resume");
+  }
+  spdlog::info("sandbox={} resumed", id);
+  return sb->rec;
 }
 
 size_t SandboxManager::running_count() const {

@@ -93,6 +93,10 @@ class SandboxManager {
   // ids never issued.
   asio::awaitable<Status> Delete(const std::string& id, const std::string& reason = "deleted");
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  // running -> paused (cgroup freezer) and back; each is idempotent. The
+  // TTL keeps counting while paused: a paused sandbox still holds memory.
+  Result<SandboxRecord> Pause(const std::string& id);
+  Result<SandboxRecord> Resume(const std::string& id);
   // Starts the TTL reaper on the current executor.
   void StartReaper(asio::any_io_executor ex);
   // Destroys every sandbox (server shutdown).

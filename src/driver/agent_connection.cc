@@ -100,13 +100,19 @@ AgentConnection::AgentConnection(asio::any_io_executor ex) : sock_(ex), drained_
 AgentConnection::~AgentConnection() = default;
 
 asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Connect(
-    const std::string& socket_path, std::chrono::milliseconds timeout) {
+    const std::string& socket_path, std::chrono::milliseconds timeout, bool wait_hello) {
   auto ex = co_await asio::this_coro::executor;
   auto conn = std::make_shared<AgentConnection>(ex);
   boost::system::error_code ec;
   co_await conn->sock_.async_connect(asio::local::stream_protocol::endpoint(socket_path),
                                      asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return MakeError(Code::kUnavailable, "connect agent socket: " + ec.message());
+  if (!wait_hello) {
+    // The kernel queued the connection; the agent accepts it and says
+    // hello when it is thawed. ReadLoop drops stream-0 frames.
+    asio::co_spawn(ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
+    co_return conn;
+  }
   // The hello is the first frame; read it before starting the loops.
   asio::steady_timer timer(ex);
   timer.expires_after(timeout);

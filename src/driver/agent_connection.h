@@ -71,9 +71,11 @@ class AgentStream {
 
 class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
  public:
-  // Connects to the agent's socket and waits for its hello.
+  // Connects to the agent's socket and waits for its hello. With
+  // wait_hello=false (an agent that is frozen, adopted while paused) the
+  // hello is read later with the other frames, once the agent runs again.
   static asio::awaitable<Result<std::shared_ptr<AgentConnection>>> Connect(
-      const std::string& socket_path, std::chrono::milliseconds timeout);
+      const std::string& socket_path, std::chrono::milliseconds timeout, bool wait_hello = true);
 
   explicit AgentConnection(asio::any_io_executor ex);
   ~AgentConnection();

@@ -42,6 +42,10 @@ class Instance {
   // Processes the kernel OOM-killed in this sandbox so far.
   virtual uint64_t OomKills() = 0;
   virtual Result<InstanceStats> Stats() = 0;
+  // Stops every process of the sandbox where it is (memory and open files
+  // stay; no CPU) / lets them go on. Idempotent.
+  virtual Status Pause() = 0;
+  virtual Status Resume() = 0;
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
   // What the driver needs to find this instance again after hutchd
@@ -60,8 +64,10 @@ class Driver {
   // After a restart: takes back an instance an earlier run of this state dir
   // created, if it is still healthy (its agent answers again). On error
   // nothing is taken; ReconcileAtStart then removes what is left of it.
-  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
-                                                                  const std::string& facts) = 0;
+  // A sandbox stored as paused is adopted without being woken (paused=true):
+  // its processes must not run a single instruction until Resume.
+  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
+                                                                  bool paused) = 0;
   // At start, after adoption: removes everything an earlier run of this
   // state dir left behind (processes, cgroups, sandbox dirs) except the
   // instances in `keep`. Returns how many were removed.

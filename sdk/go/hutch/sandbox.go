@@ -314,7 +314,9 @@ func (sb *Sandbox) SetTTL(ctx context.Context, ttl time.Duration) (*SandboxInfo,
 	return &info, nil
 }
 
-// Pause freezes the sandbox. Today's server answers not_supported.
+// Pause freezes the sandbox: its processes stop where they are and keep
+// their memory; Exec and file calls answer a conflict error until Resume.
+// The TTL keeps counting.
 func (sb *Sandbox) Pause(ctx context.Context) (*SandboxInfo, error) {
 	var info SandboxInfo
 	err := sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(sb.ID, "pause"), jsonBody: struct{}{}, idempotent: true}, &info)
@@ -324,7 +326,7 @@ func (sb *Sandbox) Pause(ctx context.Context) (*SandboxInfo, error) {
 	return &info, nil
 }
 
-// Resume thaws a paused sandbox. Today's server answers not_supported.
+// Resume thaws a paused sandbox; its processes continue where they stopped.
 func (sb *Sandbox) Resume(ctx context.Context) (*SandboxInfo, error) {
 	var info SandboxInfo
 	err := sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(sb.ID, "resume"), jsonBody: struct{}{}, idempotent: true}, &info)

@@ -244,11 +244,7 @@ func TestNotSupportedCalls(t *testing.T) {
 			t.Errorf("%s: bad error %+v", name, apiErr)
 		}
 	}
-	_, err := sb.Pause(ctx)
-	check("Pause", err)
-	_, err = sb.Resume(ctx)
-	check("Resume", err)
-	_, err = sb.Fork(ctx, 2)
+	_, err := sb.Fork(ctx, 2)
 	check("Fork", err)
 	_, err = sb.Snapshot(ctx)
 	check("Snapshot", err)
@@ -272,8 +268,33 @@ func TestNotSupportedCalls(t *testing.T) {
 	check("Processes.Signal", sb.Processes.Signal(ctx, 1, hutch.SIGTERM))
 
 	// On an unknown sandbox the not-found wins.
-	_, err = c.Sandbox("sb_doesnotexist").Pause(ctx)
+	_, err = c.Sandbox("sb_doesnotexist").Fork(ctx, 1)
 	if !hutch.IsSandboxNotFound(err) {
+		t.Fatalf("Fork unknown: %v", err)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	c := liveClient(t)
+	ctx := testCtx(t, 30*time.Second)
+	sb := newSandbox(t, c, hutch.CreateOptions{})
+	info, err := sb.Pause(ctx)
+	if err != nil || info.Status != hutch.StatusPaused {
+		t.Fatalf("Pause: %v %+v", err, info)
+	}
+	if _, err := sb.Exec(ctx, "true", hutch.ExecOptions{}); !hutch.IsConflict(err) {
+		t.Fatalf("exec on a paused sandbox: want conflict, got %v", err)
+	}
+	info, err = sb.Resume(ctx)
+	if err != nil || info.Status != hutch.StatusRunning {
+		t.Fatalf("Resume: %v %+v", err, info)
+	}
+	res, err := sb.Exec(ctx, "echo back", hutch.ExecOptions{})
+	if err != nil || res.Stdout != "back\n" {
+		t.Fatalf("exec after resume: %v %+v", err, res)
+	}
+	if _, err := c.Sandbox("sb_doesnotexist").Pause(ctx); !hutch.IsSandboxNotFound(err) {
 		t.Fatalf("Pause unknown: %v", err)
 	}
 }

@@ -155,9 +155,26 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     return out;
   }
 
+  Status Pause() override {
+    if (!cgroup_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    // The freezer stops every task of the cgroup, the agent included; the
+    // agent connection stays open, its frames wait in the socket buffers.
+    if (auto st = cgroup_->Freeze(); !st.ok()) return st.error().Context("pause");
+    paused_ = true;
+    return Status{};
+  }
+  Status Resume() override {
+    if (!cgroup_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    if (auto st = cgroup_->Thaw(); !st.ok()) return st.error().Context("resume");
+    paused_ = false;
+    return Status{};
+  }
+
   asio::awaitable<void> Destroy() override {
     if (destroyed_) co_return;
     destroying_ = true;
+    // A frozen task acts on SIGKILL only once thawed.
+    if (paused_ && cgroup_) (void)cgroup_->Thaw();
     if (agent_) agent_->Close();
     if (pidfd_.valid()) {
       // Killing PID 1 of the pid namespace kills every process in it; the
@@ -233,6 +250,7 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   uint64_t start_time_ = 0;
   bool destroying_ = false;
   bool destroyed_ = false;
+  bool paused_ = false;
   bool reaped_ = false;
 };
 
@@ -331,7 +349,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const InstanceSpec& spec,
-                                                                     const std::string& facts) {
+                                                                     const std::string& facts, bool paused) {
   auto ex = co_await asio::this_coro::executor;
   auto j = nlohmann::json::parse(facts, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
@@ -348,15 +366,21 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const Insta
     co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone (pid reused)");
   auto cg = cgroups_->Open(opts_.instance_tag + "-" + spec.id);
   if (!cg.ok()) co_return cg.error().Context("adopt");
+  // A sandbox that should run but was left frozen (hutchd died during a
+  // pause or resume) is thawed so its agent can answer.
+  if (!paused) (void)cg.value()->Thaw();
   const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
   auto inst = std::make_shared<JailInstance>(spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)),
                                              std::move(cg).value(), start_time);
   // From here `inst` owns the sandbox: failing to reach its agent destroys
   // it (its destructor kills the cgroup and removes the dir).
   inst->StartWatch(ex);
-  auto conn = co_await AgentConnection::Connect(dir + "/agent.sock", std::chrono::seconds(5));
+  auto conn = co_await AgentConnection::Connect(dir + "/agent.sock", std::chrono::seconds(5), !paused);
   if (!conn.ok()) co_return conn.error().Context("adopt: sandbox agent");
   inst->SetAgent(conn.value());
+  if (paused) {
+    if (auto st = inst->Pause(); !st.ok()) co_return st.error().Context("adopt paused");
+  }
   co_return std::shared_ptr<Instance>(inst);
 }
 

@@ -24,8 +24,8 @@ class JailDriver : public Driver {
   static Result<std::unique_ptr<JailDriver>> Make(const JailDriverOptions& opts);
   std::string name() const override { return "jail"; }
   asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) override;
-  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
-                                                          const std::string& facts) override;
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
+                                                          bool paused) override;
   int ReconcileAtStart(const std::set<std::string>& keep) override;
   int cgroup_version() const { return cgroups_->Version(); }
 
