@@ -13,6 +13,9 @@
 
 namespace {
 constexpr int kListenFd = 3;
+// The writable layer's directory (O_PATH), held for the host (snapshots,
+// fork); the agent never uses it. Absent when run outside a jail.
+constexpr int kScratchFd = 4;
 }
 
 int main() {
@@ -21,6 +24,12 @@ int main() {
     // child's dup2 onto 0-2 must always move an fd, clearing O_CLOEXEC.
     for (int fd = 0; fd < 3; ++fd)
       if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);  // lands on fd: lowest free
+    // Commands must not inherit the layer fd, and nothing in the sandbox
+    // may open it through /proc/1/fd: non-dumpable makes /proc/1/fd (and
+    // the host paths it shows) need CAP_SYS_PTRACE, which the sandbox's
+    // root does not have.
+    if (fcntl(kScratchFd, F_GETFD) >= 0) fcntl(kScratchFd, F_SETFD, FD_CLOEXEC);
+    prctl(PR_SET_DUMPABLE, 0);
     // Orphaned grandchildren are reparented to us even when we are not PID 1
     // (tests, debugging), so reaping works the same way.
     prctl(PR_SET_CHILD_SUBREAPER, 1);

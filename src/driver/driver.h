@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "driver/agent_connection.h"
@@ -16,6 +17,8 @@ namespace hutch {
 struct InstanceSpec {
   std::string id;            // sandbox id, e.g. sb_0123...
   std::string rootfs;        // template root filesystem (read-only)
+  // Read-only snapshot layers above the template, topmost first.
+  std::vector<std::string> layers;
   double cpus = 1;
   int64_t memory_mb = 512;
   int64_t disk_mb = 2048;
@@ -46,6 +49,11 @@ class Instance {
   // stay; no CPU) / lets them go on. Idempotent.
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;
+  // Copies the sandbox's writable layer (what it changed over its lower
+  // layers: files, deletions as whiteouts, modes, owners, xattrs) into the
+  // empty directory `dst`, consistently: its processes are frozen while
+  // the copy runs (a paused sandbox stays paused).
+  virtual asio::awaitable<Status> CaptureLayer(const std::string& dst) = 0;
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
   // What the driver needs to find this instance again after hutchd

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 #include <spdlog/spdlog.h>
 #include <sstream>
 
+#include "common/clock.h"
 #include "driver/jail/jail_spawn.h"
 
 namespace hutch::jail {
@@ -95,8 +97,46 @@ Result<uint64_t> ProcStartTime(pid_t pid) {
   return MakeError(Code::kInternal, "malformed /proc/" + std::to_string(pid) + "/stat");
 }
 
+// Runs `cp -a SRC/. DST` in a child process and waits for it without
+// blocking the I/O thread. cp -a keeps what an overlay layer is made of:
+// owners, modes, times, xattrs (trusted.overlay.* marks opaque dirs) and
+// the 0/0 character devices that are whiteouts.
+asio::awaitable<Status> CopyTree(const std::string& src, const std::string& dst) {
+  std::string from = src + "/.";
+  const char* argv[] = {"cp", "-a", "--reflink=auto", "--", from.c_str(), dst.c_str(), nullptr};
+  const char* envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", nullptr};
+  pid_t pid = -1;
+  if (int e = posix_spawn(&pid, "/bin/cp", nullptr, nullptr, const_cast<char**>(argv), const_cast<char**>(envp));
+      e != 0)
+    co_return MakeError(Code::kInternal, std::string("spawn cp: ") + strerror(e));
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd) co_await WaitReadable(pidfd.get(), std::chrono::hours(1));
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    co_return MakeError(Code::kInternal, "copy " + src + " to " + dst + " failed (status " + std::to_string(st) + ")");
+  co_return Status{};
+}
+
 int PidfdSendSignal(int pidfd, int sig) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+Status WriteIdentityLayer(const std::string& dir, uid_t uid) {
+  std::error_code ec;
+  fs::create_directories(dir + "/etc", ec);
+  if (ec) return MakeError(Code::kInternal, "create " + dir + "/etc: " + ec.message());
+  std::ofstream(dir + "/etc/machine-id") << RandomHex(16) << "\n";
+  // Overlay shows a directory with the attributes of its topmost layer:
+  // these must look like the template's (root-owned, 0755).
+  for (const std::string& p : {dir, dir + "/etc", dir + "/etc/machine-id"}) {
+    if (chown(p.c_str(), uid, uid) != 0) return ErrnoError("chown " + p);
+  }
+  if (chmod((dir + "/etc").c_str(), 0755) != 0 || chmod(dir.c_str(), 0755) != 0 ||
+      chmod((dir + "/etc/machine-id").c_str(), 0444) != 0)
+    return ErrnoError("chmod " + dir);
+  return Status{};
 }
 
 class JailInstance : public Instance, public std::enable_shared_from_this<JailInstance> {
@@ -168,6 +208,18 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     if (auto st = cgroup_->Thaw(); !st.ok()) return st.error().Context("resume");
     paused_ = false;
     return Status{};
+  }
+
+  asio::awaitable<Status> CaptureLayer(const std::string& dst) override {
+    if (!cgroup_ || destroyed_) co_return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    const bool was_paused = paused_;
+    if (!was_paused) {
+      if (auto st = Pause(); !st.ok()) co_return st.error().Context("snapshot");
+    }
+    // The agent holds the writable layer's directory as fd 4 (jail_spawn).
+    auto st = co_await CopyTree("/proc/" + std::to_string(pid_) + "/fd/4/upper", dst);
+    if (!was_paused && !destroyed_) (void)Resume();
+    co_return st;
   }
 
   asio::awaitable<void> Destroy() override {
@@ -296,6 +348,16 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   JailConfig cfg;
   cfg.sandbox_dir = dir;
   cfg.lower_dir = spec.rootfs;
+  // Each sandbox's own identity, as the topmost read-only layer: a fresh
+  // /etc/machine-id (a fork or a snapshot's child must not share its
+  // parent's); the hostname is the sandbox id.
+  if (auto st = WriteIdentityLayer(dir + "/identity", opts_.uid_base); !st.ok()) {
+    fail_cleanup();
+    co_return st.error();
+  }
+  cfg.extra_lowers.push_back(dir + "/identity");
+  for (const auto& l : spec.layers) cfg.extra_lowers.push_back(l);
+  cfg.hostname = spec.id;
   cfg.agent_socket = dir + "/agent.sock";
   cfg.log_path = dir + "/agent.log";
   cfg.uid_base = opts_.uid_base;

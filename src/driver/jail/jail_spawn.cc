@@ -188,6 +188,10 @@ bool Exists(const char* p) {
       Fail(sfd, kStepMaskProc, errno);
   }
 
+  // The writable layer stays reachable for the host (snapshots, fork)
+  // through the agent's fd 4, after pivot_root hides every path to it.
+  int scratch_fd = open(p.scratch.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (scratch_fd < 0) Fail(sfd, kStepFds, errno);
   if (sethostname(c.hostname.data(), c.hostname.size()) != 0) Fail(sfd, kStepHostname, errno);
   {
     // The sandbox's memory-cgroup OOM killer should pick a runaway command,
@@ -259,7 +263,8 @@ bool Exists(const char* p) {
   struct rlimit zero = {0, 0};
   if (setrlimit(RLIMIT_CORE, &zero) != 0) Fail(sfd, kStepRlimits, errno);
 
-  // fds: 0 /dev/null, 1+2 the agent log, 3 the listening socket; the sync
+  // fds: 0 /dev/null, 1+2 the agent log, 3 the listening socket, 4 the
+  // writable layer's directory (O_PATH); the sync
   // socket and the memfd stay close-on-exec; everything else is closed.
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull < 0) Fail(sfd, kStepFds, errno);
@@ -268,14 +273,16 @@ bool Exists(const char* p) {
   int hi_log = fcntl(p.log_fd, F_DUPFD_CLOEXEC, 100);
   int hi_lfd = fcntl(lfd, F_DUPFD_CLOEXEC, 100);
   int hi_null = fcntl(devnull, F_DUPFD_CLOEXEC, 100);
-  if (hi_sync < 0 || hi_mem < 0 || hi_log < 0 || hi_lfd < 0 || hi_null < 0)
+  int hi_scratch = fcntl(scratch_fd, F_DUPFD_CLOEXEC, 100);
+  if (hi_sync < 0 || hi_mem < 0 || hi_log < 0 || hi_lfd < 0 || hi_null < 0 || hi_scratch < 0)
     Fail(sfd, kStepFds, errno);
-  if (dup2(hi_null, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_lfd, 3) < 0)
+  if (dup2(hi_null, 0) < 0 || dup2(hi_log, 1) < 0 || dup2(hi_log, 2) < 0 || dup2(hi_lfd, 3) < 0 ||
+      dup2(hi_scratch, 4) < 0)
     Fail(hi_sync, kStepFds, errno);
-  // close_range over [4, hi) and (hi, ...) minus the two we still need.
+  // close_range over [5, hi) and (hi, ...) minus the two we still need.
   int keep_lo = hi_sync < hi_mem ? hi_sync : hi_mem;
   int keep_hi = hi_sync < hi_mem ? hi_mem : hi_sync;
-  if (syscall(SYS_close_range, 4, keep_lo - 1, 0) != 0 ||
+  if (syscall(SYS_close_range, 5, keep_lo - 1, 0) != 0 ||
       (keep_hi - keep_lo > 1 && syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
       syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0)
     Fail(hi_sync, kStepFds, errno);
@@ -310,7 +317,9 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   int64_t inodes = cfg.inodes > 0 ? cfg.inodes : std::max<int64_t>(16384, cfg.disk_mb * 256);
   p.scratch_opts = "size=" + std::to_string(cfg.disk_mb) + "m,nr_inodes=" + std::to_string(inodes) +
                    ",mode=0700";
-  p.overlay_opts = "lowerdir=" + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
+  std::string lowers;
+  for (const auto& l : cfg.extra_lowers) lowers += l + ":";
+  p.overlay_opts = "lowerdir=" + lowers + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
   p.proc = p.root + "/proc";
   p.dev = p.root + "/dev";
   p.dev_opts = "size=64k,nr_inodes=64,mode=0755,uid=" + std::to_string(cfg.uid_base) +

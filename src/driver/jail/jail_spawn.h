@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
@@ -30,6 +31,9 @@ namespace hutch::jail {
 struct JailConfig {
   std::string sandbox_dir;   // <state>/sandboxes/<id>, created by the caller
   std::string lower_dir;     // template rootfs (read-only lower layer)
+  // Read-only layers stacked above the template, topmost first (snapshot
+  // layers, the sandbox's identity files).
+  std::vector<std::string> extra_lowers;
   std::string agent_socket;  // host path of the agent's listening socket
   std::string log_path;      // agent's stdout/stderr
   std::string hostname = "sandbox";
