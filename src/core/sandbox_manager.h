@@ -84,6 +84,12 @@ class SandboxManager {
   asio::awaitable<void> Shutdown();
   size_t running_count() const;
   const ManagerOptions& options() const { return opts_; }
+  // Sandboxes by status, stopped tombstones included (for /metrics).
+  std::map<SandboxStatus, size_t> CountByStatus() const {
+    std::map<SandboxStatus, size_t> n;
+    for (const auto& [id, sb] : sandboxes_) ++n[sb->rec.status];
+    return n;
+  }
 
  private:
   asio::awaitable<void> ReapLoop();
