@@ -209,7 +209,7 @@ TEST(ApiObservability, TextLogKeepsItsShapeWithRequestAndSandbox) {
   // The access line is written just after the answer; the next request on
   // the same connection is read only after that.
   EXPECT_EQ(c.Request("GET", "/healthz").status, 200);
-  std::string want = " info http method=GET path=/v1/sandboxes/" + id + " status=200 request_id=txt-req-7 sandbox=" + id +
-                     " duration_ms=";
+  std::string want = " info http method=GET path=/v1/sandboxes/" + id +
+                     " status=200 request_id=txt-req-7 sandbox=" + id + " duration_ms=";
   EXPECT_NE(s.Log().find(want), std::string::npos) << s.Log();
 }

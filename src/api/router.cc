@@ -205,7 +205,8 @@ asio::awaitable<void> Api::ServeMetrics(HttpContext& ctx) {
     metrics_.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
   metrics_.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
   metrics_.rate_limit_buckets.Set(static_cast<double>(limiter_.bucket_count()));
-  metrics_.uptime_seconds.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - metrics_.started).count());
+  auto up = std::chrono::steady_clock::now() - metrics_.started;
+  metrics_.uptime_seconds.Set(std::chrono::duration<double>(up).count());
   co_await ctx.SendText(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.Render());
 }
 

@@ -8,7 +8,9 @@ namespace hutch::testing {
 
 namespace {
 
-bool NameStart(char c, bool colon) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':'); }
+bool NameStart(char c, bool colon) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':');
+}
 bool NameChar(char c, bool colon) { return NameStart(c, colon) || (c >= '0' && c <= '9'); }
 
 // Reads a metric (colon=true) or label name at s[*i].
@@ -145,7 +147,8 @@ std::string CheckHistograms(const PromParse& p) {
 
 }  // namespace
 
-std::optional<double> PromParse::Value(const std::string& name, const std::map<std::string, std::string>& labels) const {
+std::optional<double> PromParse::Value(const std::string& name,
+                                       const std::map<std::string, std::string>& labels) const {
   for (const auto& s : samples)
     if (s.name == name && s.labels == labels) return s.value;
   return std::nullopt;
