@@ -118,11 +118,14 @@ int main(int argc, char** argv) {
   // Observability: request rate limit per API key, log line format.
   std::string log_format = "text";
   app.add_option("--rate-limit", acfg.rate_limit_rps, "Requests a second per API key on /v1 (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   app.add_option("--rate-burst", acfg.rate_limit_burst, "Requests an API key may send at once (bucket size)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1.0, 1e9))
+      ->capture_default_str();
   app.add_option("--log-format", log_format, "text (ts level event k=v ...) or json (one object per line)")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
