@@ -141,7 +141,9 @@ class Hutchd {
     dir_ = tmpl;
     std::string log = dir_ + "/hutchd.log";
     std::vector<std::string> args = {bin_,           "--listen",   "127.0.0.1:0", "--state-dir", dir_ + "/state",
-                                     "--templates-dir", templates_, "--log-level", "warn"};
+                                     "--templates-dir", templates_, "--log-level", "warn",
+                                     // The benchmark measures the server, not its per-key limit.
+                                     "--rate-limit", "0"};
     std::string agent = Env("HUTCH_AGENT_BIN", "");
     if (!agent.empty()) {
       args.push_back("--agent");

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "api/api_metrics.h"
 #include "api/http_context.h"
+#include "api/rate_limiter.h"
 #include "core/sandbox_manager.h"
 
 namespace hutch::api {
@@ -19,28 +21,28 @@ struct ApiConfig {
   size_t json_body_limit = 1 << 20;
   size_t exec_output_cap = 16 << 20;
   std::chrono::seconds sse_ping_interval{15};
-};
-
-struct Metrics {
-  uint64_t http_requests = 0;
-  uint64_t http_errors_5xx = 0;
-  uint64_t sandboxes_created = 0;
-  uint64_t sandbox_create_failures = 0;
-  uint64_t execs = 0;
-  uint64_t open_streams = 0;
+  // Per-key token bucket on /v1 (0 = off): requests a second, bucket size.
+  double rate_limit_rps = 50;
+  double rate_limit_burst = 100;
 };
 
 class Api {
  public:
-  Api(ApiConfig cfg, SandboxManager* mgr) : cfg_(std::move(cfg)), mgr_(mgr) {}
+  Api(ApiConfig cfg, SandboxManager* mgr)
+      : cfg_(std::move(cfg)), mgr_(mgr), limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst) {}
   // Handles one request; the response has been sent when it returns.
+  // Counts it, logs its access line, and answers 500 if a handler throws.
   asio::awaitable<void> Handle(HttpContext& ctx);
   // Replaces the accepted keys (SIGHUP reload).
   void SetKeyHashes(std::vector<std::string> hashes) { cfg_.api_key_hashes = std::move(hashes); }
   // SHA-256 hex of the request's bearer key; "" without one.
   static std::string BearerKeyHash(const HttpContext& ctx);
+  // A request refused before it could be parsed (HttpServer answers it
+  // itself): counted like any other error answer.
+  void CountMalformedRequest(int status, Code code);
 
  private:
+  asio::awaitable<void> Dispatch(HttpContext& ctx);
   bool Authorized(const HttpContext& ctx) const;
   asio::awaitable<void> RouteV1(HttpContext& ctx, const std::vector<std::string>& seg);
 
@@ -63,7 +65,8 @@ class Api {
 
   ApiConfig cfg_;
   SandboxManager* mgr_;
-  Metrics metrics_;
+  ApiMetrics metrics_;
+  RateLimiter limiter_;
 };
 
 }  // namespace hutch::api

@@ -220,6 +220,7 @@ asio::awaitable<void> HttpContext::SendJson(int status, const nlohmann::json& bo
 }
 
 asio::awaitable<void> HttpContext::SendError(const Error& e) {
+  NoteError(e);
   nlohmann::json j = {{"code", CodeName(e.code)},
                       {"message", e.message},
                       {"request_id", request_id_},

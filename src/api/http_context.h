@@ -48,7 +48,14 @@ class HttpContext {
 
   // --- response
   asio::awaitable<void> SendJson(int status, const nlohmann::json& body);
+  // Every JSON error answer goes through here, and every error reported
+  // in-band (an SSE error event) is passed to NoteError, so the observer
+  // sees each error a client receives exactly once.
   asio::awaitable<void> SendError(const Error& e);
+  void NoteError(const Error& e) {
+    if (on_error_) on_error_(e);
+  }
+  void set_error_observer(std::function<void(const Error&)> f) { on_error_ = std::move(f); }
   asio::awaitable<void> SendEmpty(int status);
   asio::awaitable<void> SendText(int status, const std::string& content_type, std::string body);
   // Streamed response: header first, then chunks. content_length < 0 means
@@ -69,6 +76,9 @@ class HttpContext {
 
   // Whether the connection can carry another request after this one.
   bool keep_alive() const { return keep_alive_; }
+  // Closes the connection after this request (e.g. a response that broke
+  // off half-way cannot be followed by another one).
+  void CloseAfterResponse() { keep_alive_ = false; }
   int status_sent() const { return status_; }
 
  private:
@@ -95,6 +105,7 @@ class HttpContext {
   std::unique_ptr<http::response_serializer<http::buffer_body>> ssr_;
   bool watching_ = false;
   std::vector<std::pair<std::string, std::string>> extra_headers_;
+  std::function<void(const Error&)> on_error_;
 };
 
 // Percent-decodes a URL component ('+' is a space in queries). False on a

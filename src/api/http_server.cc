@@ -88,6 +88,7 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
           ec == http::error::bad_transfer_encoding) {
         // Malformed or oversized header: a JSON answer, then close.
         bool too_big = ec == http::error::header_limit;
+        api_->CountMalformedRequest(too_big ? 431 : 400, too_big ? Code::kHeadersTooLarge : Code::kInvalidRequest);
         nlohmann::json j = {{"code", too_big ? "headers_too_large" : "invalid_request"},
                             {"message", "malformed HTTP request: " + ec.message()},
                             {"request_id", "r_" + RandomHex(10)},

@@ -24,6 +24,33 @@ bool IsLaterRoute(const std::string& sub) {
   return false;
 }
 
+// The token of "Authorization: Bearer <token>", empty when absent.
+std::string BearerToken(const HttpContext& ctx) {
+  std::string auth = ctx.Header("Authorization");
+  const std::string prefix = "Bearer ";
+  if (auth.size() <= prefix.size() || !beast::iequals(auth.substr(0, prefix.size()), prefix)) return {};
+  return auth.substr(prefix.size());
+}
+
+// A client-chosen string (a decoded path, an id from it) as one log token:
+// spaces, quotes, backslashes, '%', control and non-ASCII bytes are
+// percent-encoded, so it cannot split into fake fields or lines.
+std::string LogSafe(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '\\' || c == '%') {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 Error MethodNotAllowed(http::verb v) {
   return MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(v)) + " not allowed here");
 }
@@ -31,10 +58,8 @@ Error MethodNotAllowed(http::verb v) {
 }  // namespace
 
 std::string Api::BearerKeyHash(const HttpContext& ctx) {
-  std::string auth = ctx.Header("Authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.size() <= prefix.size() || !beast::iequals(auth.substr(0, prefix.size()), prefix)) return "";
-  return Sha256Hex(auth.substr(prefix.size()));
+  std::string token = BearerToken(ctx);
+  return token.empty() ? std::string() : Sha256Hex(token);
 }
 
 bool Api::Authorized(const HttpContext& ctx) const {
@@ -47,7 +72,37 @@ bool Api::Authorized(const HttpContext& ctx) const {
 }
 
 asio::awaitable<void> Api::Handle(HttpContext& ctx) {
-  ++metrics_.http_requests;
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx.set_error_observer([this](const Error& e) { metrics_.CountError(e.code); });
+  bool threw = false;
+  try {
+    co_await Dispatch(ctx);
+  } catch (const std::exception& e) {
+    // A bug, not a client error: logged with the request id, answered 500.
+    spdlog::error("handler_exception path={} request_id={} what=\"{}\"", LogSafe(ctx.path()), ctx.request_id(),
+                  e.what());
+    threw = true;
+  }
+  if (threw) {
+    if (ctx.responded()) ctx.CloseAfterResponse();  // a response broke off half-way
+    else co_await ctx.SendError(MakeError(Code::kInternal, "internal error"));
+  }
+  std::string method = ctx.method() == http::verb::unknown ? "other" : std::string(http::to_string(ctx.method()));
+  metrics_.CountRequest(method, ctx.status_sent());
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto seg = ctx.segments();
+  std::string sandbox;
+  if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
+               ctx.status_sent(), ctx.request_id(), sandbox, ms);
+}
+
+void Api::CountMalformedRequest(int status, Code code) {
+  metrics_.CountRequest("other", status);
+  metrics_.CountError(code);
+}
+
+asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
   auto seg = ctx.segments();
   if (!ctx.query_ok()) {
     co_await ctx.SendError(MakeError(Code::kInvalidRequest, "malformed percent-encoding in URL"));
@@ -63,16 +118,21 @@ asio::awaitable<void> Api::Handle(HttpContext& ctx) {
     if (ctx.method() != http::verb::get) co_await ctx.SendError(MethodNotAllowed(ctx.method()));
     else co_await ServeMetrics(ctx);
   } else if (!seg.empty() && seg[0] == "v1") {
-    if (!Authorized(ctx))
+    // Authentication comes first: a request without a valid key is refused
+    // before it can spend the tokens of a real key.
+    if (!Authorized(ctx)) {
       co_await ctx.SendError(MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
-    else
+    } else if (auto d = limiter_.Take(limiter_.KeyId(BearerToken(ctx)), std::chrono::steady_clock::now());
+               !d.allowed) {
+      ctx.AddHeader("Retry-After", std::to_string(d.retry_after_seconds));
+      co_await ctx.SendError(MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
+                                                               std::to_string(d.retry_after_seconds) + " s"));
+    } else {
       co_await RouteV1(ctx, seg);
+    }
   } else {
     co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
   }
-  if (ctx.status_sent() >= 500) ++metrics_.http_errors_5xx;
-  spdlog::info("http method={} path={} status={} request_id={}", std::string(http::to_string(ctx.method())),
-               ctx.path(), ctx.status_sent(), ctx.request_id());
 }
 
 asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::string>& seg) {
@@ -149,19 +209,16 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
 }
 
 asio::awaitable<void> Api::ServeMetrics(HttpContext& ctx) {
-  std::string out;
-  auto line = [&out](const char* name, const char* type, const char* help, uint64_t v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-           std::to_string(v) + "\n";
-  };
-  line("hutch_sandboxes_running", "gauge", "Sandboxes running or paused.", mgr_->running_count());
-  line("hutch_sandboxes_created_total", "counter", "Sandboxes created.", metrics_.sandboxes_created);
-  line("hutch_sandbox_create_failures_total", "counter", "Sandbox creates that failed.", metrics_.sandbox_create_failures);
-  line("hutch_execs_total", "counter", "Commands started.", metrics_.execs);
-  line("hutch_open_streams", "gauge", "Streaming responses in progress.", metrics_.open_streams);
-  line("hutch_http_requests_total", "counter", "HTTP requests handled.", metrics_.http_requests);
-  line("hutch_http_errors_5xx_total", "counter", "HTTP responses with a 5xx status.", metrics_.http_errors_5xx);
-  co_await ctx.SendText(200, "text/plain; version=0.0.4", std::move(out));
+  // Values owned elsewhere are read at scrape time, so they cannot drift.
+  auto by_status = mgr_->CountByStatus();
+  for (auto st : {SandboxStatus::kStarting, SandboxStatus::kRunning, SandboxStatus::kPaused, SandboxStatus::kStopped,
+                  SandboxStatus::kFailed})
+    metrics_.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
+  metrics_.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
+  metrics_.rate_limit_buckets.Set(static_cast<double>(limiter_.bucket_count()));
+  auto up = std::chrono::steady_clock::now() - metrics_.started;
+  metrics_.uptime_seconds.Set(std::chrono::duration<double>(up).count());
+  co_await ctx.SendText(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.registry.Render());
 }
 
 }  // namespace hutch::api

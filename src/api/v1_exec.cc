@@ -127,9 +127,9 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
   }
 
   ++metrics_.open_streams;
-  struct Gauge {
-    uint64_t& g;
-    ~Gauge() { --g; }
+  struct StreamGauge {
+    Gauge& g;
+    ~StreamGauge() { --g; }
   } gauge{metrics_.open_streams};
   std::vector<std::pair<std::string, std::string>> sse_headers = {{"Cache-Control", "no-cache"},
                                                                   {"X-Accel-Buffering", "no"}};
@@ -177,6 +177,7 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
                             {"message", ev->error.message},
                             {"request_id", ctx.request_id()}};
       std::string err_event = SseEvent("error", err);
+      ctx.NoteError(ev->error);
       st = co_await ctx.WriteChunk(err_event);
       if (st.ok()) st = co_await ctx.EndStream();
       ctx.StopWatchingClose();

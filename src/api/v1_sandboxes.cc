@@ -46,6 +46,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   o.owner_key = BearerKeyHash(ctx);
   std::string idem = ctx.Header("Idempotency-Key");
   bool replayed = false;
+  const auto t0 = std::chrono::steady_clock::now();
   Result<SandboxRecord> rec = MakeError(Code::kInternal, "unreachable");
   if (!idem.empty()) {
     bool printable = idem.size() <= 255;
@@ -63,7 +64,11 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
     ++metrics_.sandbox_create_failures;
     co_return co_await ctx.SendError(rec.error());
   }
-  if (!replayed) ++metrics_.sandboxes_created;
+  if (!replayed) {
+    ++metrics_.sandboxes_created;
+    metrics_.sandbox_create_seconds.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   co_await ctx.SendJson(replayed ? 200 : 201, rec->ToJson());
 }
 

@@ -289,7 +289,7 @@ asio::awaitable<Status> SandboxManager::Delete(const std::string& id, const std:
   // run must not adopt this sandbox (it removes what is left instead).
   (void)Persist(*sb);
   if (!was_starting && inst) co_await inst->Destroy();
-  spdlog::info("sandbox={} stopped reason={}", id, reason);
+  spdlog::info("sandbox={} stopped reason=\"{}\"", id, reason);
   co_return Status{};
 }
 

@@ -104,6 +104,12 @@ class SandboxManager {
   size_t running_count() const;
   int64_t committed_memory_mb() const;
   const ManagerOptions& options() const { return opts_; }
+  // Sandboxes by status, stopped tombstones included (for /metrics).
+  std::map<SandboxStatus, size_t> CountByStatus() const {
+    std::map<SandboxStatus, size_t> n;
+    for (const auto& [id, sb] : sandboxes_) ++n[sb->rec.status];
+    return n;
+  }
 
  private:
   asio::awaitable<void> ReapLoop();

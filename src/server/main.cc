@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
+#include "common/log_format.h"
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/jail/jail_driver.h"
@@ -148,10 +149,23 @@ int main(int argc, char** argv) {
   app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  // Observability: request rate limit per API key, log line format.
+  std::string log_format = "text";
+  app.add_option("--rate-limit", acfg.rate_limit_rps, "Requests a second per API key on /v1 (0: no limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--rate-burst", acfg.rate_limit_burst, "Requests an API key may send at once (bucket size)")
+      ->check(CLI::Range(1.0, 1e9))
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text (ts level event k=v ...) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
+  LogFormat lf = LogFormat::kText;
+  ParseLogFormat(log_format, &lf);
+  InstallLogFormat(lf);
   signal(SIGPIPE, SIG_IGN);
   if (geteuid() != 0) {
     std::cerr << "hutchd: the jail driver needs root (namespaces, cgroups, mounts)\n";

@@ -1,6 +1,7 @@
 // Starts the real hutchd for a test: port 0, a fresh temp state dir, the
-// shared test templates dir, a known API key. Stops it (SIGTERM, then
-// SIGKILL) and removes the state dir at the end.
+// shared test templates dir, a known API key, no rate limit (unless the
+// extra args set --rate-limit). Stops it (SIGTERM, then SIGKILL) and
+// removes the state dir at the end.
 #pragma once
 
 #include <sys/types.h>
