@@ -194,10 +194,10 @@ TEST(ApiSmoke, NotYetSupportedRoutesSayNotSupported) {
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
   auto c = s.Client();
-  auto r = c.Request("POST", "/v1/sandboxes/" + id + "/fork");
+  auto r = c.Request("GET", "/v1/sandboxes/" + id + "/network");
   EXPECT_EQ(r.status, 501);
   EXPECT_EQ(r.json()["code"], "not_supported");
-  r = c.Request("POST", "/v1/sandboxes/sb_nope/fork");
+  r = c.Request("GET", "/v1/sandboxes/sb_nope/network");
   EXPECT_EQ(r.status, 404);
   r = c.Json("POST", "/v1/sandboxes", {{"network", {{"mode", "all"}}}});
   EXPECT_EQ(r.json()["code"], "not_supported");

@@ -53,6 +53,10 @@ class Api {
   asio::awaitable<void> DeleteSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> SetTtl(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> PauseResume(HttpContext& ctx, const std::string& id, bool pause);
+  // v1_snapshots.cc
+  asio::awaitable<void> CreateSnapshot(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> ForkSandbox(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   asio::awaitable<void> FileGet(HttpContext& ctx, const std::string& id);

@@ -18,7 +18,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 // Routes of the contract that this build answers with not_supported.
 bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"fork", "snapshots", "network", "processes", "pty"};
+  static const char* const kLater[] = {"network", "processes", "pty"};
   for (const char* l : kLater)
     if (sub == l) return true;
   return false;
@@ -164,6 +164,14 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
       if (m == V::post) co_return co_await SetTtl(ctx, id);
       co_return co_await ctx.SendError(MethodNotAllowed(m));
     }
+    if (n == 4 && sub == "snapshots") {
+      if (m == V::post) co_return co_await CreateSnapshot(ctx, id);
+      co_return co_await ctx.SendError(MethodNotAllowed(m));
+    }
+    if (n == 4 && sub == "fork") {
+      if (m == V::post) co_return co_await ForkSandbox(ctx, id);
+      co_return co_await ctx.SendError(MethodNotAllowed(m));
+    }
     if (n == 4 && (sub == "pause" || sub == "resume")) {
       if (m == V::post) co_return co_await PauseResume(ctx, id, sub == "pause");
       co_return co_await ctx.SendError(MethodNotAllowed(m));
@@ -201,7 +209,8 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
       }
     }
   }
-  if (n >= 2 && (seg[1] == "snapshots" || seg[1] == "templates")) {
+  if (n >= 2 && seg[1] == "snapshots") co_return co_await RouteSnapshots(ctx, seg);
+  if (n >= 2 && seg[1] == "templates") {
     co_return co_await ctx.SendError(
         MakeError(Code::kNotSupported, "'/v1/" + seg[1] + "' is not supported by this hutchd yet (see docs/api.md)"));
   }

@@ -20,8 +20,9 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   HUTCH_FIELD(mem, OptInt(j, "memory_mb", 16, 1 << 20));
   HUTCH_FIELD(disk, OptInt(j, "disk_mb", 16, 1 << 24));
   HUTCH_FIELD(snapshot, OptString(j, "snapshot"));
-  if (*snapshot)
-    co_return co_await ctx.SendError(MakeError(Code::kNotSupported, "creating from a snapshot is not supported yet"));
+  if (*snapshot && *tpl)
+    co_return co_await ctx.SendError(
+        MakeError(Code::kInvalidRequest, "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
   if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'network' must be an object"));
     HUTCH_FIELD(mode, OptString(*it, "mode"));
@@ -43,6 +44,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   if (*cpu) o.cpu = **cpu;
   if (*mem) o.memory_mb = **mem;
   if (*disk) o.disk_mb = **disk;
+  if (*snapshot) o.snapshot = **snapshot;
   o.owner_key = BearerKeyHash(ctx);
   std::string idem = ctx.Header("Idempotency-Key");
   bool replayed = false;

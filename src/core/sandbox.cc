@@ -38,6 +38,7 @@ nlohmann::json SandboxRecord::ToJson() const {
       {"driver", driver},
   };
   if (!reason.empty()) j["reason"] = reason;
+  if (!snapshot.empty()) j["snapshot"] = snapshot;
   return j;
 }
 
@@ -63,6 +64,8 @@ std::string SandboxRecord::ToStoreJson() const {
       {"disk_mb", disk_mb},
       {"driver", driver},
       {"owner_key", owner_key},
+      {"snapshot", snapshot},
+      {"layers", layers},
   };
   // Metadata and env values are client strings that may hold invalid UTF-8
   // only if the API let them in; replace rather than throw if so.
@@ -87,6 +90,8 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     r.disk_mb = j.at("disk_mb").get<int64_t>();
     r.driver = j.value("driver", "");
     r.owner_key = j.value("owner_key", "");
+    r.snapshot = j.value("snapshot", "");
+    r.layers = j.value("layers", std::vector<std::string>{});
     *out = std::move(r);
     return true;
   } catch (const nlohmann::json::exception&) {

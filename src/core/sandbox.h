@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,8 @@ struct SandboxRecord {
   int64_t disk_mb = 2048;
   std::string driver;
   std::string owner_key;  // hash of the API key that created it
+  std::string snapshot;   // the snapshot it was created from ("" if none)
+  std::vector<std::string> layers;  // read-only snapshot layers it runs on
 
   // The API's view (no env, no owner).
   nlohmann::json ToJson() const;

@@ -5,6 +5,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
 #include <spdlog/spdlog.h>
 
 namespace hutch {
@@ -41,6 +42,13 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
   ex_ = co_await asio::this_coro::executor;
   std::set<std::string> keep;
   if (store_) {
+    auto snaps = store_->LoadSnapshots();
+    if (!snaps.ok()) co_return snaps.error().Context("recover snapshots");
+    for (const auto& [sid, text] : *snaps) {
+      SnapshotRecord sr;
+      if (SnapshotRecord::FromStoreJson(text, &sr) && sr.id == sid) snapshots_[sid] = sr;
+      else spdlog::error("snapshot={} recover_unreadable_record (kept on disk)", sid);
+    }
     auto rows = store_->LoadSandboxes();
     if (!rows.ok()) co_return rows.error().Context("recover");
     const auto now = std::chrono::system_clock::now();
@@ -95,6 +103,16 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
     if (auto st = idempotency_.Attach(store_); !st.ok()) co_return st.error().Context("recover idempotency keys");
   }
   rep.removed = driver_->ReconcileAtStart(keep);
+  // Layer dirs without a row were being captured when hutchd died.
+  if (!opts_.snapshots_dir.empty()) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(opts_.snapshots_dir, ec)) {
+      if (snapshots_.count(e.path().filename().string())) continue;
+      std::error_code rec;
+      std::filesystem::remove_all(e.path(), rec);
+    }
+  }
+  CollectSnapshots();
   co_return rep;
 }
 
@@ -112,6 +130,14 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   int64_t disk = o.disk_mb.value_or(opts_.default_disk_mb);
   if (disk < 16 || disk > opts_.max_disk_mb)
     co_return MakeError(Code::kInvalidRequest, "disk_mb must be in [16, " + std::to_string(opts_.max_disk_mb) + "]");
+  std::vector<std::string> layers;
+  if (!o.snapshot.empty()) {
+    auto snap = snapshots_.find(o.snapshot);
+    if (snap == snapshots_.end() || snap->second.deleted)
+      co_return MakeError(Code::kSnapshotNotFound, "snapshot " + o.snapshot + " not found");
+    o.template_name = snap->second.template_name;
+    layers = snap->second.layers;
+  }
   auto tpl = templates_->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
   if (static_cast<int>(running_count()) + starting_ >= opts_.max_sandboxes)
@@ -137,11 +163,14 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.disk_mb = disk;
   r.driver = driver_->name();
   r.owner_key = o.owner_key;
+  r.snapshot = o.snapshot;
+  r.layers = layers;
   sandboxes_[r.id] = sb;
 
   InstanceSpec spec;
   spec.id = r.id;
   spec.rootfs = tpl->rootfs;
+  spec.layers = layers;
   spec.cpus = cpu;
   spec.memory_mb = mem;
   spec.disk_mb = disk;
@@ -289,6 +318,7 @@ asio::awaitable<Status> SandboxManager::Delete(const std::string& id, const std:
   // run must not adopt this sandbox (it removes what is left instead).
   (void)Persist(*sb);
   if (!was_starting && inst) co_await inst->Destroy();
+  CollectSnapshots();
   spdlog::info("sandbox={} stopped reason=\"{}\"", id, reason);
   co_return Status{};
 }
@@ -357,6 +387,164 @@ Result<SandboxRecord> SandboxManager::Resume(const std::string& id) {
   }
   spdlog::info("sandbox={} resumed", id);
   return sb->rec;
+}
+
+Status SandboxManager::PersistSnapshot(const SnapshotRecord& snap) {
+  if (!store_) return Status{};
+  return store_->PutSnapshot(snap.id, snap.ToStoreJson());
+}
+
+asio::awaitable<Result<SnapshotRecord>> SandboxManager::TakeSnapshot(Sandbox& sb, bool internal) {
+  if (opts_.snapshots_dir.empty()) co_return MakeError(Code::kNotSupported, "snapshots are not configured");
+  SnapshotRecord snap;
+  snap.id = "snap_" + RandomHex(8);
+  snap.sandbox_id = sb.rec.id;
+  snap.template_name = sb.rec.template_name;
+  snap.internal = internal;
+  snap.deleted = internal;  // a fork's layer goes when its sandboxes go
+  snap.created_at = std::chrono::system_clock::now();
+  const std::string dir = opts_.snapshots_dir + "/" + snap.id;
+  const std::string layer = dir + "/layer";
+  std::error_code ec;
+  std::filesystem::create_directories(layer, ec);
+  if (ec) co_return MakeError(Code::kInternal, "create " + layer + ": " + ec.message());
+  // Keep the sandbox alive across the copy even if it is deleted meanwhile.
+  auto inst = sb.instance;
+  auto st = co_await inst->CaptureLayer(layer);
+  if (!st.ok()) {
+    std::filesystem::remove_all(dir, ec);
+    co_return st.error().Context("snapshot " + sb.rec.id);
+  }
+  for (auto it = std::filesystem::recursive_directory_iterator(layer, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) snap.size_bytes += it->file_size(ec);
+  }
+  snap.layers.push_back(layer);
+  for (const auto& l : sb.rec.layers) snap.layers.push_back(l);
+  if (auto ps = PersistSnapshot(snap); !ps.ok()) {
+    std::filesystem::remove_all(dir, ec);
+    co_return ps.error().Context("snapshot");
+  }
+  snapshots_[snap.id] = snap;
+  spdlog::info("sandbox={} snapshot={} size_bytes={} internal={}", sb.rec.id, snap.id, snap.size_bytes, internal);
+  co_return snap;
+}
+
+asio::awaitable<Result<SnapshotRecord>> SandboxManager::Snapshot(const std::string& id) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return NotFound(id);
+  auto sb = it->second;
+  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) || !sb->instance)
+    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+  co_return co_await TakeSnapshot(*sb, false);
+}
+
+std::vector<SnapshotRecord> SandboxManager::ListSnapshots() const {
+  std::vector<SnapshotRecord> out;
+  for (const auto& [id, s] : snapshots_)
+    if (!s.internal && !s.deleted) out.push_back(s);
+  return out;
+}
+
+Result<SnapshotRecord> SandboxManager::GetSnapshot(const std::string& id) const {
+  auto it = snapshots_.find(id);
+  if (it == snapshots_.end() || it->second.internal || it->second.deleted)
+    return MakeError(Code::kSnapshotNotFound, "snapshot " + id + " not found");
+  return it->second;
+}
+
+Status SandboxManager::DeleteSnapshot(const std::string& id) {
+  auto it = snapshots_.find(id);
+  if (it == snapshots_.end() || it->second.internal || it->second.deleted)
+    return MakeError(Code::kSnapshotNotFound, "snapshot " + id + " not found");
+  it->second.deleted = true;
+  if (auto st = PersistSnapshot(it->second); !st.ok()) {
+    it->second.deleted = false;
+    return st.error().Context("delete snapshot");
+  }
+  CollectSnapshots();
+  return Status{};
+}
+
+void SandboxManager::CollectSnapshots() {
+  // A layer is in use while a live sandbox or a kept snapshot has it in
+  // its stack (stacks list every layer down to the template).
+  std::set<std::string> used;
+  for (const auto& [id, sb] : sandboxes_) {
+    auto st = sb->rec.status;
+    if (st == SandboxStatus::kStarting || st == SandboxStatus::kRunning || st == SandboxStatus::kPaused || sb->instance)
+      used.insert(sb->rec.layers.begin(), sb->rec.layers.end());
+  }
+  for (const auto& [id, s] : snapshots_)
+    if (!s.deleted) used.insert(s.layers.begin(), s.layers.end());
+  for (auto it = snapshots_.begin(); it != snapshots_.end();) {
+    if (!it->second.deleted || used.count(it->second.layers.front())) {
+      ++it;
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(opts_.snapshots_dir + "/" + it->first, ec);
+    if (ec) {
+      spdlog::error("snapshot={} remove_failed err=\"{}\"", it->first, ec.message());
+      ++it;
+      continue;
+    }
+    if (store_) (void)store_->DeleteSnapshot(it->first);
+    spdlog::info("snapshot={} removed", it->first);
+    it = snapshots_.erase(it);
+  }
+}
+
+asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const std::string& id, int count,
+                                                                          const std::string& owner_key) {
+  if (count < 1 || count > opts_.max_fork)
+    co_return MakeError(Code::kInvalidRequest, "count must be in [1, " + std::to_string(opts_.max_fork) + "]");
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return NotFound(id);
+  auto parent = it->second;
+  if ((parent->rec.status != SandboxStatus::kRunning && parent->rec.status != SandboxStatus::kPaused) ||
+      !parent->instance)
+    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(parent->rec.status));
+  if (static_cast<int>(running_count()) + starting_ + count > opts_.max_sandboxes)
+    co_return MakeError(Code::kCapacityExhausted, "host has no room for " + std::to_string(count) + " more sandboxes");
+  auto snap = co_await TakeSnapshot(*parent, true);
+  if (!snap.ok()) co_return snap.error().Context("fork");
+  std::vector<SandboxRecord> out;
+  auto remaining = std::chrono::duration_cast<std::chrono::seconds>(parent->rec.expires_at -
+                                                                    std::chrono::system_clock::now());
+  for (int i = 0; i < count; ++i) {
+    CreateOptions o;
+    o.template_name = parent->rec.template_name;
+    o.ttl_seconds = std::max<int64_t>(remaining.count(), 1);
+    o.env = parent->rec.env;
+    o.metadata = parent->rec.metadata;
+    o.cpu = parent->rec.cpu;
+    o.memory_mb = parent->rec.memory_mb;
+    o.disk_mb = parent->rec.disk_mb;
+    o.owner_key = owner_key;
+    // Created from the internal snapshot: resolved here, not through the
+    // API's lookup (internal snapshots are not visible there).
+    snapshots_[snap->id].deleted = false;
+    o.snapshot = snap->id;
+    auto rec = co_await Create(std::move(o));
+    snapshots_[snap->id].deleted = true;
+    if (!rec.ok()) {
+      // All or nothing: a fork that made some children deletes them.
+      for (const auto& r : out) (void)co_await Delete(r.id, "fork failed");
+      CollectSnapshots();
+      co_return rec.error().Context("fork child " + std::to_string(i + 1) + " of " + std::to_string(count));
+    }
+    // The children show where they came from, not the internal snapshot.
+    auto child = sandboxes_.find(rec->id);
+    if (child != sandboxes_.end()) {
+      child->second->rec.snapshot.clear();
+      child->second->rec.metadata["hutch.fork_of"] = id;
+      (void)Persist(*child->second);
+      out.push_back(child->second->rec);
+    }
+  }
+  CollectSnapshots();
+  co_return out;
 }
 
 size_t SandboxManager::running_count() const {

@@ -16,6 +16,7 @@
 
 #include "core/idempotency.h"
 #include "core/sandbox.h"
+#include "core/snapshot.h"
 #include "core/templates.h"
 #include "driver/driver.h"
 #include "store/state_store.h"
@@ -38,6 +39,9 @@ struct ManagerOptions {
   // How long a deleted sandbox is remembered (a second DELETE is then 204,
   // a GET shows it stopped).
   std::chrono::seconds tombstone_ttl{3600};
+  // Where snapshot layers live (<state>/snapshots); empty: no snapshots.
+  std::string snapshots_dir;
+  int max_fork = 16;
 };
 
 struct CreateOptions {
@@ -49,6 +53,7 @@ struct CreateOptions {
   std::optional<int64_t> memory_mb;
   std::optional<int64_t> disk_mb;
   std::string owner_key;
+  std::string snapshot;  // start from this snapshot instead of a template
 };
 
 struct ListFilter {
@@ -93,6 +98,15 @@ class SandboxManager {
   // ids never issued.
   asio::awaitable<Status> Delete(const std::string& id, const std::string& reason = "deleted");
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
+  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
+  std::vector<SnapshotRecord> ListSnapshots() const;
+  Result<SnapshotRecord> GetSnapshot(const std::string& id) const;
+  Status DeleteSnapshot(const std::string& id);
+  // `count` new sandboxes from the current files of a running or paused
+  // one (copy-on-write layers; processes are not copied).
+  asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count, const std::string& owner_key);
+
   // running -> paused (cgroup freezer) and back; each is idempotent. The
   // TTL keeps counting while paused: a paused sandbox still holds memory.
   Result<SandboxRecord> Pause(const std::string& id);
@@ -117,6 +131,10 @@ class SandboxManager {
   // Writes the sandbox's record (and its instance's adoption facts) to the
   // store; a no-op without a store.
   Status Persist(const Sandbox& sb);
+  Status PersistSnapshot(const SnapshotRecord& s);
+  asio::awaitable<Result<SnapshotRecord>> TakeSnapshot(Sandbox& sb, bool internal);
+  // Removes the files and rows of deleted snapshots nothing stands on.
+  void CollectSnapshots();
   void Forget(const std::string& id);
 
   ManagerOptions opts_;
@@ -124,6 +142,7 @@ class SandboxManager {
   TemplateRegistry* templates_;
   store::StateStore* store_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
+  std::map<std::string, SnapshotRecord> snapshots_;
   int starting_ = 0;
   IdempotencyCache idempotency_;
   asio::any_io_executor ex_;

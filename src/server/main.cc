@@ -242,6 +242,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  mopts.snapshots_dir = state_dir + "/snapshots";
+  fs::create_directories(mopts.snapshots_dir, ec);
   asio::io_context io(1);
   SandboxManager mgr(mopts, driver->get(), &templates, db->get());
   api::Api api(acfg, &mgr);

@@ -71,6 +71,12 @@ const char* const kMigrations[] = {
       created_at_ms INTEGER NOT NULL
     );
     )sql",
+    R"sql(
+    CREATE TABLE snapshots (
+      id TEXT PRIMARY KEY,
+      record TEXT NOT NULL
+    );
+    )sql",
 };
 
 int64_t NowMs() {
@@ -191,6 +197,29 @@ Result<std::vector<IdempotencyRow>> StateStore::LoadIdempotency() {
     out.push_back(IdempotencyRow{st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Int(4)});
   }
   if (rc != SQLITE_DONE) return DbError(db_, "load idempotency records");
+  return out;
+}
+
+Status StateStore::PutSnapshot(const std::string& id, const std::string& record) {
+  Stmt st(db_, "INSERT OR REPLACE INTO snapshots (id, record) VALUES (?,?)");
+  st.Bind(1, id);
+  st.Bind(2, record);
+  return RunWrite(db_, st, "put snapshot");
+}
+
+Status StateStore::DeleteSnapshot(const std::string& id) {
+  Stmt st(db_, "DELETE FROM snapshots WHERE id = ?");
+  st.Bind(1, id);
+  return RunWrite(db_, st, "delete snapshot");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadSnapshots() {
+  Stmt st(db_, "SELECT id, record FROM snapshots ORDER BY id");
+  if (!st.ok()) return DbError(db_, "prepare load snapshots");
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
+  if (rc != SQLITE_DONE) return DbError(db_, "load snapshots");
   return out;
 }
 

@@ -60,6 +60,11 @@ class StateStore {
   Status PruneIdempotency(int64_t older_than_ms);
   Result<std::vector<IdempotencyRow>> LoadIdempotency();
 
+  // Snapshots: id -> JSON record (core's SnapshotRecord).
+  Status PutSnapshot(const std::string& id, const std::string& record);
+  Status DeleteSnapshot(const std::string& id);
+  Result<std::vector<std::pair<std::string, std::string>>> LoadSnapshots();
+
   // API keys, by SHA-256 hex of the key (the key itself is never stored).
   Status AddApiKeyHash(const std::string& hash, const std::string& label);
   Result<std::vector<std::string>> LoadApiKeyHashes();

@@ -336,8 +336,9 @@ func (sb *Sandbox) Resume(ctx context.Context) (*SandboxInfo, error) {
 	return &info, nil
 }
 
-// Fork makes count copies of the running sandbox (count < 1 means 1).
-// Today's server answers not_supported.
+// Fork makes count copies of the running sandbox (count < 1 means 1) that
+// share its current files copy-on-write; each has its own id, hostname and
+// machine-id. Processes are not copied by the jail driver.
 func (sb *Sandbox) Fork(ctx context.Context, count int) ([]*Sandbox, error) {
 	if count < 1 {
 		count = 1
@@ -362,11 +363,17 @@ type SnapshotInfo struct {
 	ID        string    `json:"id"`
 	Status    string    `json:"status"`
 	SandboxID string    `json:"sandbox_id,omitempty"`
+	Template  string    `json:"template,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitempty"`
+	SizeBytes int64     `json:"size_bytes"`
+	// Memory is true when the snapshot also holds the processes' memory
+	// (a sandbox created from it resumes them); the jail driver keeps
+	// files only.
+	Memory bool `json:"memory"`
 }
 
-// Snapshot saves the sandbox's state; create from it with
-// CreateOptions.Snapshot. Today's server answers not_supported.
+// Snapshot saves the sandbox's files (consistently: its processes are
+// frozen during the copy); create from it with CreateOptions.Snapshot.
 func (sb *Sandbox) Snapshot(ctx context.Context) (*SnapshotInfo, error) {
 	var snap SnapshotInfo
 	err := sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(sb.ID, "snapshots"),

@@ -244,13 +244,6 @@ func TestNotSupportedCalls(t *testing.T) {
 			t.Errorf("%s: bad error %+v", name, apiErr)
 		}
 	}
-	_, err := sb.Fork(ctx, 2)
-	check("Fork", err)
-	_, err = sb.Snapshot(ctx)
-	check("Snapshot", err)
-	_, err = c.Create(ctx, hutch.CreateOptions{Snapshot: "snap_x"})
-	check("Create from snapshot", err)
-
 	p, err := sb.Processes.Start(ctx, "sleep 5", hutch.ExecOptions{})
 	check("Processes.Start", err)
 	if p != nil {
@@ -268,8 +261,45 @@ func TestNotSupportedCalls(t *testing.T) {
 	check("Processes.Signal", sb.Processes.Signal(ctx, 1, hutch.SIGTERM))
 
 	// On an unknown sandbox the not-found wins.
-	_, err = c.Sandbox("sb_doesnotexist").Fork(ctx, 1)
+	_, err = c.Sandbox("sb_doesnotexist").Processes.List(ctx)
 	if !hutch.IsSandboxNotFound(err) {
+		t.Fatalf("Processes.List unknown: %v", err)
+	}
+}
+
+func TestSnapshotAndFork(t *testing.T) {
+	t.Parallel()
+	c := liveClient(t)
+	ctx := testCtx(t, 60*time.Second)
+	sb := newSandbox(t, c, hutch.CreateOptions{})
+	if _, err := sb.Exec(ctx, "echo kept > /home/user/f", hutch.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := sb.Snapshot(ctx)
+	if err != nil || snap.ID == "" || snap.Memory || snap.SizeBytes == 0 {
+		t.Fatalf("Snapshot: %v %+v", err, snap)
+	}
+	from := newSandbox(t, c, hutch.CreateOptions{Snapshot: snap.ID})
+	res, err := from.Exec(ctx, "cat /home/user/f", hutch.ExecOptions{})
+	if err != nil || res.Stdout != "kept\n" {
+		t.Fatalf("from snapshot: %v %+v", err, res)
+	}
+	kids, err := sb.Fork(ctx, 2)
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("Fork: %v %d", err, len(kids))
+	}
+	for _, k := range kids {
+		k := k
+		t.Cleanup(func() { _ = k.Kill(context.Background()) })
+		res, err := k.Exec(ctx, "cat /home/user/f", hutch.ExecOptions{})
+		if err != nil || res.Stdout != "kept\n" {
+			t.Fatalf("fork child: %v %+v", err, res)
+		}
+	}
+	if _, err := c.Create(ctx, hutch.CreateOptions{Snapshot: "snap_nope"}); err == nil {
+		t.Fatal("create from an unknown snapshot succeeded")
+	}
+	if _, err := c.Sandbox("sb_doesnotexist").Fork(ctx, 1); !hutch.IsSandboxNotFound(err) {
 		t.Fatalf("Fork unknown: %v", err)
 	}
 }

@@ -1,0 +1,54 @@
+#include "core/snapshot.h"
+
+namespace hutch {
+
+namespace {
+int64_t ToMs(SysTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+nlohmann::json SnapshotRecord::ToJson() const {
+  return nlohmann::json{{"id", id},
+                        {"sandbox_id", sandbox_id},
+                        {"template", template_name},
+                        {"status", "ready"},
+                        {"created_at", FormatRfc3339(created_at)},
+                        {"size_bytes", size_bytes},
+                        {"memory", false}};
+}
+
+std::string SnapshotRecord::ToStoreJson() const {
+  nlohmann::json j = {{"id", id},
+                      {"sandbox_id", sandbox_id},
+                      {"template", template_name},
+                      {"layers", layers},
+                      {"created_at_ms", ToMs(created_at)},
+                      {"size_bytes", size_bytes},
+                      {"internal", internal},
+                      {"deleted", deleted}};
+  return j.dump();
+}
+
+bool SnapshotRecord::FromStoreJson(const std::string& text, SnapshotRecord* out) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  try {
+    SnapshotRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.sandbox_id = j.at("sandbox_id").get<std::string>();
+    r.template_name = j.at("template").get<std::string>();
+    r.layers = j.at("layers").get<std::vector<std::string>>();
+    r.created_at = SysTime(std::chrono::milliseconds(j.at("created_at_ms").get<int64_t>()));
+    r.size_bytes = j.value("size_bytes", uint64_t{0});
+    r.internal = j.value("internal", false);
+    r.deleted = j.value("deleted", false);
+    if (r.layers.empty()) return false;
+    *out = std::move(r);
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+}  // namespace hutch
