@@ -16,7 +16,8 @@ constexpr size_t kOutqBound = 1 << 20;      // outbound bytes before Send waits
 constexpr size_t kCreditBatch = 64 * 1024;  // grant credit in batches
 
 bool IsFinal(wire::Type t) {
-  return t == wire::Type::kExit || t == wire::Type::kError || t == wire::Type::kFsResult;
+  return t == wire::Type::kExit || t == wire::Type::kError || t == wire::Type::kFsResult ||
+         t == wire::Type::kProcResult;
 }
 }  // namespace
 
@@ -139,6 +140,9 @@ asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Conne
     if (j.value("version", 0u) != wire::kProtocolVersion)
       co_return MakeError(Code::kInternal, "agent speaks protocol " + j.value("version", std::string("?")));
     conn->agent_pid_ = j.value("pid", 0);
+    if (auto it = j.find("features"); it != j.end() && it->is_array())
+      for (const auto& f : *it)
+        if (f.is_string()) conn->features_.insert(f.get<std::string>());
   } catch (const std::exception& e) {
     co_return MakeError(Code::kInternal, std::string("bad agent hello: ") + e.what());
   }
@@ -184,6 +188,15 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
       co_return;
     }
   }
+}
+
+asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std::string_view payload) {
+  auto self = shared_from_this();
+  auto stream = OpenStream();
+  if (auto st = co_await stream->Send(type, payload); !st.ok()) co_return st.error();
+  auto f = co_await stream->Next();
+  if (!f) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
+  co_return std::move(*f);
 }
 
 void AgentConnection::SendNoWait(std::string bytes) {

@@ -255,22 +255,6 @@ func TestNotSupportedCalls(t *testing.T) {
 	_, err = c.Create(ctx, hutch.CreateOptions{Snapshot: "snap_x"})
 	check("Create from snapshot", err)
 
-	p, err := sb.Processes.Start(ctx, "sleep 5", hutch.ExecOptions{})
-	check("Processes.Start", err)
-	if p != nil {
-		t.Fatal("Start returned a process")
-	}
-	_, err = sb.Processes.List(ctx)
-	check("Processes.List", err)
-	_, err = sb.Processes.Get(ctx, 1)
-	check("Processes.Get", err)
-	_, err = sb.Processes.Connect(ctx, 1, hutch.ConnectOptions{})
-	check("Processes.Connect", err)
-	_, err = sb.Processes.Wait(ctx, 1)
-	check("Processes.Wait", err)
-	check("Processes.SendStdin", sb.Processes.SendStdin(ctx, 1, []byte("hi\n")))
-	check("Processes.Signal", sb.Processes.Signal(ctx, 1, hutch.SIGTERM))
-
 	// On an unknown sandbox the not-found wins.
 	_, err = c.Sandbox("sb_doesnotexist").Pause(ctx)
 	if !hutch.IsSandboxNotFound(err) {
