@@ -17,7 +17,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 // Routes of the contract that this build answers with not_supported.
 bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"pause", "resume", "fork", "snapshots", "network", "pty"};
+  static const char* const kLater[] = {"pause", "resume", "fork", "snapshots", "network"};
   for (const char* l : kLater)
     if (sub == l) return true;
   return false;
@@ -120,6 +120,7 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
       }
     }
     if (sub == "processes") co_return co_await Processes(ctx, id, seg);
+    if (n == 4 && sub == "pty") co_return co_await Pty(ctx, id);
     // Routes of the contract that this build does not implement yet.
     {
       if (IsLaterRoute(sub)) {
