@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/output_ring.h"
 #include "common/unique_fd.h"
 #include "wire/frame.h"
 
@@ -94,10 +95,13 @@ struct StreamResult {
   std::optional<json> started;
   std::string out, err;  // kStdout / kStderr, or kFsReadData in `out`
   std::optional<json> exit, error, result;
+  std::vector<json> dropped;  // kProcDropped
   bool done = false;
 };
 
-bool IsTerminal(Type t) { return t == Type::kExit || t == Type::kError || t == Type::kFsResult; }
+bool IsTerminal(Type t) {
+  return t == Type::kExit || t == Type::kError || t == Type::kFsResult || t == Type::kProcResult;
+}
 
 // Reads frames of `stream` until it ends, granting credit for all data.
 StreamResult Collect(Client& c, uint32_t stream, int timeout_ms = 20000, StreamResult r = {}) {
@@ -113,7 +117,9 @@ StreamResult Collect(Client& c, uint32_t stream, int timeout_ms = 20000, StreamR
       case Type::kStderr: r.err += f->payload; break;
       case Type::kExit: r.exit = json::parse(f->payload); break;
       case Type::kError: r.error = json::parse(f->payload); break;
-      case Type::kFsResult: r.result = json::parse(f->payload); break;
+      case Type::kFsResult:
+      case Type::kProcResult: r.result = json::parse(f->payload); break;
+      case Type::kProcDropped: r.dropped.push_back(json::parse(f->payload)); break;
       default: break;
     }
     if (f->type == Type::kStdout || f->type == Type::kStderr || f->type == Type::kFsReadData)
@@ -222,6 +228,34 @@ class AgentTest : public ::testing::Test {
       client_.Send(Type::kFsWriteData, s, data.substr(off, 256 * 1024));
     client_.Send(Type::kFsWriteEnd, s);
     return Collect(client_, s);
+  }
+
+  // One kProc* request answered by kProcResult or kError.
+  StreamResult Proc(Type t, const json& req) {
+    const uint32_t s = next_stream_++;
+    client_.SendJson(t, s, req);
+    return Collect(client_, s);
+  }
+  StreamResult ProcStdin(pid_t pid, const std::string& bytes, bool close) {
+    const uint32_t s = next_stream_++;
+    client_.Send(Type::kProcStdin, s, hutch::wire::EncodeProcStdin(static_cast<uint32_t>(pid), close, bytes));
+    return Collect(client_, s);
+  }
+  // Starts a background process; returns its pid (0 on failure).
+  pid_t StartProc(json spec) {
+    auto r = Proc(Type::kProcStart, spec);
+    EXPECT_TRUE(r.result) << (r.error ? r.error->dump() : "no answer");
+    return r.result ? (*r.result)["pid"].get<pid_t>() : 0;
+  }
+  // Polls kProcStatus until the process ended; its status then.
+  json WaitEnded(pid_t pid) {
+    json st;
+    Eventually([&] {
+      auto r = Proc(Type::kProcStatus, {{"pid", pid}});
+      if (r.result) st = *r.result;
+      return r.result && !(*r.result)["running"].get<bool>();
+    });
+    return st;
   }
 
   std::string dir_, sock_;
@@ -637,6 +671,296 @@ TEST_F(AgentTest, BackgroundChildHoldingPipeDoesNotHang) {
   EXPECT_EQ(r.out, "done\n");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   kill(-(*r.started)["pid"].get<pid_t>(), SIGKILL);
+}
+
+// --- Output ring -------------------------------------------------------------
+
+using hutch::agent::OutputRing;
+
+TEST(OutputRing, ReadsBackByOffsetKeepingKindsApart) {
+  OutputRing r(1 << 20);
+  r.Append(false, "abc");
+  r.Append(false, "de");  // joins the stdout chunk
+  r.Append(true, "XY");
+  r.Append(false, "f");
+  EXPECT_EQ(r.oldest(), 0u);
+  EXPECT_EQ(r.end(), 8u);
+  auto p = r.Read(0, 100);
+  EXPECT_FALSE(p.is_err);
+  EXPECT_EQ(p.bytes, "abcde");
+  p = r.Read(2, 2);
+  EXPECT_EQ(p.bytes, "cd");
+  p = r.Read(5, 100);
+  EXPECT_TRUE(p.is_err);
+  EXPECT_EQ(p.bytes, "XY");
+  p = r.Read(7, 100);
+  EXPECT_FALSE(p.is_err);
+  EXPECT_EQ(p.bytes, "f");
+  EXPECT_TRUE(r.Read(8, 100).bytes.empty());
+}
+
+TEST(OutputRing, DropsOldestBytesBeyondCapacity) {
+  OutputRing r(4096);
+  std::string all;
+  for (int i = 0; i < 3000; ++i) {
+    std::string line = std::to_string(i) + "\n";
+    r.Append(false, line);
+    all += line;
+    ASSERT_LE(r.charged(), r.capacity());
+  }
+  EXPECT_EQ(r.end(), all.size());
+  EXPECT_GT(r.oldest(), 0u);
+  // What is retained is exactly the tail of what was written.
+  std::string tail;
+  for (uint64_t off = r.oldest(); off < r.end();) {
+    auto p = r.Read(off, 1000);
+    ASSERT_FALSE(p.bytes.empty());
+    tail += p.bytes;
+    off += p.bytes.size();
+  }
+  EXPECT_EQ(tail, all.substr(static_cast<size_t>(r.oldest())));
+  EXPECT_GT(tail.size(), 3000u);  // most of the budget holds bytes, not bookkeeping
+  EXPECT_TRUE(r.Read(r.oldest() - 1, 10).bytes.empty());
+}
+
+TEST(OutputRing, AlternatingTinyWritesStayWithinBudget) {
+  OutputRing r(8192);
+  for (int i = 0; i < 100000; ++i) r.Append(i % 2 == 1, "x");
+  EXPECT_LE(r.charged(), r.capacity());
+  EXPECT_EQ(r.end(), 100000u);
+  // One-byte chunks: the overhead is charged, so few of them are kept.
+  EXPECT_LE(r.end() - r.oldest(), 8192u / OutputRing::kChunkOverhead);
+}
+
+// --- Background processes ---------------------------------------------------------
+
+TEST_F(AgentTest, BackgroundProcessOutputStatusAndExit) {
+  const pid_t pid = StartProc({{"argv", {"sh", "-c", "echo out; echo err >&2; exit 3"}},
+                               {"stdin", true},
+                               {"meta", {{"cmd", "the command"}}}});
+  ASSERT_GT(pid, 0);
+  json st = WaitEnded(pid);
+  EXPECT_EQ(st["running"], false) << st.dump();
+  EXPECT_EQ(st["background"], true);
+  EXPECT_EQ(st["exit"]["exit_code"], 3) << st.dump();
+  EXPECT_EQ(st["meta"]["cmd"], "the command");
+  EXPECT_EQ(st["output_end"], 8);
+  EXPECT_EQ(st["output_oldest"], 0);
+  EXPECT_EQ(st["argv"], json({"sh", "-c", "echo out; echo err >&2; exit 3"}));
+
+  // Attaching after the end still replays everything, then the exit.
+  const uint32_t s = next_stream_++;
+  client_.SendJson(Type::kProcAttach, s, {{"pid", pid}, {"from", 0}});
+  auto r = Collect(client_, s);
+  ASSERT_TRUE(r.started) << (r.error ? r.error->dump() : "");
+  EXPECT_EQ((*r.started)["pid"], pid);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ((*r.exit)["exit_code"], 3);
+  EXPECT_TRUE(r.dropped.empty());
+
+  // From an offset in the middle: the rest only.
+  const uint32_t s2 = next_stream_++;
+  client_.SendJson(Type::kProcAttach, s2, {{"pid", pid}, {"from", 2}});
+  auto r2 = Collect(client_, s2);
+  EXPECT_EQ(r2.out + r2.err, "t\nerr\n");
+
+  auto list = Proc(Type::kProcList, json::object());
+  ASSERT_TRUE(list.result);
+  ASSERT_EQ((*list.result)["processes"].size(), 1u);
+  EXPECT_EQ((*list.result)["processes"][0]["pid"], pid);
+}
+
+TEST_F(AgentTest, BackgroundProcessOutlivesItsConnection) {
+  Client c2;
+  ASSERT_TRUE(Connect(c2));
+  c2.SendJson(Type::kProcStart, 1,
+              {{"argv", {"sh", "-c", "echo first; sleep 0.5; echo second"}}, {"stdin", true}});
+  auto started = Collect(c2, 1);
+  ASSERT_TRUE(started.result);
+  const pid_t pid = (*started.result)["pid"];
+  // Follow it on that connection too, then drop the connection mid-way.
+  c2.SendJson(Type::kProcAttach, 2, {{"pid", pid}});
+  auto first = c2.Next();
+  ASSERT_TRUE(first && first->type == Type::kStarted);
+  c2.Close();
+  json st = WaitEnded(pid);
+  EXPECT_EQ(st["exit"]["exit_code"], 0) << st.dump();
+  EXPECT_EQ(st["exit"]["signal"], 0) << st.dump();
+  const uint32_t s = next_stream_++;
+  client_.SendJson(Type::kProcAttach, s, {{"pid", pid}});
+  auto r = Collect(client_, s);
+  EXPECT_EQ(r.out, "first\nsecond\n");
+}
+
+TEST_F(AgentTest, StalledFollowerDoesNotStallProcessAndLearnsWhatItMissed) {
+  // ~1.3 MB into a 64 KiB ring, followed by a stream that grants no credit.
+  const pid_t pid = StartProc({{"argv", {"seq", "1", "200000"}}, {"buffer_bytes", 65536}});
+  ASSERT_GT(pid, 0);
+  // The follower has a connection of its own (Collect on client_ skips
+  // frames of other streams).
+  Client fc;
+  ASSERT_TRUE(Connect(fc));
+  const uint32_t s = 1;
+  fc.SendJson(Type::kProcAttach, s, {{"pid", pid}});
+  // The process ends although its follower is stuck at the initial window.
+  json st = WaitEnded(pid);
+  ASSERT_EQ(st["running"], false);
+  EXPECT_EQ(st["exit"]["exit_code"], 0);
+  std::string expected;
+  for (int i = 1; i <= 200000; ++i) expected += std::to_string(i) + "\n";
+  EXPECT_EQ(st["output_end"], expected.size());
+  // Now read on, granting credit as we go. Every byte received is the byte
+  // at its offset, and every gap is announced exactly.
+  uint64_t pos = 0;
+  int drops = 0;
+  for (;;) {
+    auto f = fc.Next(5000);
+    ASSERT_TRUE(f) << "stalled at " << pos;
+    if (f->type == Type::kStarted) continue;
+    if (f->type == Type::kProcDropped) {
+      auto d = json::parse(f->payload);
+      EXPECT_EQ(d["from"], pos);
+      const uint64_t oldest = d["oldest"];
+      EXPECT_GT(oldest, pos);
+      EXPECT_EQ(d["dropped_bytes"], oldest - pos);
+      pos = oldest;
+      ++drops;
+      continue;
+    }
+    if (f->type == Type::kStdout) {
+      ASSERT_EQ(f->payload, expected.substr(static_cast<size_t>(pos), f->payload.size())) << "at " << pos;
+      pos += f->payload.size();
+      fc.Credit(s, static_cast<uint32_t>(f->payload.size()));
+      continue;
+    }
+    ASSERT_EQ(f->type, Type::kExit);
+    break;
+  }
+  EXPECT_EQ(pos, expected.size());
+  EXPECT_GE(drops, 1);
+}
+
+TEST_F(AgentTest, BackgroundStdinAndEof) {
+  const pid_t pid = StartProc({{"argv", {"cat"}}, {"stdin", true}});
+  ASSERT_GT(pid, 0);
+  auto w = ProcStdin(pid, "hello ", false);
+  ASSERT_TRUE(w.result) << (w.error ? w.error->dump() : "");
+  EXPECT_EQ((*w.result)["stdin_open"], true);
+  w = ProcStdin(pid, std::string("wor\0ld", 6), true);
+  ASSERT_TRUE(w.result);
+  json st = WaitEnded(pid);
+  EXPECT_EQ(st["exit"]["exit_code"], 0);
+  const uint32_t s = next_stream_++;
+  client_.SendJson(Type::kProcAttach, s, {{"pid", pid}});
+  EXPECT_EQ(Collect(client_, s).out, std::string("hello wor\0ld", 12));
+  auto late = ProcStdin(pid, "x", false);
+  ASSERT_TRUE(late.error);
+  EXPECT_EQ((*late.error)["code"], "conflict");
+
+  // stdin_data: the whole input, then EOF.
+  const pid_t p2 = StartProc({{"argv", {"wc", "-c"}}, {"stdin", true}, {"stdin_data", "12345"}});
+  WaitEnded(p2);
+  const uint32_t s2 = next_stream_++;
+  client_.SendJson(Type::kProcAttach, s2, {{"pid", p2}});
+  EXPECT_EQ(Collect(client_, s2).out, "5\n");
+}
+
+TEST_F(AgentTest, BackgroundSignalTimeoutAndUnknownPid) {
+  const pid_t pid = StartProc({{"argv", {"sleep", "100"}}});
+  auto sig = Proc(Type::kProcSignal, {{"pid", pid}, {"signal", SIGTERM}});
+  ASSERT_TRUE(sig.result) << (sig.error ? sig.error->dump() : "");
+  json st = WaitEnded(pid);
+  EXPECT_EQ(st["exit"]["signal"], SIGTERM);
+  EXPECT_EQ(st["exit"]["exit_code"], 128 + SIGTERM);
+  auto again = Proc(Type::kProcSignal, {{"pid", pid}, {"signal", SIGTERM}});
+  ASSERT_TRUE(again.error);
+  EXPECT_EQ((*again.error)["code"], "conflict");
+
+  const pid_t t = StartProc({{"argv", {"sleep", "100"}}, {"timeout_ms", 200}});
+  json ts = WaitEnded(t);
+  EXPECT_EQ(ts["exit"]["timed_out"], true);
+  EXPECT_EQ(ts["exit"]["signal"], SIGKILL);
+
+  for (Type ty : {Type::kProcStatus, Type::kProcSignal, Type::kProcAttach}) {
+    auto r = Proc(ty, {{"pid", 999999}, {"signal", 15}});
+    ASSERT_TRUE(r.error) << static_cast<int>(ty);
+    EXPECT_EQ((*r.error)["code"], "process_not_found");
+  }
+  auto in = ProcStdin(999999, "x", false);
+  ASSERT_TRUE(in.error);
+  EXPECT_EQ((*in.error)["code"], "process_not_found");
+  auto bad = Proc(Type::kProcStatus, {{"pid", "x"}});
+  ASSERT_TRUE(bad.error);
+  EXPECT_EQ((*bad.error)["code"], "invalid_request");
+  auto past = Proc(Type::kProcAttach, {{"pid", pid}, {"from", 1000}});
+  ASSERT_TRUE(past.error);
+  EXPECT_EQ((*past.error)["code"], "invalid_request");
+}
+
+TEST_F(AgentTest, ForegroundCommandsAreListedAndSignallable) {
+  client_.SendJson(Type::kExecStart, 50, {{"argv", {"sleep", "100"}}});
+  auto started = client_.Next();
+  ASSERT_TRUE(started && started->type == Type::kStarted);
+  const pid_t pid = json::parse(started->payload)["pid"];
+  auto list = Proc(Type::kProcList, json::object());
+  ASSERT_TRUE(list.result);
+  ASSERT_EQ((*list.result)["processes"].size(), 1u);
+  EXPECT_EQ((*list.result)["processes"][0]["pid"], pid);
+  EXPECT_EQ((*list.result)["processes"][0]["background"], false);
+  auto attach = Proc(Type::kProcAttach, {{"pid", pid}});
+  ASSERT_TRUE(attach.error);
+  EXPECT_EQ((*attach.error)["code"], "conflict");
+  ASSERT_TRUE(Proc(Type::kProcSignal, {{"pid", pid}, {"signal", SIGKILL}}).result);
+  auto r = Collect(client_, 50);
+  ASSERT_TRUE(r.exit);
+  EXPECT_EQ((*r.exit)["signal"], SIGKILL);
+}
+
+// --- Terminals --------------------------------------------------------------------
+
+TEST_F(AgentTest, PtyHasSizeResizeAndTerminal) {
+  client_.SendJson(Type::kPtyStart, 60,
+                   {{"argv", {"sh", "-c", "stty size; read x; stty size; test -t 0 && echo tty"}},
+                    {"cols", 100},
+                    {"rows", 30}});
+  std::string out;
+  auto read_until = [&](const std::string& needle) {
+    for (int i = 0; i < 100 && out.find(needle) == std::string::npos; ++i) {
+      auto f = client_.Next(5000);
+      if (!f) return false;
+      if (f->type == Type::kStdout) out += f->payload;
+      if (f->type == Type::kExit || f->type == Type::kError) return out.find(needle) != std::string::npos;
+    }
+    return out.find(needle) != std::string::npos;
+  };
+  ASSERT_TRUE(read_until("30 100")) << out;
+  client_.SendJson(Type::kPtyResize, 60, {{"cols", 132}, {"rows", 43}});
+  client_.Send(Type::kStdin, 60, "go\n");
+  ASSERT_TRUE(read_until("43 132")) << out;
+  ASSERT_TRUE(read_until("tty")) << out;
+}
+
+TEST_F(AgentTest, PtyCancelHangsUpTheWholeSession) {
+  // Job control puts the background sleep in a process group of its own:
+  // only a hangup of the session reaches it.
+  client_.SendJson(Type::kPtyStart, 61, {{"argv", {"sh", "-c", "set -m; sleep 100 & echo bg=$!; wait"}}});
+  std::string out;
+  pid_t bg = 0;
+  for (int i = 0; i < 50 && bg == 0; ++i) {
+    auto f = client_.Next(5000);
+    ASSERT_TRUE(f);
+    if (f->type == Type::kStdout) out += f->payload;
+    size_t at = out.find("bg=");
+    if (at != std::string::npos && out.find('\n', at) != std::string::npos) bg = std::atoi(out.c_str() + at + 3);
+  }
+  ASSERT_GT(bg, 0) << out;
+  ASSERT_TRUE(Alive(bg));
+  client_.Send(Type::kCancel, 61);
+  EXPECT_TRUE(Eventually([&] { return !Alive(bg); })) << "a job of the closed terminal survived";
+  auto r = Collect(client_, 61);
+  EXPECT_TRUE(r.exit);
 }
 
 }  // namespace

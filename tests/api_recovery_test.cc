@@ -243,3 +243,30 @@ TEST(Recovery, ASecondServerOnTheSameStateDirIsRefused) {
   // And the first one is unharmed.
   EXPECT_EQ(s.Client().Request("GET", "/v1/sandboxes").status, 200);
 }
+
+TEST(Recovery, BackgroundProcessesOutliveACrashAndReattach) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox();
+  auto start = s.Client().Json("POST", "/v1/sandboxes/" + id + "/processes",
+                               {{"cmd", "for i in $(seq 1 30); do echo $i; sleep 0.05; done"}});
+  ASSERT_EQ(start.status, 201) << start.body;
+  const int pid = start.json()["pid"];
+  s.Kill9();  // while it runs: the agent keeps running it and buffering
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  std::string out;
+  int exit_code = -1;
+  auto c = s.Client();
+  auto r = c.SseRequest("GET", "/v1/sandboxes/" + id + "/processes/" + std::to_string(pid) + "/stream?from=0", "",
+                        {}, [&](const SseEvent& e) {
+                          if (e.event == "stdout") out += json::parse(e.data).value("text", "");
+                          if (e.event == "exit") exit_code = json::parse(e.data).value("exit_code", -1);
+                          return true;
+                        });
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::string want;
+  for (int i = 1; i <= 30; ++i) want += std::to_string(i) + "\n";
+  EXPECT_EQ(out, want);
+  EXPECT_EQ(exit_code, 0);
+}

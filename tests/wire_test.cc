@@ -61,3 +61,37 @@ TEST(FrameCredit, MalformedCreditDecodesToZero) {
   EXPECT_EQ(DecodeCredit("abc"), 0u);
   EXPECT_EQ(DecodeCredit(""), 0u);
 }
+
+TEST(FrameProcStdin, RoundTripsBinaryBytesAndCloseFlag) {
+  const std::string bytes("a\0b\xff", 4);
+  std::string p = EncodeProcStdin(4242, true, bytes);
+  ProcStdin in;
+  ASSERT_TRUE(DecodeProcStdin(p, &in));
+  EXPECT_EQ(in.pid, 4242u);
+  EXPECT_TRUE(in.close);
+  EXPECT_EQ(in.bytes, bytes);
+  ASSERT_TRUE(DecodeProcStdin(EncodeProcStdin(7, false, ""), &in));
+  EXPECT_EQ(in.pid, 7u);
+  EXPECT_FALSE(in.close);
+  EXPECT_TRUE(in.bytes.empty());
+}
+
+TEST(FrameProcStdin, RejectsShortPayloadAndUnknownFlags) {
+  ProcStdin in;
+  EXPECT_FALSE(DecodeProcStdin("abcd", &in));
+  std::string p = EncodeProcStdin(1, false, "x");
+  p[4] = 2;
+  EXPECT_FALSE(DecodeProcStdin(p, &in));
+}
+
+TEST(FrameReader, AcceptsEveryProcessAndPtyType) {
+  for (Type t : {Type::kProcStart, Type::kProcList, Type::kProcStatus, Type::kProcAttach, Type::kProcStdin,
+                 Type::kProcSignal, Type::kPtyStart, Type::kPtyResize, Type::kProcResult, Type::kProcDropped}) {
+    std::string b = Encode(t, 3, "{}");
+    FrameReader r;
+    ASSERT_TRUE(r.Feed(b.data(), b.size()).ok()) << static_cast<int>(t);
+    Frame f;
+    ASSERT_TRUE(r.Next(&f));
+    EXPECT_EQ(f.type, t);
+  }
+}

@@ -94,6 +94,7 @@ int Agent::NextTimeoutMs() {
     if (e->deadline) consider(*e->deadline);
     if (e->exited && e->credit > 0) consider(e->last_progress + std::chrono::milliseconds(200));
   }
+  for (const auto& h : hangups_) consider(h.kill_at);
   if (!next) return -1;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
   // Round up so we do not wake just before the deadline and spin.
@@ -120,7 +121,10 @@ void Agent::Accept() {
     Watch(fd, Token(kConnTok, c->id), EPOLLIN, &w, true);
     Connection& ref = *c;
     conns_[c->id] = std::move(c);
-    SendJson(ref, Type::kHello, 0, {{"version", wire::kProtocolVersion}, {"pid", getpid()}});
+    // "features" lets a newer hutchd that adopted this sandbox know which
+    // requests this agent understands (unknown frame types drop a connection).
+    SendJson(ref, Type::kHello, 0,
+             {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty"}}});
   }
 }
 
@@ -130,7 +134,7 @@ Connection* Agent::LiveConn(uint64_t id) {
 }
 
 bool Agent::StreamLive(const Connection& c, uint32_t stream) const {
-  return c.execs.count(stream) || c.reads.count(stream) || c.writes.count(stream);
+  return c.execs.count(stream) || c.reads.count(stream) || c.writes.count(stream) || c.attaches.count(stream);
 }
 
 void Agent::OnConnEvent(Connection& c, uint32_t events) {
@@ -160,19 +164,44 @@ void Agent::OnConnEvent(Connection& c, uint32_t events) {
   }
 }
 
+namespace {
+bool IsRequest(Type t) {
+  switch (t) {
+    case Type::kExecStart:
+    case Type::kFsRequest:
+    case Type::kProcStart:
+    case Type::kProcList:
+    case Type::kProcStatus:
+    case Type::kProcAttach:
+    case Type::kProcStdin:
+    case Type::kProcSignal:
+    case Type::kPtyStart:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 void Agent::OnFrame(Connection& c, wire::Frame& f) {
-  if (f.type == Type::kExecStart || f.type == Type::kFsRequest) {
+  if (IsRequest(f.type)) {
     if (f.stream == 0 || StreamLive(c, f.stream)) {
       Log("ignoring request on stream " + std::to_string(f.stream) + " (stream 0 or already live)");
       return;
     }
     if (f.type == Type::kExecStart)
       StartExec(c, f);
-    else
+    else if (f.type == Type::kFsRequest)
       StartFs(c, f);
+    else if (f.type == Type::kPtyStart)
+      StartPty(c, f);
+    else
+      OnProcRequest(c, f);
     return;
   }
-  if (auto it = c.execs.find(f.stream); it != c.execs.end()) {
+  if (c.attaches.count(f.stream)) {
+    OnAttachFrame(c, f.stream, f);
+  } else if (auto it = c.execs.find(f.stream); it != c.execs.end()) {
     if (auto e = execs_.find(it->second); e != execs_.end()) OnExecFrame(*e->second, f);
   } else if (c.reads.count(f.stream)) {
     OnReadFrame(c, f.stream, f);
@@ -240,9 +269,11 @@ void Agent::Sweep() {
       if (e == execs_.end()) continue;
       // The main process may be gone while its background children still
       // hold the pipes: they are part of the same group.
-      if (!e->second->detach) SignalGroup(*e->second, SIGKILL);
+      if (!e->second->detach) AbandonExec(*e->second);
       OrphanExec(*e->second);
     }
+    // Followers only stop following: background processes run on.
+    while (!c.attaches.empty()) DropFollower(c, c.attaches.begin()->first);
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
     it = conns_.erase(it);  // closes the socket; temp files of writes are unlinked
     freed = true;

@@ -3,7 +3,8 @@
 // so no state needs locking and setfsuid (per thread) is unambiguous.
 //
 // The implementation is split by concept: agent.cc (loop, connections,
-// framing), exec.cc (processes), fs.cc (file operations).
+// framing), exec.cc (processes), procs.cc (the background process table),
+// pty.cc (terminals), fs.cc (file operations).
 #pragma once
 
 #include <sys/types.h>
@@ -15,10 +16,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/fs_ops.h"
+#include "agent/output_ring.h"
+#include "agent/spawn.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "wire/frame.h"
@@ -27,15 +32,41 @@ namespace hutch::agent {
 
 using Clock = std::chrono::steady_clock;
 
-// One command started by kExecStart. Owned by the Agent rather than the
-// connection: a detached process outlives it, and a killed one must still be
-// reaped and its pipes drained.
+// Credit of a stream nobody reads any more, or of a background process
+// (whose output goes to its ring): drain freely.
+inline constexpr int64_t kUnlimitedCredit = int64_t{1} << 62;
+
+// A parsed kExecStart / kProcStart / kPtyStart (docs/wire.md).
+struct ExecRequest {
+  SpawnSpec spawn;
+  int64_t timeout_ms = 0;
+  bool detach = false;
+  std::string user;     // resolved user name
+  nlohmann::json meta;  // kProcStart: the host's notes, echoed in status
+  std::optional<std::string> stdin_data;  // kProcStart: written, then stdin closed
+  size_t buffer_bytes = 0;                // kProcStart: output ring capacity
+};
+// argv_optional: an empty argv is left for the caller to fill (kPtyStart).
+Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optional = false);
+
+// The kExit payload for a wait() status.
+nlohmann::json ExitJson(int status, bool timed_out, int64_t duration_ms);
+int64_t UnixMillisNow();
+
+// One command started by kExecStart, kProcStart or kPtyStart. Owned by the
+// Agent rather than the connection: a detached or background process
+// outlives it, and a killed one must still be reaped and its pipes drained.
 struct Exec {
   uint64_t id = 0;
   uint64_t conn = 0;  // 0 once the connection is gone: output is discarded
   uint32_t stream = 0;
   pid_t pid = -1;  // also the process group id (setsid)
   bool detach = false;
+  bool background = false;  // kProcStart: output goes to procs_[pid]'s ring
+  bool pty = false;         // kPtyStart: `out` is the pty master, `in` a dup of it
+  std::vector<std::string> argv;
+  std::string user, cwd;
+  int64_t started_unix_ms = 0;
   UniqueFd out, err, in;
   bool out_watched = false, err_watched = false, in_watched = false;
   std::string stdin_buf;     // kStdin bytes the pipe has not taken yet
@@ -54,6 +85,34 @@ struct Exec {
 // Sends `sig` to the process group of `e` (kSignal, kCancel, timeout,
 // connection close).
 void SignalGroup(const Exec& e, int sig);
+
+// A connection's stream that follows a background process's output.
+struct Follower {
+  uint64_t conn = 0;
+  uint32_t stream = 0;
+  uint64_t pos = 0;  // offset of the next byte to send
+  int64_t credit = wire::kInitialCredit;
+};
+
+// A process started by kProcStart: its identity, its retained output and,
+// once it ended, its exit status. Lives in Agent::procs_ independently of
+// any connection, so it keeps running and buffering while hutchd is away.
+struct Proc {
+  explicit Proc(size_t buffer_bytes) : ring(buffer_bytes) {}
+  pid_t pid = -1;
+  uint64_t exec_id = 0;  // the Exec doing its I/O; 0 once it ended
+  std::vector<std::string> argv;
+  std::string user, cwd;
+  nlohmann::json meta;
+  int64_t started_unix_ms = 0, ended_unix_ms = 0;
+  bool running = true;  // false once the Exec finished (exit known, output complete)
+  int status = 0;
+  bool timed_out = false;
+  int64_t duration_ms = 0;
+  uint64_t finish_seq = 0;  // order of ending: the oldest finished is evicted first
+  OutputRing ring;
+  std::map<std::pair<uint64_t, uint32_t>, Follower> followers;  // by (conn, stream)
+};
 
 // A "read" file request streaming kFsReadData as credit allows.
 struct FsRead {
@@ -82,6 +141,7 @@ struct Connection {
   std::map<uint32_t, uint64_t> execs;  // stream -> Exec id
   std::map<uint32_t, FsRead> reads;
   std::map<uint32_t, FsWrite> writes;
+  std::map<uint32_t, pid_t> attaches;  // kProcAttach streams -> followed pid
 };
 
 class Agent {
@@ -121,6 +181,41 @@ class Agent {
   void FinishExec(Exec& e);
   void OrphanExec(Exec& e);
   void RunTimers(Clock::time_point now);
+  // The connection of `e` went away or cancelled it.
+  void AbandonExec(Exec& e);
+
+  // procs.cc
+  void OnProcRequest(Connection& c, const wire::Frame& f);
+  void StartProc(Connection& c, const wire::Frame& f);
+  void AttachProc(Connection& c, const wire::Frame& f);
+  void ProcStdin(Connection& c, const wire::Frame& f);
+  void ProcSignal(Connection& c, const wire::Frame& f);
+  void OnAttachFrame(Connection& c, uint32_t stream, const wire::Frame& f);
+  // Output read from a background process's pipes.
+  void ProcOutput(Exec& e, bool is_err, std::string_view data);
+  // Its Exec finished: record the exit, tell followers, evict old entries.
+  void ProcFinished(Exec& e);
+  void PumpFollowers(Proc& p);
+  // Sends what `f` may receive now; true when its stream ended.
+  bool PumpFollower(Proc& p, Follower& f);
+  void DropFollower(Connection& c, uint32_t stream);
+  // Forgets a process table entry; its followers' streams end with kError.
+  void EraseProc(pid_t pid, const std::string& why);
+  void EvictFinished();
+  nlohmann::json ProcJson(const Proc& p) const;
+  nlohmann::json ForegroundJson(const Exec& e) const;
+  Proc* FindProc(pid_t pid);
+  // A running foreground command (kExecStart or kPtyStart) by pid.
+  Exec* FindForeground(pid_t pid);
+  size_t RunningProcs() const;
+
+  // pty.cc
+  void StartPty(Connection& c, const wire::Frame& f);
+  void ResizePty(Exec& e, const wire::Frame& f);
+  // SIGHUP (and SIGCONT) to every process of session `sid` now, SIGKILL to
+  // whatever of it is left a moment later.
+  void HangupSession(pid_t sid);
+  void RunHangups(Clock::time_point now);
 
   // fs.cc
   void StartFs(Connection& c, const wire::Frame& f);
@@ -135,6 +230,14 @@ class Agent {
   std::map<uint64_t, std::unique_ptr<Connection>> conns_;
   std::map<uint64_t, std::unique_ptr<Exec>> execs_;
   std::map<pid_t, uint64_t> pid_to_exec_;
+  std::map<pid_t, std::unique_ptr<Proc>> procs_;
+  uint64_t finish_seq_ = 0;
+  struct Hangup {
+    pid_t sid;
+    Clock::time_point kill_at;
+    int kill_passes;
+  };
+  std::vector<Hangup> hangups_;
 };
 
 // epoll tokens: the kind in the top byte, a Connection or Exec id below.

@@ -21,8 +21,9 @@ using wire::Type;
 namespace {
 
 constexpr auto kDrainGrace = std::chrono::milliseconds(200);
-// Credit of a stream nobody reads any more: drain and discard freely.
-constexpr int64_t kUnlimited = int64_t{1} << 62;
+constexpr size_t kMaxMetaBytes = 16 * 1024;
+constexpr size_t kMaxBufferBytes = 64 << 20;
+constexpr size_t kMaxPtyInput = 1 << 20;
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
@@ -33,27 +34,37 @@ std::string UserField(const json& j) {
   return j["user"].get<std::string>();
 }
 
-// Turns the kExecStart JSON into a SpawnSpec plus the stream options.
-struct ExecRequest {
-  SpawnSpec spawn;
-  int64_t timeout_ms = 0;
-  bool detach = false;
-};
+}  // namespace
 
-Result<ExecRequest> ParseExec(std::string_view payload) {
+// Turns a kExecStart / kProcStart / kPtyStart JSON into a SpawnSpec plus the
+// stream options.
+Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optional) {
   ExecRequest r;
   json j;
   try {
     j = json::parse(payload);
     if (!j.is_object()) return MakeError(Code::kInvalidRequest, "exec request is not an object");
-    r.spawn.argv = j.at("argv").get<std::vector<std::string>>();
+    if (!argv_optional || j.contains("argv")) r.spawn.argv = j.at("argv").get<std::vector<std::string>>();
     r.timeout_ms = j.value("timeout_ms", int64_t{0});
     r.spawn.stdin_pipe = j.value("stdin", false);
     r.detach = j.value("detach", false);
+    if (j.contains("meta") && !j["meta"].is_null()) {
+      r.meta = j["meta"];
+      // The host's notes are kept for as long as the process is listed.
+      if (!r.meta.is_object() || DumpJson(r.meta).size() > kMaxMetaBytes)
+        return MakeError(Code::kInvalidRequest, "meta must be an object of at most 16 KiB");
+    }
+    if (j.contains("stdin_data") && !j["stdin_data"].is_null()) r.stdin_data = j["stdin_data"].get<std::string>();
+    const int64_t buf = j.value("buffer_bytes", int64_t{0});
+    if (buf < 0 || buf > int64_t{kMaxBufferBytes})
+      return MakeError(Code::kInvalidRequest, "buffer_bytes out of range");
+    r.buffer_bytes = static_cast<size_t>(buf);
   } catch (const json::exception& e) {
     return MakeError(Code::kInvalidRequest, std::string("bad exec request: ") + e.what());
   }
-  if (r.spawn.argv.empty() || r.spawn.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv");
+  if (!argv_optional && (r.spawn.argv.empty() || r.spawn.argv[0].empty()))
+    return MakeError(Code::kInvalidRequest, "empty argv");
+  if (!r.spawn.argv.empty() && r.spawn.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv[0]");
   for (const auto& a : r.spawn.argv)
     if (HasNul(a)) return MakeError(Code::kInvalidRequest, "argv contains NUL");
   if (r.timeout_ms < 0) return MakeError(Code::kInvalidRequest, "negative timeout_ms");
@@ -69,6 +80,7 @@ Result<ExecRequest> ParseExec(std::string_view payload) {
   }
   auto user = LookupUser(user_name);
   if (!user.ok()) return user.error();
+  r.user = user->name;
   r.spawn.uid = user->uid;
   r.spawn.gid = user->gid;
 
@@ -104,7 +116,16 @@ Result<ExecRequest> ParseExec(std::string_view payload) {
   return r;
 }
 
-}  // namespace
+json ExitJson(int status, bool timed_out, int64_t duration_ms) {
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  const int code = sig ? 128 + sig : WEXITSTATUS(status);
+  return {{"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
+}
+
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Right after fork the child may not have called
 // setsid() yet, so the group does not exist: then the child is still the only
@@ -114,7 +135,7 @@ void SignalGroup(const Exec& e, int sig) {
 }
 
 void Agent::StartExec(Connection& c, const wire::Frame& f) {
-  auto req = ParseExec(f.payload);
+  auto req = ParseExecRequest(f.payload);
   if (!req.ok()) return SendError(c, f.stream, req.error());
   auto sp = Spawn(req->spawn);
   if (!sp.ok()) {
@@ -130,6 +151,10 @@ void Agent::StartExec(Connection& c, const wire::Frame& f) {
   e->out = std::move(sp->stdout_r);
   e->err = std::move(sp->stderr_r);
   e->in = std::move(sp->stdin_w);
+  e->argv = req->spawn.argv;
+  e->user = req->user;
+  e->cwd = req->spawn.cwd;
+  e->started_unix_ms = UnixMillisNow();
   e->start = e->last_progress = Clock::now();
   if (req->timeout_ms > 0) e->deadline = e->start + std::chrono::milliseconds(req->timeout_ms);
   Exec& ref = *e;
@@ -157,14 +182,24 @@ static void CloseWatched(UniqueFd& fd, bool* watched, int epfd) {
 void Agent::OnExecFrame(Exec& e, const wire::Frame& f) {
   switch (f.type) {
     case Type::kStdin:
+      // A terminal's input has no credit: keystrokes the shell does not
+      // read are dropped past a bound, as a full tty input queue would.
+      if (e.pty && e.stdin_buf.size() + f.payload.size() > kMaxPtyInput) {
+        Log("pty stream " + std::to_string(e.stream) + ": input dropped (the program is not reading)");
+        break;
+      }
       if (e.in.valid() && !e.stdin_close) {
         e.stdin_buf += f.payload;
         PumpStdin(e);
       }
       break;
     case Type::kStdinClose:
+      if (e.pty) break;  // the terminal stays; the shell sees EOF when it exits
       e.stdin_close = true;
       PumpStdin(e);
+      break;
+    case Type::kPtyResize:
+      if (e.pty && !e.done) ResizePty(e, f);
       break;
     case Type::kSignal: {
       int sig = 0;
@@ -180,7 +215,7 @@ void Agent::OnExecFrame(Exec& e, const wire::Frame& f) {
       break;
     }
     case Type::kCancel:
-      if (!e.done) SignalGroup(e, SIGKILL);
+      if (!e.done) AbandonExec(e);
       break;
     case Type::kCredit: {
       const bool was_blocked = e.credit <= 0;
@@ -231,7 +266,9 @@ void Agent::ReadOutput(Exec& e, bool is_err) {
   ssize_t n = read(fd.get(), buf, want);
   if (n > 0) {
     e.last_progress = Clock::now();
-    if (Connection* c = LiveConn(e.conn)) {
+    if (e.background) {
+      ProcOutput(e, is_err, std::string_view(buf, static_cast<size_t>(n)));
+    } else if (Connection* c = LiveConn(e.conn)) {
       e.credit -= n;
       Send(*c, is_err ? Type::kStderr : Type::kStdout, e.stream, std::string_view(buf, static_cast<size_t>(n)));
     }
@@ -274,19 +311,27 @@ void Agent::FinishExec(Exec& e) {
   CloseWatched(e.out, &e.out_watched, epoll_.get());
   CloseWatched(e.err, &e.err_watched, epoll_.get());
   CloseWatched(e.in, &e.in_watched, epoll_.get());
+  // What the shell left running on its terminal goes with it.
+  if (e.pty) HangupSession(e.pid);
+  if (e.background) return ProcFinished(e);
   Connection* c = LiveConn(e.conn);
   if (c == nullptr) return;
-  const int sig = WIFSIGNALED(e.status) ? WTERMSIG(e.status) : 0;
-  const int code = sig ? 128 + sig : WEXITSTATUS(e.status);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
-  SendJson(*c, Type::kExit, e.stream,
-           {{"exit_code", code}, {"signal", sig}, {"timed_out", e.timed_out}, {"duration_ms", ms}});
+  SendJson(*c, Type::kExit, e.stream, ExitJson(e.status, e.timed_out, ms));
   c->execs.erase(e.stream);
+}
+
+void Agent::AbandonExec(Exec& e) {
+  if (e.background) return;  // owned by no connection
+  if (e.pty)
+    HangupSession(e.pid);
+  else
+    SignalGroup(e, SIGKILL);
 }
 
 void Agent::OrphanExec(Exec& e) {
   e.conn = 0;
-  e.credit = kUnlimited;
+  e.credit = kUnlimitedCredit;
   e.stdin_buf.clear();
   CloseWatched(e.in, &e.in_watched, epoll_.get());
   UpdateWatches(e);
@@ -305,6 +350,7 @@ void Agent::RunTimers(Clock::time_point now) {
     // Output pipes still open after exit: a background child holds them.
     if (e.exited && e.credit > 0 && now >= e.last_progress + kDrainGrace) FinishExec(e);
   }
+  RunHangups(now);
 }
 
 }  // namespace hutch::agent

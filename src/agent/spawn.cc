@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,10 +82,14 @@ struct ChildArgs {
   uid_t uid;
   gid_t gid;
   int in, out, err;
+  bool pty;  // in/out/err are a pty slave to make the controlling terminal
 };
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
   setsid();
+  // A session leader without a controlling terminal acquires the pty it
+  // asks for; the shell's job control needs it.
+  if (a.pty && ioctl(a.in, TIOCSCTTY, 0) < 0) Fail("hutch: ", "TIOCSCTTY", errno, 127);
   // The agent runs with oom_score_adj -999 so the OOM killer of the
   // sandbox's memory cgroup never picks it; its commands start at 0 again
   // (raising the value needs no privilege).
@@ -131,10 +136,39 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// Forks the child with the given fds as its 0, 1 and 2.
+Result<Spawned> SpawnChild(const SpawnSpec& spec, int in, int out, int err, bool pty) {
+  const std::vector<std::string> candidates = ExecCandidates(spec);
+  std::vector<const char*> cand_ptrs;
+  for (const auto& c : candidates) cand_ptrs.push_back(c.c_str());
+  std::vector<char*> argv = CStrings(spec.argv);
+  std::vector<char*> envp = CStrings(spec.env);
+  ChildArgs a{argv.data(), envp.data(), &cand_ptrs, spec.cwd.c_str(), spec.argv[0].c_str(),
+              spec.uid,    spec.gid,    in,         out,              err,          pty};
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    // EAGAIN/ENOMEM here means the sandbox's own pids or memory limit: the
+    // caller's problem to solve inside the sandbox, not an agent fault.
+    Error e = ErrnoError("fork");
+    if (e.err == EAGAIN || e.err == ENOMEM) {
+      e.code = Code::kSandboxResourceExhausted;
+      e.message = "the sandbox is at its process or memory limit (" + e.message + ")";
+    }
+    return e;
+  }
+  if (pid == 0) ChildMain(a);
+
+  Spawned s;
+  s.pid = pid;
+  return s;
+}
+
 }  // namespace
 
 Result<Spawned> Spawn(const SpawnSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv");
+  if (spec.pty_slave >= 0) return SpawnChild(spec, spec.pty_slave, spec.pty_slave, spec.pty_slave, true);
   auto out = MakePipe();
   if (!out.ok()) return out.error();
   auto err = MakePipe();
@@ -153,33 +187,12 @@ Result<Spawned> Spawn(const SpawnSpec& spec) {
   HUTCH_CHECK_OK(SetNonBlocking(err->r.get()), "stderr pipe");
   if (in.w.valid()) HUTCH_CHECK_OK(SetNonBlocking(in.w.get()), "stdin pipe");
 
-  const std::vector<std::string> candidates = ExecCandidates(spec);
-  std::vector<const char*> cand_ptrs;
-  for (const auto& c : candidates) cand_ptrs.push_back(c.c_str());
-  std::vector<char*> argv = CStrings(spec.argv);
-  std::vector<char*> envp = CStrings(spec.env);
-  ChildArgs a{argv.data(), envp.data(), &cand_ptrs, spec.cwd.c_str(), spec.argv[0].c_str(),
-              spec.uid,    spec.gid,    in.r.get(), out->w.get(),     err->w.get()};
-
-  pid_t pid = fork();
-  if (pid < 0) {
-    // EAGAIN/ENOMEM here means the sandbox's own pids or memory limit: the
-    // caller's problem to solve inside the sandbox, not an agent fault.
-    Error e = ErrnoError("fork");
-    if (e.err == EAGAIN || e.err == ENOMEM) {
-      e.code = Code::kSandboxResourceExhausted;
-      e.message = "the sandbox is at its process or memory limit (" + e.message + ")";
-    }
-    return e;
-  }
-  if (pid == 0) ChildMain(a);
-
-  Spawned s;
-  s.pid = pid;
-  s.stdin_w = std::move(in.w);
-  s.stdout_r = std::move(out->r);
-  s.stderr_r = std::move(err->r);
-  return s;
+  auto child = SpawnChild(spec, in.r.get(), out->w.get(), err->w.get(), false);
+  if (!child.ok()) return child.error();
+  child->stdin_w = std::move(in.w);
+  child->stdout_r = std::move(out->r);
+  child->stderr_r = std::move(err->r);
+  return child;
 }
 
 }  // namespace hutch::agent

@@ -65,6 +65,11 @@ class Api {
   asio::awaitable<void> FileList(HttpContext& ctx, const std::string& id, bool stat_only);
   asio::awaitable<void> FileMkdir(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> FileMove(HttpContext& ctx, const std::string& id);
+  // /processes[/{pid}[/stream|stdin|signal]] (v1_processes.cc)
+  asio::awaitable<void> Processes(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> ProcessStream(HttpContext& ctx, std::shared_ptr<Sandbox> sb, int pid);
+  // /pty, a WebSocket (v1_pty.cc)
+  asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> ServeMetrics(HttpContext& ctx);
 
   ApiConfig cfg_;

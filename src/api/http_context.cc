@@ -297,6 +297,19 @@ asio::awaitable<Status> HttpContext::EndStream() {
   co_return Status{};
 }
 
+http::request<http::empty_body> HttpContext::RequestHeader() const {
+  http::request<http::empty_body> r;
+  r.base() = header_;
+  return r;
+}
+
+beast::tcp_stream& HttpContext::TakeStream(int status) {
+  responded_ = true;
+  status_ = status;
+  keep_alive_ = false;
+  return stream_;
+}
+
 void HttpContext::WatchClose(std::function<void()> on_close) {
   watching_ = true;
   auto& sock = stream_.socket();

@@ -74,6 +74,13 @@ class HttpContext {
   void WatchClose(std::function<void()> on_close);
   void StopWatchingClose();
 
+  // --- protocol upgrade (WebSocket)
+  // The request header as a message, for websocket::is_upgrade / accept.
+  http::request<http::empty_body> RequestHeader() const;
+  // Hands the connection to the caller, which answers `status` (101) itself
+  // and speaks another protocol on it; no HTTP request is read after it.
+  beast::tcp_stream& TakeStream(int status);
+
   // Whether the connection can carry another request after this one.
   bool keep_alive() const { return keep_alive_; }
   // Closes the connection after this request (e.g. a response that broke

@@ -18,7 +18,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 // Routes of the contract that this build answers with not_supported.
 bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"network", "processes", "pty"};
+  static const char* const kLater[] = {"network"};
   for (const char* l : kLater)
     if (sub == l) return true;
   return false;
@@ -198,6 +198,8 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
         co_return co_await FileMove(ctx, id);
       }
     }
+    if (sub == "processes") co_return co_await Processes(ctx, id, seg);
+    if (n == 4 && sub == "pty") co_return co_await Pty(ctx, id);
     // Routes of the contract that this build does not implement yet.
     {
       if (IsLaterRoute(sub)) {

@@ -14,6 +14,8 @@ namespace hutch::api {
 // can never be valid (as opposed to one merely cut short at the end).
 size_t Utf8ValidPrefix(std::string_view s, bool* invalid);
 std::string Base64(std::string_view in);
+// Strict decode (standard alphabet, padding optional); false if malformed.
+bool Base64Decode(std::string_view in, std::string* out);
 
 // Appends `s` (valid UTF-8) as the inside of a JSON string literal.
 void AppendJsonEscaped(std::string* out, std::string_view s);

@@ -4,87 +4,23 @@
 // away the command is killed inside the sandbox (unless "detach":true), so
 // cancellation reaches the guest and not only the socket.
 #include "api/api.h"
+#include "api/exec_body.h"
 #include "api/json_fields.h"
 #include "api/utf8.h"
 #include "core/exec_session.h"
 
 namespace hutch::api {
 
-namespace {
-
-Result<ExecRequest> ParseExec(const nlohmann::json& j) {
-  if (auto st = RejectUnknownFields(j, {"cmd", "argv", "cwd", "env", "user", "stdin", "timeout_seconds", "detach"});
-      !st.ok())
-    return st.error();
-  auto cmd = OptString(j, "cmd");
-  if (!cmd.ok()) return cmd.error();
-  auto argv = OptStringArray(j, "argv");
-  if (!argv.ok()) return argv.error();
-  auto cwd = OptString(j, "cwd");
-  if (!cwd.ok()) return cwd.error();
-  auto env = OptStringMap(j, "env");
-  if (!env.ok()) return env.error();
-  auto user = OptString(j, "user");
-  if (!user.ok()) return user.error();
-  auto in = OptString(j, "stdin");
-  if (!in.ok()) return in.error();
-  auto timeout = OptInt(j, "timeout_seconds", 0, 7 * 24 * 3600);
-  if (!timeout.ok()) return timeout.error();
-  auto detach = OptBool(j, "detach");
-  if (!detach.ok()) return detach.error();
-  if (cmd->has_value() == argv->has_value())
-    return MakeError(Code::kInvalidRequest, "exactly one of 'cmd' and 'argv' is required");
-  ExecRequest r;
-  if (*cmd) {
-    if ((*cmd)->empty()) return MakeError(Code::kInvalidRequest, "'cmd' is empty");
-    r.argv = {"/bin/sh", "-c", **cmd};
-  } else {
-    if ((*argv)->empty() || (**argv)[0].empty()) return MakeError(Code::kInvalidRequest, "'argv' is empty");
-    r.argv = **argv;
-  }
-  for (const auto& a : r.argv)
-    if (a.find('\0') != std::string::npos) return MakeError(Code::kInvalidRequest, "command contains a NUL byte");
-  if (*cwd) {
-    if (auto st = CheckPath(**cwd, "cwd"); !st.ok()) return st.error();
-    r.cwd = **cwd;
-  }
-  if (*env) {
-    for (const auto& [k, v] : **env)
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos)
-        return MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
-    r.env = **env;
-  }
-  if (*user) r.user = **user;
-  if (*in) r.stdin_data = **in;
-  r.timeout_seconds = timeout->value_or(60);
-  r.detach = detach->value_or(false);
-  return r;
-}
-
-nlohmann::json ExitJson(const ExitInfo& e) {
-  return {{"exit_code", e.exit_code},
-          {"duration_ms", e.duration_ms},
-          {"timed_out", e.timed_out},
-          {"oom_killed", e.oom_killed}};
-}
-
-std::string SseEvent(const char* name, const nlohmann::json& data) {
-  return std::string("event: ") + name + "\ndata: " + data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-         "\n\n";
-}
-
-}  // namespace
-
 asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool stream) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
-  auto req = ParseExec(*body);
-  if (!req.ok()) co_return co_await ctx.SendError(req.error());
+  auto parsed = ParseExecBody(*body, 60);
+  if (!parsed.ok()) co_return co_await ctx.SendError(parsed.error());
+  ExecRequest* req = &parsed->req;
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   const bool detach = req->detach;
-  auto started = co_await ExecSession::Start(*sb, std::move(req).value());
+  auto started = co_await ExecSession::Start(*sb, std::move(*req));
   if (!started.ok()) co_return co_await ctx.SendError(started.error());
   ++metrics_.execs;
   std::shared_ptr<ExecSession> session = std::move(started).value();
@@ -147,7 +83,7 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
     co_return Status{};
   };
   nlohmann::json start = {{"pid", session->pid()}};
-  std::string start_event = SseEvent("start", start);
+  std::string start_event = SseJsonEvent("start", start);
   Status st = co_await ctx.WriteChunk(start_event);
   while (st.ok()) {
     auto ev = co_await session->NextFor(std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.sse_ping_interval));
@@ -166,7 +102,7 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
     if (ev->kind == ExecEvent::kExit) {
       st = co_await send_pieces("stdout", split_out.Flush());
       if (st.ok()) st = co_await send_pieces("stderr", split_err.Flush());
-      if (st.ok()) st = co_await ctx.WriteChunk(SseEvent("exit", ExitJson(ev->exit)));
+      if (st.ok()) st = co_await ctx.WriteChunk(SseJsonEvent("exit", ExitJson(ev->exit)));
       if (st.ok()) st = co_await ctx.EndStream();
       ctx.StopWatchingClose();
       co_return;
@@ -176,7 +112,7 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
       nlohmann::json err = {{"code", CodeName(ev->error.code)},
                             {"message", ev->error.message},
                             {"request_id", ctx.request_id()}};
-      std::string err_event = SseEvent("error", err);
+      std::string err_event = SseJsonEvent("error", err);
       ctx.NoteError(ev->error);
       st = co_await ctx.WriteChunk(err_event);
       if (st.ok()) st = co_await ctx.EndStream();

@@ -193,14 +193,19 @@ Response HttpClient::Download(const std::string& target, const std::function<voi
 
 Response HttpClient::Sse(const std::string& target, const nlohmann::json& body,
                          const std::function<bool(const SseEvent&)>& on_event) {
+  return SseRequest("POST", target, body.dump(), {{"Content-Type", "application/json"}}, on_event);
+}
+
+Response HttpClient::SseRequest(const std::string& method, const std::string& target, const std::string& body,
+                                const std::map<std::string, std::string>& headers,
+                                const std::function<bool(const SseEvent&)>& on_event) {
   Close();
   Connect();
-  http::request<http::string_body> req{http::verb::post, target, 11};
-  SetCommon(req, host_, api_key_, {});
-  req.set(http::field::content_type, "application/json");
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  SetCommon(req, host_, api_key_, headers);
   req.set(http::field::accept, "text/event-stream");
-  req.body() = body.dump();
-  req.prepare_payload();
+  req.body() = body;
+  if (!body.empty() || req.method() == http::verb::post) req.prepare_payload();
   beast::error_code ec;
   http::write(*stream_, req, ec);
   if (ec) throw std::runtime_error("sse " + target + ": " + ec.message());
@@ -250,6 +255,8 @@ Response HttpClient::Sse(const std::string& target, const nlohmann::json& body,
       } else if (line.rfind("data: ", 0) == 0) {
         if (!cur.data.empty()) cur.data += "\n";
         cur.data += line.substr(6);
+      } else if (line.rfind("id: ", 0) == 0) {
+        cur.id = line.substr(4);
       }
     }
   }

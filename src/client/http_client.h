@@ -29,6 +29,7 @@ struct Response {
 struct SseEvent {
   std::string event;
   std::string data;
+  std::string id;  // the event's `id:` field, empty when it had none
 };
 
 class HttpClient {
@@ -55,6 +56,10 @@ class HttpClient {
   // returning false from `on_event` closes the connection mid-stream.
   Response Sse(const std::string& target, const nlohmann::json& body,
                const std::function<bool(const SseEvent&)>& on_event);
+  // Same with any method, body and headers (e.g. a GET with Last-Event-ID).
+  Response SseRequest(const std::string& method, const std::string& target, const std::string& body,
+                      const std::map<std::string, std::string>& headers,
+                      const std::function<bool(const SseEvent&)>& on_event);
 
   // Drops the connection (the next request opens a new one).
   void Close();

@@ -20,6 +20,7 @@ Error ParseAgentError(const std::string& payload) {
     else if (code == "conflict") c = Code::kConflict;
     else if (code == "no_space") c = Code::kNoSpace;
     else if (code == "sandbox_resource_exhausted") c = Code::kSandboxResourceExhausted;
+    else if (code == "process_not_found") c = Code::kProcessNotFound;
     return Error{c, j.value("errno", 0), msg};
   } catch (const std::exception& e) {
     return MakeError(Code::kInternal, std::string("malformed agent error: ") + e.what());
@@ -31,6 +32,26 @@ Error LostError() { return MakeError(Code::kUnavailable, "sandbox agent connecti
 }  // namespace
 
 Error AgentErrorFromPayload(const std::string& payload) { return ParseAgentError(payload); }
+
+Error StreamEndedError(const Sandbox& sb, bool interrupted) {
+  if (interrupted) return MakeError(Code::kUnavailable, "client went away");
+  if (sb.rec.status == SandboxStatus::kStopped && sb.rec.reason == "expired")
+    // The reaper deleted the sandbox under a running command: say so.
+    return MakeError(Code::kSandboxExpired, "sandbox " + sb.rec.id + " expired (ttl) while the command ran");
+  if (sb.rec.status == SandboxStatus::kStopped)
+    return MakeError(Code::kSandboxNotRunning,
+                     "sandbox " + sb.rec.id + " stopped while the command ran (" + sb.rec.reason + ")");
+  return LostError();
+}
+
+bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_before) {
+  // The kernel's OOM killer sends SIGKILL; the cgroup counter tells it
+  // apart from a kill by the timeout or by the user. A shell running the
+  // command (`cmd` is `sh -c`) may outlive its killed child and exit 137
+  // itself, so both forms count.
+  auto inst = sb.instance;
+  return inst && (e.signal == 9 || e.exit_code == 137) && !e.timed_out && inst->OomKills() > oom_kills_before;
+}
 
 asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::shared_ptr<Sandbox> sb,
                                                                          ExecRequest req) {
@@ -106,17 +127,7 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
   if (!f) {
     done_ = true;
     ev.kind = ExecEvent::kError;
-    if (stream_->interrupted()) {
-      ev.error = MakeError(Code::kUnavailable, "client went away");
-    } else if (sb_->rec.status == SandboxStatus::kStopped && sb_->rec.reason == "expired") {
-      // The reaper deleted the sandbox under a running command: say so.
-      ev.error = MakeError(Code::kSandboxExpired, "sandbox " + sb_->rec.id + " expired (ttl) while the command ran");
-    } else if (sb_->rec.status == SandboxStatus::kStopped) {
-      ev.error = MakeError(Code::kSandboxNotRunning,
-                           "sandbox " + sb_->rec.id + " stopped while the command ran (" + sb_->rec.reason + ")");
-    } else {
-      ev.error = LostError();
-    }
+    ev.error = StreamEndedError(*sb_, stream_->interrupted());
     return ev;
   }
   switch (f->type) {
@@ -142,14 +153,7 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
         ev.error = MakeError(Code::kInternal, "malformed agent exit frame");
         break;
       }
-      // The kernel's OOM killer sends SIGKILL; the cgroup counter tells it
-      // apart from a kill by the timeout or by the user.
-      auto inst = sb_->instance;
-      // A shell running the command (`cmd` is `sh -c`) may outlive its
-      // killed child and exit 137 itself, so both forms count.
-      if (inst && (ev.exit.signal == 9 || ev.exit.exit_code == 137) && !ev.exit.timed_out &&
-          inst->OomKills() > oom_before_)
-        ev.exit.oom_killed = true;
+      ev.exit.oom_killed = LooksOomKilled(ev.exit, *sb_, oom_before_);
       break;
     }
     case wire::Type::kError:

@@ -75,6 +75,12 @@ struct ExecResult {
 
 // Turns an agent kError payload into an Error with the API code.
 Error AgentErrorFromPayload(const std::string& payload);
+// Why an agent stream ended without its final frame: the client left
+// (`interrupted`), the sandbox expired or was deleted, or its agent died.
+Error StreamEndedError(const Sandbox& sb, bool interrupted);
+// Whether a command that ended with `e` was killed by the sandbox's OOM
+// killer, given the sandbox's OOM kill count when it started.
+bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_before);
 
 // Runs a command to completion, keeping at most `output_cap` bytes of each
 // stream (the rest is read and dropped; `truncated` tells).

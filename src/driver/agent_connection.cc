@@ -16,7 +16,8 @@ constexpr size_t kOutqBound = 1 << 20;      // outbound bytes before Send waits
 constexpr size_t kCreditBatch = 64 * 1024;  // grant credit in batches
 
 bool IsFinal(wire::Type t) {
-  return t == wire::Type::kExit || t == wire::Type::kError || t == wire::Type::kFsResult;
+  return t == wire::Type::kExit || t == wire::Type::kError || t == wire::Type::kFsResult ||
+         t == wire::Type::kProcResult;
 }
 }  // namespace
 
@@ -139,17 +140,25 @@ asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Conne
     }
   }
   timer.cancel();
-  if (f.type != wire::Type::kHello) co_return MakeError(Code::kInternal, "agent sent no hello");
+  if (auto st = conn->ApplyHello(f); !st.ok()) co_return st.error();
+  asio::co_spawn(ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
+  co_return conn;
+}
+
+Status AgentConnection::ApplyHello(const wire::Frame& f) {
+  if (f.type != wire::Type::kHello) return MakeError(Code::kInternal, "agent sent no hello");
   try {
     auto j = nlohmann::json::parse(f.payload);
     if (j.value("version", 0u) != wire::kProtocolVersion)
-      co_return MakeError(Code::kInternal, "agent speaks protocol " + j.value("version", std::string("?")));
-    conn->agent_pid_ = j.value("pid", 0);
+      return MakeError(Code::kInternal, "agent speaks protocol " + j.value("version", std::string("?")));
+    agent_pid_ = j.value("pid", 0);
+    if (auto it = j.find("features"); it != j.end() && it->is_array())
+      for (const auto& feat : *it)
+        if (feat.is_string()) features_.insert(feat.get<std::string>());
   } catch (const std::exception& e) {
-    co_return MakeError(Code::kInternal, std::string("bad agent hello: ") + e.what());
+    return MakeError(Code::kInternal, std::string("bad agent hello: ") + e.what());
   }
-  asio::co_spawn(ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
-  co_return conn;
+  return Status{};
 }
 
 std::shared_ptr<AgentStream> AgentConnection::OpenStream() {
@@ -168,6 +177,14 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
   wire::Frame f;
   while (alive_) {
     while (reader_.Next(&f)) {
+      if (f.stream == 0 && f.type == wire::Type::kHello) {
+        // A deferred hello (Connect with wait_hello=false).
+        if (auto st = ApplyHello(f); !st.ok()) {
+          Fail(st.error().message);
+          co_return;
+        }
+        continue;
+      }
       auto it = streams_.find(f.stream);
       if (it == streams_.end()) continue;  // stream already dropped by its owner
       auto s = it->second.lock();
@@ -190,6 +207,15 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
       co_return;
     }
   }
+}
+
+asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std::string_view payload) {
+  auto self = shared_from_this();
+  auto stream = OpenStream();
+  if (auto st = co_await stream->Send(type, payload); !st.ok()) co_return st.error();
+  auto f = co_await stream->Next();
+  if (!f) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
+  co_return std::move(*f);
 }
 
 void AgentConnection::SendNoWait(std::string bytes) {

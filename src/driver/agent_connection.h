@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -87,9 +88,18 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   asio::awaitable<Status> Send(std::string bytes);
   // Queues bytes without waiting (small control frames).
   void SendNoWait(std::string bytes);
+  // One request, one answer: sends `type` with `payload` on a fresh stream
+  // and returns the agent's final frame (kProcResult, or kError for the
+  // caller to map). Fails only when the connection is lost.
+  asio::awaitable<Result<wire::Frame>> Call(wire::Type type, std::string_view payload);
   void Close();
   bool alive() const { return alive_; }
   int agent_pid() const { return agent_pid_; }
+  // Whether the agent's hello listed `name` ("processes", "pty"): an agent
+  // from an older build drops the connection on frame types it does not know.
+  bool has_feature(const std::string& name) const { return features_.count(name) > 0; }
+  // Reads the agent's hello (protocol version, pid, features).
+  Status ApplyHello(const wire::Frame& f);
   // Called once when the connection breaks (not on Close()).
   std::function<void(const std::string&)> on_lost;
 
@@ -110,6 +120,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   uint32_t next_stream_ = 1;
   bool alive_ = true;
   int agent_pid_ = 0;
+  std::set<std::string> features_;
 };
 
 }  // namespace hutch

@@ -34,6 +34,16 @@ bool IsKnownType(uint8_t t) {
     case Type::kError:
     case Type::kFsResult:
     case Type::kFsReadData:
+    case Type::kProcStart:
+    case Type::kProcList:
+    case Type::kProcStatus:
+    case Type::kProcAttach:
+    case Type::kProcStdin:
+    case Type::kProcSignal:
+    case Type::kPtyStart:
+    case Type::kPtyResize:
+    case Type::kProcResult:
+    case Type::kProcDropped:
       return true;
   }
   return false;
@@ -60,6 +70,24 @@ std::string EncodeCredit(uint32_t stream, uint32_t bytes) {
 uint32_t DecodeCredit(std::string_view payload) {
   if (payload.size() != 4) return 0;
   return GetU32(payload.data());
+}
+
+std::string EncodeProcStdin(uint32_t pid, bool close, std::string_view bytes) {
+  std::string p(kProcStdinHeader + bytes.size(), '\0');
+  PutU32(p.data(), pid);
+  p[4] = static_cast<char>(close ? kStdinFlagClose : 0);
+  if (!bytes.empty()) std::memcpy(p.data() + kProcStdinHeader, bytes.data(), bytes.size());
+  return p;
+}
+
+bool DecodeProcStdin(std::string_view payload, ProcStdin* out) {
+  if (payload.size() < kProcStdinHeader) return false;
+  const auto flags = static_cast<uint8_t>(payload[4]);
+  if ((flags & ~kStdinFlagClose) != 0) return false;
+  out->pid = GetU32(payload.data());
+  out->close = (flags & kStdinFlagClose) != 0;
+  out->bytes = payload.substr(kProcStdinHeader);
+  return true;
 }
 
 Status FrameReader::Feed(const char* data, size_t n) {

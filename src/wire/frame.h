@@ -42,6 +42,18 @@ enum class Type : uint8_t {
   kFsRequest = 16,   // JSON FsRequest (docs/wire.md)
   kFsWriteData = 17, // raw bytes appended to the file of a "write" request
   kFsWriteEnd = 18,  // the upload is complete: close the file and answer
+  // Background processes (docs/wire.md "Background processes"). Each is a
+  // request on a fresh stream; all but kProcAttach are answered by exactly
+  // one kProcResult or kError.
+  kProcStart = 19,   // JSON ExecSpec (+ "meta", "stdin_data", "buffer_bytes"); -> kProcResult {process}
+  kProcList = 20,    // JSON {}; -> kProcResult {"processes":[...]}
+  kProcStatus = 21,  // JSON {"pid":N}; -> kProcResult {process}
+  kProcAttach = 22,  // JSON {"pid":N,"from":N}; -> kStarted {process}, output..., kExit
+  kProcStdin = 23,   // u32 LE pid | u8 flags (1: close stdin after) | bytes; -> kProcResult {process}
+  kProcSignal = 24,  // JSON {"pid":N,"signal":N}; -> kProcResult {process}
+  // Terminals (docs/wire.md "PTY").
+  kPtyStart = 25,   // JSON PtySpec; -> kStarted {"pid":N}, kStdout..., kExit
+  kPtyResize = 26,  // JSON {"cols":N,"rows":N} on a pty stream
 
   // agent -> host
   kStarted = 30,     // JSON {"pid":N}
@@ -51,6 +63,8 @@ enum class Type : uint8_t {
   kError = 34,       // JSON {"code":"...","errno":N,"message":"..."}; ends stream
   kFsResult = 35,    // JSON result; ends stream
   kFsReadData = 36,  // raw bytes of a "read" request (counted against credit)
+  kProcResult = 37,  // JSON answer to a kProc* request; ends stream
+  kProcDropped = 38, // JSON {"from":N,"oldest":N,"dropped_bytes":N}: output skipped on an attach stream
 };
 
 bool IsKnownType(uint8_t t);
@@ -67,6 +81,19 @@ std::string Encode(Type type, uint32_t stream, std::string_view payload);
 std::string EncodeCredit(uint32_t stream, uint32_t bytes);
 // Reads the u32 of a kCredit payload; 0 when malformed.
 uint32_t DecodeCredit(std::string_view payload);
+
+// kProcStdin payload: the target pid, whether to close stdin after the
+// bytes, and the bytes themselves (binary-safe, so no JSON).
+inline constexpr uint8_t kStdinFlagClose = 1;
+inline constexpr size_t kProcStdinHeader = 5;
+std::string EncodeProcStdin(uint32_t pid, bool close, std::string_view bytes);
+struct ProcStdin {
+  uint32_t pid = 0;
+  bool close = false;
+  std::string_view bytes;  // points into the decoded payload
+};
+// False when the payload is shorter than its header or has unknown flags.
+bool DecodeProcStdin(std::string_view payload, ProcStdin* out);
 
 // Incremental frame parser. Feed it bytes in any split; take whole frames.
 // After an error (oversized length, unknown type, non-zero reserved bits) it

@@ -11,11 +11,10 @@ import (
 )
 
 // Processes manages background processes: commands that outlive the
-// request that started them, whose output is buffered by the server so a
-// client can (re)attach to it. Get it from Sandbox.Processes.
-//
-// These calls need a server that implements /processes; today's hutchd
-// answers 501 not_supported (IsNotSupported(err) is true).
+// request that started them, whose output is buffered by the server (the
+// last 1 MiB per process) so a client can (re)attach to it. Get it from
+// Sandbox.Processes. A server without /processes answers 501
+// not_supported (IsNotSupported(err) is true).
 type Processes struct {
 	sb *Sandbox
 }

@@ -228,42 +228,17 @@ func TestListPaging(t *testing.T) {
 	}
 }
 
-func TestNotSupportedCalls(t *testing.T) {
+func TestUnknownSandboxIsNotFound(t *testing.T) {
 	t.Parallel()
 	c := liveClient(t)
 	ctx := testCtx(t, 20*time.Second)
-	sb := newSandbox(t, c, hutch.CreateOptions{})
-	check := func(name string, err error) {
-		t.Helper()
-		if !hutch.IsNotSupported(err) {
-			t.Errorf("%s: want not_supported, got %v", name, err)
-			return
-		}
-		var apiErr *hutch.APIError
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 501 || apiErr.Retryable() || apiErr.RequestID == "" {
-			t.Errorf("%s: bad error %+v", name, apiErr)
-		}
-	}
-	p, err := sb.Processes.Start(ctx, "sleep 5", hutch.ExecOptions{})
-	check("Processes.Start", err)
-	if p != nil {
-		t.Fatal("Start returned a process")
-	}
-	_, err = sb.Processes.List(ctx)
-	check("Processes.List", err)
-	_, err = sb.Processes.Get(ctx, 1)
-	check("Processes.Get", err)
-	_, err = sb.Processes.Connect(ctx, 1, hutch.ConnectOptions{})
-	check("Processes.Connect", err)
-	_, err = sb.Processes.Wait(ctx, 1)
-	check("Processes.Wait", err)
-	check("Processes.SendStdin", sb.Processes.SendStdin(ctx, 1, []byte("hi\n")))
-	check("Processes.Signal", sb.Processes.Signal(ctx, 1, hutch.SIGTERM))
-
-	// On an unknown sandbox the not-found wins.
-	_, err = c.Sandbox("sb_doesnotexist").Processes.List(ctx)
+	_, err := c.Sandbox("sb_doesnotexist").Processes.List(ctx)
 	if !hutch.IsSandboxNotFound(err) {
 		t.Fatalf("Processes.List unknown: %v", err)
+	}
+	var apiErr *hutch.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Retryable() || apiErr.RequestID == "" {
+		t.Fatalf("bad error %+v", apiErr)
 	}
 }
 
