@@ -39,6 +39,22 @@ inside=$(hutch exec "$ID" -- sha256sum /home/user/up.bin | cut -d' ' -f1)
 hutch ls | grep -q "$ID.*running" || fail "ls does not show $ID running"
 [[ $(hutch --json ls | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 1 ]] || fail "ls --json"
 
+# Background: start, list, read its output and exit code after it ended.
+PID=$(hutch exec -d "$ID" -- sh -c 'for i in 1 2 3; do echo line$i; sleep 0.1; done; exit 4')
+[[ $PID =~ ^[0-9]+$ ]] || fail "exec -d printed '$PID'"
+hutch ps "$ID" | grep -q "^$PID " || fail "ps does not list $PID"
+set +e
+logs=$(hutch logs "$ID" "$PID"); rc=$?
+set -e
+[[ $rc == 4 && $logs == $'line1\nline2\nline3' ]] || fail "logs: rc=$rc '$logs'"
+
+# Interactive shell over the PTY (stdin a pipe here): output, exit code.
+set +e
+shell_out=$(printf 'echo $((6*7))\nexit 3\n' | timeout 60 "$HUTCH_CLI_BIN" shell "$ID"); rc=$?
+set -e
+[[ $rc == 3 ]] || fail "shell exit code $rc, want 3 (output: $shell_out)"
+[[ $shell_out == *42* ]] || fail "shell output lacks 42: $shell_out"
+
 hutch rm "$ID" || fail "rm"
 hutch ls --status running | grep -q "$ID" && fail "rm left $ID running"
 

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <filesystem>
 
+#include "cli/shell.h"
 #include "client/http_client.h"
 
 namespace {
@@ -166,6 +167,9 @@ int main(int argc, char** argv) {
   exec->add_option("--user,-u", user, "User inside the sandbox");
   exec->add_option("--cwd,-w", cwd, "Working directory");
   exec->add_option("--env,-e", exec_env, "KEY=VALUE (repeatable)");
+  bool background = false;
+  exec->add_flag("--background,-d", background,
+                 "Start it in the background and print its pid (see hutch ps / hutch logs)");
 
   auto* cp = app.add_subcommand("cp", "Copy a file: LOCAL ID:PATH or ID:PATH LOCAL");
   std::string cp_src, cp_dst;
@@ -179,6 +183,17 @@ int main(int argc, char** argv) {
   auto* shell = app.add_subcommand("shell", "Interactive shell (needs the server's PTY support)");
   std::string shell_id;
   shell->add_option("id", shell_id)->required();
+
+  auto* ps = app.add_subcommand("ps", "List a sandbox's processes (background ones and running commands)");
+  std::string ps_id;
+  ps->add_option("id", ps_id)->required();
+
+  auto* logs = app.add_subcommand("logs", "Print a background process's output (buffered, then live until it exits)");
+  std::string logs_id;
+  int64_t logs_pid = 0, logs_from = 0;
+  logs->add_option("id", logs_id, "Sandbox id")->required();
+  logs->add_option("pid", logs_pid, "Process id (see hutch ps)")->required();
+  logs->add_option("--from", logs_from, "Byte offset to start from (0: everything still buffered)");
 
   auto* tmpl = app.add_subcommand("template", "Templates");
   tmpl->add_subcommand("ls", "List templates");
@@ -253,6 +268,13 @@ int main(int argc, char** argv) {
       json env = json::object();
       if (!SplitKv(exec_env, &env)) return 2;
       if (!env.empty()) body["env"] = env;
+      if (background) {
+        auto r = c.Json("POST", "/v1/sandboxes/" + Enc(exec_id) + "/processes", body);
+        if (r.status != 201) return Fail(r);
+        if (g.json_out) std::cout << r.body << "\n";
+        else std::cout << r.json().value("pid", 0) << "\n";
+        return 0;
+      }
       struct sigaction sa {};
       sa.sa_handler = OnInterrupt;
       sigaction(SIGINT, &sa, nullptr);
@@ -349,9 +371,53 @@ int main(int argc, char** argv) {
       }
       return rc;
     }
-    if (shell->parsed()) {
-      auto r = c.Request("GET", "/v1/sandboxes/" + Enc(shell_id) + "/pty");
-      return Fail(r);
+    if (shell->parsed()) return hutch::cli::RunShell(ep.host, ep.port, g.key, Enc(shell_id));
+    if (ps->parsed()) {
+      auto r = c.Request("GET", "/v1/sandboxes/" + Enc(ps_id) + "/processes");
+      if (r.status != 200) return Fail(r);
+      auto j = r.json();
+      if (g.json_out) {
+        std::cout << j.dump() << "\n";
+        return 0;
+      }
+      std::printf("%-8s %-9s %-5s %s\n", "PID", "STATUS", "EXIT", "COMMAND");
+      for (const auto& p : j["items"]) {
+        std::string cmdline = p["cmd"].is_string() ? p["cmd"].get<std::string>() : "";
+        if (cmdline.empty() && p["argv"].is_array())
+          for (const auto& a : p["argv"]) cmdline += (cmdline.empty() ? "" : " ") + a.get<std::string>();
+        std::string code = p["exit_code"].is_number() ? std::to_string(p["exit_code"].get<int>()) : "-";
+        std::printf("%-8d %-9s %-5s %s\n", p.value("pid", 0), p.value("status", "").c_str(), code.c_str(),
+                    cmdline.c_str());
+      }
+      return 0;
+    }
+    if (logs->parsed()) {
+      int exit_code = -1;
+      auto r = c.SseRequest("GET",
+                            "/v1/sandboxes/" + Enc(logs_id) + "/processes/" + std::to_string(logs_pid) +
+                                "/stream?from=" + std::to_string(logs_from),
+                            "", {}, [&](const hutch::client::SseEvent& e) {
+                              auto d = json::parse(e.data, nullptr, false);
+                              if (!d.is_object()) return true;
+                              if (e.event == "stdout" || e.event == "stderr") {
+                                std::string bytes = d.contains("b64")
+                                                        ? hutch::client::Base64Decode(d.value("b64", ""))
+                                                        : d.value("text", "");
+                                FILE* out = e.event == "stdout" ? stdout : stderr;
+                                std::fwrite(bytes.data(), 1, bytes.size(), out);
+                                std::fflush(out);
+                              } else if (e.event == "dropped") {
+                                std::fprintf(stderr, "hutch: [%s bytes of older output were dropped]\n",
+                                             d.value("dropped_bytes", json(0)).dump().c_str());
+                              } else if (e.event == "exit") {
+                                exit_code = d.value("exit_code", -1);
+                              } else if (e.event == "error") {
+                                std::cerr << "hutch: " << d.value("code", "") << ": " << d.value("message", "") << "\n";
+                              }
+                              return true;
+                            });
+      if (r.status != 200) return Fail(r);
+      return exit_code < 0 ? 1 : exit_code;
     }
     if (tmpl->parsed()) {
       auto r = c.Request("GET", "/v1/templates");
