@@ -515,6 +515,38 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     rt_argv.push_back(MsSince(t1));
   }
 
+  // 6: snapshots and fork (issue: fork of 1 <= 50 ms p50). The parent has
+  // 10 MB of its own files, so the copy-on-write layer is not empty.
+  std::cerr << "hutch_bench: snapshot, restore, fork of 1 and of 5\n";
+  Exec(c, sb, {{"cmd", "head -c 10000000 /dev/urandom > /home/user/data.bin"}, {"timeout_seconds", 60}});
+  std::vector<double> snap_ms, restore_ms, fork1_ms, fork5_ms;
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    auto r = c.Request("POST", "/v1/sandboxes/" + sb + "/snapshots");
+    snap_ms.push_back(MsSince(t0));
+    std::string snap = r.json().value("id", "");
+    auto t1 = Clock::now();
+    auto made = c.Json("POST", "/v1/sandboxes", {{"snapshot", snap}});
+    std::string id = made.json().value("id", "");
+    Exec(c, id, echo_hi, "hi\n");
+    restore_ms.push_back(MsSince(t1));
+    DeleteSandbox(c, id);
+    c.Request("DELETE", "/v1/snapshots/" + snap);
+  }
+  auto fork_round = [&](int count, std::vector<double>* out) {
+    auto t0 = Clock::now();
+    auto r = c.Json("POST", "/v1/sandboxes/" + sb + "/fork", {{"count", count}});
+    auto j = r.json();
+    std::vector<std::string> kids;
+    if (j.is_object() && j["sandboxes"].is_array())
+      for (auto& k : j["sandboxes"]) kids.push_back(k.value("id", ""));
+    for (const auto& k : kids) Exec(c, k, echo_hi, "hi\n");
+    out->push_back(MsSince(t0));
+    for (const auto& k : kids) DeleteSandbox(c, k);
+  };
+  for (int i = 0; i < n; ++i) fork_round(1, &fork1_ms);
+  for (int i = 0; i < std::max(5, n / 5); ++i) fork_round(5, &fork5_ms);
+
   std::vector<Row> rows;
   rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
                   "sequential, each deleted after (untimed)"});
@@ -525,6 +557,10 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   rows.push_back({"exec_round_trip_argv", "hutch: exec round trip argv [/bin/true]", Summarize(rt_argv),
                   "same, no shell"});
   for (const auto& b : baselines) rows.push_back(b.ToRow());
+  rows.push_back({"snapshot", "hutch: snapshot (10 MB changed files)", Summarize(snap_ms), "frozen while copied"});
+  rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec", Summarize(restore_ms), ""});
+  rows.push_back({"fork1_to_exec", "hutch: fork of 1 -> child answers exec", Summarize(fork1_ms), "target p50 <= 50 ms"});
+  rows.push_back({"fork5_to_exec", "hutch: fork of 5 -> all answer exec", Summarize(fork5_ms), ""});
 
   // 5a: stream throughput. Counts decoded stdout bytes (text or b64), from
   // the request until the `exit` event; one run each. NUL bytes are valid
