@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace hutch {
@@ -10,6 +11,11 @@ using SysTime = std::chrono::system_clock::time_point;
 
 // "2026-12-01T02:42:21.123Z"
 std::string FormatRfc3339(SysTime t);
+// Unix milliseconds: how times are stored (state store rows, JSON records).
+inline int64_t ToUnixMs(SysTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+inline SysTime FromUnixMs(int64_t ms) { return SysTime(std::chrono::milliseconds(ms)); }
 // `bytes` random bytes as lowercase hex (getrandom).
 std::string RandomHex(size_t bytes);
 

@@ -53,6 +53,21 @@ bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_bef
   return inst && (e.signal == 9 || e.exit_code == 137) && !e.timed_out && inst->OomKills() > oom_kills_before;
 }
 
+Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, uint64_t oom_kills_before) {
+  ExitInfo e;
+  try {
+    auto j = nlohmann::json::parse(payload);
+    e.exit_code = j.value("exit_code", -1);
+    e.signal = j.value("signal", 0);
+    e.timed_out = j.value("timed_out", false);
+    e.duration_ms = j.value("duration_ms", int64_t{0});
+  } catch (const std::exception&) {
+    return MakeError(Code::kInternal, "malformed agent exit frame");
+  }
+  e.oom_killed = LooksOomKilled(e, sb, oom_kills_before);
+  return e;
+}
+
 asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::shared_ptr<Sandbox> sb,
                                                                          ExecRequest req) {
   if (req.argv.empty() || req.argv[0].empty()) co_return MakeError(Code::kInvalidRequest, "empty command");
@@ -141,19 +156,14 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
       break;
     case wire::Type::kExit: {
       done_ = true;
-      ev.kind = ExecEvent::kExit;
-      try {
-        auto j = nlohmann::json::parse(f->payload);
-        ev.exit.exit_code = j.value("exit_code", -1);
-        ev.exit.signal = j.value("signal", 0);
-        ev.exit.timed_out = j.value("timed_out", false);
-        ev.exit.duration_ms = j.value("duration_ms", int64_t{0});
-      } catch (const std::exception&) {
+      auto exit = ParseExitFrame(f->payload, *sb_, oom_before_);
+      if (!exit.ok()) {
         ev.kind = ExecEvent::kError;
-        ev.error = MakeError(Code::kInternal, "malformed agent exit frame");
+        ev.error = exit.error();
         break;
       }
-      ev.exit.oom_killed = LooksOomKilled(ev.exit, *sb_, oom_before_);
+      ev.kind = ExecEvent::kExit;
+      ev.exit = *exit;
       break;
     }
     case wire::Type::kError:

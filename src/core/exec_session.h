@@ -81,6 +81,9 @@ Error StreamEndedError(const Sandbox& sb, bool interrupted);
 // Whether a command that ended with `e` was killed by the sandbox's OOM
 // killer, given the sandbox's OOM kill count when it started.
 bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_before);
+// Reads an agent kExit payload (exec, background process and terminal
+// streams end with the same frame), oom_killed included.
+Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, uint64_t oom_kills_before);
 
 // Runs a command to completion, keeping at most `output_cap` bytes of each
 // stream (the rest is read and dropped; `truncated` tells).

@@ -7,19 +7,13 @@
 
 namespace hutch {
 
-namespace {
-int64_t ToMs(SysTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-}  // namespace
-
 Status IdempotencyCache::Attach(store::StateStore* store) {
   store_ = store;
   auto rows = store->LoadIdempotency();
   if (!rows.ok()) return rows.error();
   for (auto& r : *rows) {
     entries_[r.scope + '\n' + r.key] =
-        Entry{r.body_hash, r.sandbox_id, SysTime(std::chrono::milliseconds(r.created_at_ms))};
+        Entry{r.body_hash, r.sandbox_id, FromUnixMs(r.created_at_ms)};
   }
   return Status{};
 }
@@ -43,7 +37,7 @@ Status IdempotencyCache::Complete(const std::string& scope, const std::string& k
   if (it == entries_.end()) return Status{};
   it->second.sandbox_id = sandbox_id;
   if (!store_) return Status{};
-  return store_->PutIdempotency(store::IdempotencyRow{scope, key, it->second.body_hash, sandbox_id, ToMs(it->second.at)});
+  return store_->PutIdempotency(store::IdempotencyRow{scope, key, it->second.body_hash, sandbox_id, ToUnixMs(it->second.at)});
 }
 
 void IdempotencyCache::Abandon(const std::string& scope, const std::string& key) {
@@ -61,7 +55,7 @@ void IdempotencyCache::Prune(SysTime now) {
     }
   }
   if (pruned && store_) {
-    if (auto st = store_->PruneIdempotency(ToMs(now - keep_)); !st.ok())
+    if (auto st = store_->PruneIdempotency(ToUnixMs(now - keep_)); !st.ok())
       spdlog::error("idempotency_prune_failed err=\"{}\"", st.error().message);
   }
 }

@@ -57,20 +57,17 @@ asio::awaitable<PtyEvent> PtySession::Next() {
       ev.kind = PtyEvent::kOutput;
       ev.data = std::move(f->payload);
       break;
-    case wire::Type::kExit:
+    case wire::Type::kExit: {
       done_ = true;
-      try {
-        auto j = json::parse(f->payload);
-        ev.exit.exit_code = j.value("exit_code", -1);
-        ev.exit.signal = j.value("signal", 0);
-        ev.exit.timed_out = j.value("timed_out", false);
-        ev.exit.duration_ms = j.value("duration_ms", int64_t{0});
-        ev.exit.oom_killed = LooksOomKilled(ev.exit, *sb_, oom_before_);
-        ev.kind = PtyEvent::kExit;
-      } catch (const json::exception&) {
-        ev.error = MakeError(Code::kInternal, "malformed agent exit frame");
+      auto exit = ParseExitFrame(f->payload, *sb_, oom_before_);
+      if (!exit.ok()) {
+        ev.error = exit.error();
+        break;
       }
+      ev.exit = *exit;
+      ev.kind = PtyEvent::kExit;
       break;
+    }
     case wire::Type::kError:
       done_ = true;
       ev.error = AgentErrorFromPayload(f->payload);

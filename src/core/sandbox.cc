@@ -42,21 +42,14 @@ nlohmann::json SandboxRecord::ToJson() const {
   return j;
 }
 
-namespace {
-int64_t ToMs(SysTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-SysTime FromMs(int64_t ms) { return SysTime(std::chrono::milliseconds(ms)); }
-}  // namespace
-
 std::string SandboxRecord::ToStoreJson() const {
   nlohmann::json j = {
       {"id", id},
       {"template", template_name},
       {"status", StatusName(status)},
       {"reason", reason},
-      {"created_at_ms", ToMs(created_at)},
-      {"expires_at_ms", ToMs(expires_at)},
+      {"created_at_ms", ToUnixMs(created_at)},
+      {"expires_at_ms", ToUnixMs(expires_at)},
       {"metadata", metadata},
       {"env", env},
       {"cpu", cpu},
@@ -81,8 +74,8 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     r.template_name = j.at("template").get<std::string>();
     if (!ParseStatus(j.at("status").get<std::string>(), &r.status)) return false;
     r.reason = j.value("reason", "");
-    r.created_at = FromMs(j.at("created_at_ms").get<int64_t>());
-    r.expires_at = FromMs(j.at("expires_at_ms").get<int64_t>());
+    r.created_at = FromUnixMs(j.at("created_at_ms").get<int64_t>());
+    r.expires_at = FromUnixMs(j.at("expires_at_ms").get<int64_t>());
     r.metadata = j.value("metadata", std::map<std::string, std::string>{});
     r.env = j.value("env", std::map<std::string, std::string>{});
     r.cpu = j.at("cpu").get<double>();

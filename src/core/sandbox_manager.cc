@@ -12,9 +12,6 @@ namespace hutch {
 
 namespace {
 Error NotFound(const std::string& id) { return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found"); }
-int64_t ToMs(SysTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 }  // namespace
 
 Status SandboxManager::Persist(const Sandbox& sb) {
@@ -22,7 +19,7 @@ Status SandboxManager::Persist(const Sandbox& sb) {
   store::SandboxRow row;
   row.id = sb.rec.id;
   row.status = StatusName(sb.rec.status);
-  row.expires_at_ms = ToMs(sb.rec.expires_at);
+  row.expires_at_ms = ToUnixMs(sb.rec.expires_at);
   row.record = sb.rec.ToStoreJson();
   if (sb.instance) row.instance = sb.instance->AdoptionFacts();
   auto st = store_->PutSandbox(row);
@@ -96,7 +93,7 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
             spdlog::warn("sandbox={} adopt_failed err=\"{}\"", r.id, inst.error().message);
           }
         }
-        (void)Persist(*sb);
+        if (r.status != SandboxStatus::kRunning && r.status != SandboxStatus::kPaused) (void)Persist(*sb);
       }
       sandboxes_[r.id] = sb;
     }
@@ -130,7 +127,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   int64_t disk = o.disk_mb.value_or(opts_.default_disk_mb);
   if (disk < 16 || disk > opts_.max_disk_mb)
     co_return MakeError(Code::kInvalidRequest, "disk_mb must be in [16, " + std::to_string(opts_.max_disk_mb) + "]");
-  std::vector<std::string> layers;
+  std::vector<std::string> layers = std::move(o.layers);
   if (!o.snapshot.empty()) {
     auto snap = snapshots_.find(o.snapshot);
     if (snap == snapshots_.end() || snap->second.deleted)
@@ -522,26 +519,16 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     o.memory_mb = parent->rec.memory_mb;
     o.disk_mb = parent->rec.disk_mb;
     o.owner_key = owner_key;
-    // Created from the internal snapshot: resolved here, not through the
-    // API's lookup (internal snapshots are not visible there).
-    snapshots_[snap->id].deleted = false;
-    o.snapshot = snap->id;
+    o.metadata["hutch.fork_of"] = id;
+    o.layers = snap->layers;  // the internal snapshot, not nameable by the API
     auto rec = co_await Create(std::move(o));
-    snapshots_[snap->id].deleted = true;
     if (!rec.ok()) {
       // All or nothing: a fork that made some children deletes them.
       for (const auto& r : out) (void)co_await Delete(r.id, "fork failed");
       CollectSnapshots();
       co_return rec.error().Context("fork child " + std::to_string(i + 1) + " of " + std::to_string(count));
     }
-    // The children show where they came from, not the internal snapshot.
-    auto child = sandboxes_.find(rec->id);
-    if (child != sandboxes_.end()) {
-      child->second->rec.snapshot.clear();
-      child->second->rec.metadata["hutch.fork_of"] = id;
-      (void)Persist(*child->second);
-      out.push_back(child->second->rec);
-    }
+    out.push_back(*rec);
   }
   CollectSnapshots();
   co_return out;

@@ -54,6 +54,9 @@ struct CreateOptions {
   std::optional<int64_t> disk_mb;
   std::string owner_key;
   std::string snapshot;  // start from this snapshot instead of a template
+  // Read-only layers to run on when `snapshot` is empty (fork: its
+  // internal snapshot's stack, which the API cannot name).
+  std::vector<std::string> layers;
 };
 
 struct ListFilter {

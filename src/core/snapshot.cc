@@ -2,12 +2,6 @@
 
 namespace hutch {
 
-namespace {
-int64_t ToMs(SysTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-}  // namespace
-
 nlohmann::json SnapshotRecord::ToJson() const {
   return nlohmann::json{{"id", id},
                         {"sandbox_id", sandbox_id},
@@ -23,7 +17,7 @@ std::string SnapshotRecord::ToStoreJson() const {
                       {"sandbox_id", sandbox_id},
                       {"template", template_name},
                       {"layers", layers},
-                      {"created_at_ms", ToMs(created_at)},
+                      {"created_at_ms", ToUnixMs(created_at)},
                       {"size_bytes", size_bytes},
                       {"internal", internal},
                       {"deleted", deleted}};
@@ -39,7 +33,7 @@ bool SnapshotRecord::FromStoreJson(const std::string& text, SnapshotRecord* out)
     r.sandbox_id = j.at("sandbox_id").get<std::string>();
     r.template_name = j.at("template").get<std::string>();
     r.layers = j.at("layers").get<std::vector<std::string>>();
-    r.created_at = SysTime(std::chrono::milliseconds(j.at("created_at_ms").get<int64_t>()));
+    r.created_at = FromUnixMs(j.at("created_at_ms").get<int64_t>());
     r.size_bytes = j.value("size_bytes", uint64_t{0});
     r.internal = j.value("internal", false);
     r.deleted = j.value("deleted", false);

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "common/clock.h"
+
 namespace hutch::store {
 
 namespace {
@@ -79,10 +81,6 @@ const char* const kMigrations[] = {
     )sql",
 };
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -227,7 +225,7 @@ Status StateStore::AddApiKeyHash(const std::string& hash, const std::string& lab
   Stmt st(db_, "INSERT OR IGNORE INTO api_keys (hash, label, created_at_ms) VALUES (?,?,?)");
   st.Bind(1, hash);
   st.Bind(2, label);
-  st.Bind(3, NowMs());
+  st.Bind(3, ToUnixMs(std::chrono::system_clock::now()));
   return RunWrite(db_, st, "add api key");
 }
 
