@@ -95,3 +95,69 @@ TEST(Pause, CounterStopsWhilePausedAndContinuesAfterResume) {
   EXPECT_EQ(c2.Request("POST", "/v1/sandboxes/" + id + "/resume").status, 409);
   EXPECT_EQ(c2.Request("POST", "/v1/sandboxes/sb_nope/pause").status, 404);
 }
+
+TEST(Pause, ExecWithAutoResumeResumesAPausedSandbox) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox();
+  auto c = s.Client();
+  ASSERT_EQ(s.Exec(id, "echo kept > /tmp/f").value("exit_code", -1), 0);
+  ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id + "/pause").status, 200);
+  // Without the flag: refused. With it: resumed, run, and left running.
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}}).status, 409);
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "cat /tmp/f"}, {"auto_resume", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["stdout"], "kept\n");
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
+  // The same for a background process start.
+  ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id + "/pause").status, 200);
+  auto p = c.Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", "sleep 1"}, {"auto_resume", true}});
+  EXPECT_EQ(p.status, 201) << p.body;
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}, {"auto_resume", "yes"}}).status, 400);
+}
+
+TEST(Pause, IdlePolicyPausesAnUnusedSandboxAndTheNextRequestResumesIt) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  std::string id = s.CreateSandbox({{"auto_pause_seconds", 1}});
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["auto_pause_seconds"], 1);
+  // A command that runs longer than the idle time keeps the sandbox awake.
+  json long_exec;
+  std::thread t([&] { long_exec = s.Exec(id, "sleep 2.5; echo done"); });
+  Sleep(2000);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
+  t.join();
+  EXPECT_EQ(long_exec.value("stdout", ""), "done\n") << long_exec.dump();
+
+  ASSERT_EQ(s.Exec(id, "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
+                       "mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 &")
+                .value("exit_code", -1),
+            0);
+  // Left alone, it is paused by the policy (GET does not wake it).
+  json rec;
+  for (int i = 0; i < 100; ++i) {
+    rec = c.Request("GET", "/v1/sandboxes/" + id).json();
+    if (rec["status"] == "paused") break;
+    Sleep(50);
+  }
+  ASSERT_EQ(rec["status"], "paused") << rec.dump();
+  EXPECT_EQ(rec["paused_by"], "idle");
+  long frozen = CounterFromHost(id);
+  Sleep(300);
+  EXPECT_EQ(CounterFromHost(id), frozen);
+  // Any request that needs it running wakes it: no flag needed.
+  long after = CounterViaExec(s, id);
+  EXPECT_GE(after, frozen);
+  EXPECT_LT(after, frozen + 25);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
+
+  // An explicit pause is not undone by requests.
+  for (int i = 0; i < 100 && c.Request("GET", "/v1/sandboxes/" + id).json()["status"] != "paused"; ++i) Sleep(50);
+  auto p = c.Request("POST", "/v1/sandboxes/" + id + "/pause");
+  ASSERT_EQ(p.status, 200);
+  EXPECT_EQ(p.json()["paused_by"], "api");
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}}).status, 409);
+  EXPECT_EQ(c.Json("POST", "/v1/sandboxes", {{"auto_pause_seconds", -1}}).status, 400);
+}

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/fs_ops.h"
+#include "common/rooted_fs.h"
 #include "agent/output_ring.h"
 #include "agent/spawn.h"
 #include "common/result.h"

@@ -1,10 +1,11 @@
 // File streams: kFsRequest dispatch, credit-paced reads, temp-file writes.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "agent/agent.h"
-#include "agent/fs_ops.h"
+#include "common/rooted_fs.h"
 #include "agent/passwd.h"
 
 namespace hutch::agent {
@@ -58,32 +59,36 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
   auto req = ParseFs(f.payload);
   if (!req.ok()) return SendError(c, s, req.error());
   const json& j = req->j;
+  // The sandbox's root is the tree every path lives in.
+  UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return SendError(c, s, FsError("open", "/", errno));
+  const int r = root.get();
   FsIdentity identity(req->user.uid, req->user.gid);
   try {
     if (req->op == "stat") {
-      auto e = StatEntry(req->path);
+      auto e = StatEntry(r, req->path);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "list") {
       const int depth = j.value("depth", 1);
       if (depth < 1) return SendError(c, s, MakeError(Code::kInvalidRequest, "depth must be >= 1"));
-      auto e = ListEntries(req->path, depth);
+      auto e = ListEntries(r, req->path, depth);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entries", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "mkdir") {
-      auto e = MakeDirs(req->path);
+      auto e = MakeDirs(r, req->path);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "remove") {
-      auto st = Remove(req->path, j.value("recursive", false));
+      auto st = Remove(r, req->path, j.value("recursive", false));
       return st.ok() ? SendJson(c, Type::kFsResult, s, json::object()) : SendError(c, s, st.error());
     }
     if (req->op == "move") {
-      auto e = Move(req->path, req->to);
+      auto e = Move(r, req->path, req->to);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "read") {
-      auto src = OpenForRead(req->path, j.value("offset", int64_t{0}), j.value("length", int64_t{-1}));
+      auto src = OpenForRead(r, req->path, j.value("offset", int64_t{0}), j.value("length", int64_t{-1}));
       if (!src.ok()) return SendError(c, s, src.error());
       SendJson(c, Type::kStarted, s, {{"size", src->size}, {"offset", src->offset}, {"length", src->length}});
       FsRead& r = c.reads[s];
@@ -95,7 +100,7 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
     if (req->op == "write") {
       const int mode = j.value("mode", 0644);
       if (mode < 0 || mode > 07777) return SendError(c, s, MakeError(Code::kInvalidRequest, "bad mode"));
-      auto t = TempFile::Create(req->path, static_cast<mode_t>(mode));
+      auto t = TempFile::Create(r, req->path, static_cast<mode_t>(mode));
       if (!t.ok()) return SendError(c, s, t.error());
       FsWrite& w = c.writes[s];
       w.file = std::move(*t);

@@ -26,6 +26,9 @@ struct ApiConfig {
   double rate_limit_burst = 100;
 };
 
+// 405 for a known path asked with the wrong method.
+Error MethodNotAllowed(http::verb v);
+
 class Api {
  public:
   Api(ApiConfig cfg, SandboxManager* mgr)
@@ -59,6 +62,9 @@ class Api {
   asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
+  // The running sandbox; a paused one is resumed first when the request
+  // asked for it ("auto_resume": true), else refused with 409 conflict.
+  Result<std::shared_ptr<Sandbox>> RunningOrResumed(const std::string& id, bool auto_resume);
   asio::awaitable<void> FileGet(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> FilePut(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> FileDelete(HttpContext& ctx, const std::string& id);
@@ -71,6 +77,13 @@ class Api {
   // /pty, a WebSocket (v1_pty.cc)
   asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> ServeMetrics(HttpContext& ctx);
+  // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
+  asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> CreateVolume(HttpContext& ctx);
+  asio::awaitable<void> VolumeFileOp(HttpContext& ctx, const std::string& name, const std::string& op);
+  asio::awaitable<void> VolumeFileGet(HttpContext& ctx, const std::string& name);
+  asio::awaitable<void> VolumeFilePut(HttpContext& ctx, const std::string& name);
+  nlohmann::json VolumeJson(const VolumeRecord& r);
 
   ApiConfig cfg_;
   SandboxManager* mgr_;

@@ -5,7 +5,8 @@
 namespace hutch::api {
 
 Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout) {
-  if (auto st = RejectUnknownFields(j, {"cmd", "argv", "cwd", "env", "user", "stdin", "timeout_seconds", "detach"});
+  if (auto st = RejectUnknownFields(j, {"cmd", "argv", "cwd", "env", "user", "stdin", "timeout_seconds", "detach",
+                                        "auto_resume"});
       !st.ok())
     return st.error();
   auto cmd = OptString(j, "cmd");
@@ -24,6 +25,8 @@ Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout)
   if (!timeout.ok()) return timeout.error();
   auto detach = OptBool(j, "detach");
   if (!detach.ok()) return detach.error();
+  auto auto_resume = OptBool(j, "auto_resume");
+  if (!auto_resume.ok()) return auto_resume.error();
   if (cmd->has_value() == argv->has_value())
     return MakeError(Code::kInvalidRequest, "exactly one of 'cmd' and 'argv' is required");
   ExecBody b;
@@ -53,6 +56,7 @@ Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout)
   if (*in) r.stdin_data = **in;
   r.timeout_seconds = timeout->value_or(default_timeout);
   r.detach = detach->value_or(false);
+  b.auto_resume = auto_resume->value_or(false);
   return b;
 }
 

@@ -15,9 +15,11 @@ namespace hutch::api {
 struct ExecBody {
   ExecRequest req;
   std::optional<std::string> cmd;  // when the body had `cmd` (not `argv`)
+  bool auto_resume = false;        // a paused sandbox is resumed, not refused
 };
 
-// Validates {cmd|argv, cwd, env, user, stdin, timeout_seconds, detach};
+// Validates {cmd|argv, cwd, env, user, stdin, timeout_seconds, detach,
+// auto_resume};
 // a missing timeout_seconds becomes `default_timeout` (0: none).
 Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout);
 

@@ -51,11 +51,11 @@ std::string LogSafe(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 Error MethodNotAllowed(http::verb v) {
   return MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(v)) + " not allowed here");
 }
-
-}  // namespace
 
 std::string Api::BearerKeyHash(const HttpContext& ctx) {
   std::string token = BearerToken(ctx);
@@ -212,6 +212,7 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
     }
   }
   if (n >= 2 && seg[1] == "snapshots") co_return co_await RouteSnapshots(ctx, seg);
+  if (n >= 2 && seg[1] == "volumes") co_return co_await RouteVolumes(ctx, seg);
   if (n >= 2 && seg[1] == "templates") {
     co_return co_await ctx.SendError(
         MakeError(Code::kNotSupported, "'/v1/" + seg[1] + "' is not supported by this hutchd yet (see docs/api.md)"));

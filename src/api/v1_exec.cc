@@ -11,13 +11,23 @@
 
 namespace hutch::api {
 
+Result<std::shared_ptr<Sandbox>> Api::RunningOrResumed(const std::string& id, bool auto_resume) {
+  if (auto_resume) {
+    auto rec = mgr_->Get(id);
+    if (rec.ok() && rec->status == SandboxStatus::kPaused) {
+      if (auto r = mgr_->Resume(id); !r.ok()) return r.error();
+    }
+  }
+  return mgr_->GetRunning(id);
+}
+
 asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool stream) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   auto parsed = ParseExecBody(*body, 60);
   if (!parsed.ok()) co_return co_await ctx.SendError(parsed.error());
   ExecRequest* req = &parsed->req;
-  auto sb = mgr_->GetRunning(id);
+  auto sb = RunningOrResumed(id, parsed->auto_resume);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   const bool detach = req->detach;
   auto started = co_await ExecSession::Start(*sb, std::move(*req));

@@ -2,6 +2,7 @@
 // list, stat, delete, mkdir, move. The agent does every operation inside
 // the sandbox's root.
 #include "api/api.h"
+#include "api/byte_range.h"
 #include "api/json_fields.h"
 #include "core/file_ops.h"
 
@@ -14,42 +15,6 @@ Result<std::string> PathParam(const HttpContext& ctx) {
   if (!p) return MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
   if (auto st = CheckPath(*p, "path"); !st.ok()) return st.error();
   return *p;
-}
-
-struct ByteRange {
-  bool present = false;
-  bool suffix = false;
-  int64_t first = 0;
-  int64_t last = -1;  // -1: to the end
-};
-
-// Parses a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range. Anything
-// else (multiple ranges, other units) is ignored, as RFC 9110 allows.
-ByteRange ParseRange(const std::string& h) {
-  ByteRange r;
-  const std::string prefix = "bytes=";
-  if (h.rfind(prefix, 0) != 0) return r;
-  std::string spec = h.substr(prefix.size());
-  if (spec.find(',') != std::string::npos) return r;
-  size_t dash = spec.find('-');
-  if (dash == std::string::npos) return r;
-  auto num = [](const std::string& s, int64_t* out) {
-    if (s.empty() || s.size() > 18) return false;
-    for (char c : s)
-      if (c < '0' || c > '9') return false;
-    *out = std::stoll(s);
-    return true;
-  };
-  std::string a = spec.substr(0, dash), b = spec.substr(dash + 1);
-  if (a.empty()) {
-    if (!num(b, &r.first)) return r;
-    r.suffix = true;
-  } else {
-    if (!num(a, &r.first)) return r;
-    if (!b.empty() && (!num(b, &r.last) || r.last < r.first)) return r;
-  }
-  r.present = true;
-  return r;
 }
 
 }  // namespace
@@ -66,25 +31,15 @@ asio::awaitable<void> Api::FileGet(HttpContext& ctx, const std::string& id) {
     auto st = co_await FsCall(*sb, stat_req);
     if (!st.ok()) co_return co_await ctx.SendError(st.error());
     int64_t size = (*st)["entry"].value("size", int64_t{0});
-    ctx.AddHeader("Content-Range", "bytes */" + std::to_string(size));  // used by a 416 only
-    if (size == 0 && range.suffix) {
-      range.present = false;  // "the last n bytes" of nothing: the whole (empty) file, 200
-    } else if (range.suffix && range.first == 0) {
-      co_return co_await ctx.SendError(
-          MakeError(Code::kRangeNotSatisfiable, "a suffix range of 0 bytes selects nothing"));
-    } else if (range.suffix) {
-      length = std::min(range.first, size);
-      offset = size - length;
-    } else {
-      offset = range.first;
-      if (offset >= size) {
-        // The 416 answer still carries the JSON error body.
-        co_return co_await ctx.SendError(MakeError(Code::kRangeNotSatisfiable,
-                                                   "range starts at " + std::to_string(offset) +
-                                                       " but the file has " + std::to_string(size) + " bytes"));
-      }
-      length = range.last < 0 ? size - offset : std::min(range.last, size - 1) - offset + 1;
+    auto w = FitRange(range, size);
+    if (!w.ok()) {
+      // The 416 answer still carries the JSON error body.
+      ctx.AddHeader("Content-Range", "bytes */" + std::to_string(size));
+      co_return co_await ctx.SendError(w.error());
     }
+    range.present = w->partial;
+    offset = w->offset;
+    length = w->length;
   }
   auto dl = co_await FileDownload::Start(*sb, *path, user, offset, length);
   ctx.ClearHeaders();

@@ -106,10 +106,6 @@ Result<int> ParseSignal(const json& v) {
   return bad;
 }
 
-Error MethodNotAllowed(http::verb v) {
-  return MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(v)) + " not allowed here");
-}
-
 }  // namespace
 
 asio::awaitable<void> Api::Processes(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg) {
@@ -121,7 +117,7 @@ asio::awaitable<void> Api::Processes(HttpContext& ctx, const std::string& id, co
       HUTCH_FIELD(body, co_await ctx.ReadJson(cfg_.json_body_limit));
       // Background processes have no timeout unless they ask for one.
       HUTCH_FIELD(parsed, ParseExecBody(*body, 0));
-      HUTCH_FIELD(sb, mgr_->GetRunning(id));
+      HUTCH_FIELD(sb, RunningOrResumed(id, parsed->auto_resume));
       HUTCH_FIELD(info, co_await StartProcess(*sb, parsed->req, parsed->cmd));
       ++metrics_.execs;
       co_return co_await ctx.SendJson(201, ProcessJson(*info));

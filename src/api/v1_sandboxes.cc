@@ -9,7 +9,8 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   const auto& j = *body;
   if (auto st = RejectUnknownFields(j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
-                                        "network", "snapshot"});
+                                        "network", "snapshot", "volumes",
+                                        "auto_pause_seconds"});
       !st.ok())
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
@@ -20,6 +21,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   HUTCH_FIELD(mem, OptInt(j, "memory_mb", 16, 1 << 20));
   HUTCH_FIELD(disk, OptInt(j, "disk_mb", 16, 1 << 24));
   HUTCH_FIELD(snapshot, OptString(j, "snapshot"));
+  HUTCH_FIELD(auto_pause, OptInt(j, "auto_pause_seconds", 0, 7 * 24 * 3600));
   if (*snapshot && *tpl)
     co_return co_await ctx.SendError(
         MakeError(Code::kInvalidRequest, "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
@@ -37,7 +39,25 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
         co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'"));
   }
   CreateOptions o;
+  if (auto it = j.find("volumes"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'volumes' must be an array"));
+    for (const auto& v : *it) {
+      if (!v.is_object())
+        co_return co_await ctx.SendError(
+            MakeError(Code::kInvalidRequest, "each of 'volumes' must be an object {name, path, read_only?}"));
+      if (auto st = RejectUnknownFields(v, {"name", "path", "read_only"}); !st.ok())
+        co_return co_await ctx.SendError(st.error());
+      HUTCH_FIELD(vname, OptString(v, "name"));
+      HUTCH_FIELD(vpath, OptString(v, "path"));
+      HUTCH_FIELD(ro, OptBool(v, "read_only"));
+      if (!*vname || !*vpath)
+        co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "each volume needs 'name' and 'path'"));
+      o.volumes.push_back({**vname, **vpath, ro->value_or(false)});
+    }
+  }
   if (*tpl) o.template_name = **tpl;
+  if (*auto_pause) o.auto_pause_seconds = **auto_pause;
   if (*ttl) o.ttl_seconds = **ttl;
   if (*env) o.env = **env;
   if (*meta) o.metadata = **meta;

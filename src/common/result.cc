@@ -9,6 +9,7 @@ const char* CodeName(Code c) {
     case Code::kSandboxNotFound: return "sandbox_not_found";
     case Code::kTemplateNotFound: return "template_not_found";
     case Code::kSnapshotNotFound: return "snapshot_not_found";
+    case Code::kVolumeNotFound: return "volume_not_found";
     case Code::kProcessNotFound: return "process_not_found";
     case Code::kFileNotFound: return "file_not_found";
     case Code::kConflict: return "conflict";
@@ -40,6 +41,7 @@ int CodeHttpStatus(Code c) {
     case Code::kSandboxNotFound:
     case Code::kTemplateNotFound:
     case Code::kSnapshotNotFound:
+    case Code::kVolumeNotFound:
     case Code::kProcessNotFound:
     case Code::kFileNotFound:
     case Code::kNotFound: return 404;

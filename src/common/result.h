@@ -21,6 +21,7 @@ enum class Code {
   kSandboxNotFound,
   kTemplateNotFound,
   kSnapshotNotFound,
+  kVolumeNotFound,
   kProcessNotFound,
   kFileNotFound,
   kConflict,

@@ -39,6 +39,9 @@ nlohmann::json SandboxRecord::ToJson() const {
   };
   if (!reason.empty()) j["reason"] = reason;
   if (!snapshot.empty()) j["snapshot"] = snapshot;
+  if (!volumes.empty()) j["volumes"] = VolumeMountsToJson(volumes);
+  if (auto_pause_seconds > 0) j["auto_pause_seconds"] = auto_pause_seconds;
+  if (status == SandboxStatus::kPaused) j["paused_by"] = auto_paused ? "idle" : "api";
   return j;
 }
 
@@ -59,6 +62,9 @@ std::string SandboxRecord::ToStoreJson() const {
       {"owner_key", owner_key},
       {"snapshot", snapshot},
       {"layers", layers},
+      {"volumes", VolumeMountsToJson(volumes)},
+      {"auto_pause_seconds", auto_pause_seconds},
+      {"auto_paused", auto_paused},
   };
   // Metadata and env values are client strings that may hold invalid UTF-8
   // only if the API let them in; replace rather than throw if so.
@@ -85,6 +91,9 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     r.owner_key = j.value("owner_key", "");
     r.snapshot = j.value("snapshot", "");
     r.layers = j.value("layers", std::vector<std::string>{});
+    if (auto v = j.find("volumes"); v != j.end()) r.volumes = VolumeMountsFromJson(*v);
+    r.auto_pause_seconds = j.value("auto_pause_seconds", int64_t{0});
+    r.auto_paused = j.value("auto_paused", false);
     *out = std::move(r);
     return true;
   } catch (const nlohmann::json::exception&) {

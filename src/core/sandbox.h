@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "core/volume.h"
 #include "driver/driver.h"
 
 namespace hutch {
@@ -35,6 +36,11 @@ struct SandboxRecord {
   std::string owner_key;  // hash of the API key that created it
   std::string snapshot;   // the snapshot it was created from ("" if none)
   std::vector<std::string> layers;  // read-only snapshot layers it runs on
+  std::vector<VolumeMountRequest> volumes;  // mounted at create, by name
+  // Idle policy: pause after this many seconds without a request or an open
+  // stream (0: never); the next request resumes it.
+  int64_t auto_pause_seconds = 0;
+  bool auto_paused = false;  // paused by the idle policy, not by the API
 
   // The API's view (no env, no owner).
   nlohmann::json ToJson() const;
@@ -47,6 +53,9 @@ struct Sandbox {
   SandboxRecord rec;
   std::shared_ptr<Instance> instance;  // null unless starting/running
   bool deleting = false;
+  // Last time a request used it (for the idle policy); not persisted: a
+  // restarted hutchd counts from its start.
+  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
 };
 
 }  // namespace hutch

@@ -1,5 +1,7 @@
 #include "core/sandbox_manager.h"
 
+#include <algorithm>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -137,6 +139,18 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   }
   auto tpl = templates_->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
+  if (auto st = CheckVolumeMounts(o.volumes); !st.ok()) co_return st.error();
+  if (o.auto_pause_seconds < 0) co_return MakeError(Code::kInvalidRequest, "auto_pause_seconds must be >= 0");
+  // Parents before children: "/a" sorts before "/a/b".
+  std::sort(o.volumes.begin(), o.volumes.end(),
+            [](const VolumeMountRequest& a, const VolumeMountRequest& b) { return a.path < b.path; });
+  std::vector<InstanceMount> mounts;
+  for (const auto& v : o.volumes) {
+    if (!volumes_) co_return MakeError(Code::kNotSupported, "this server has no volumes");
+    auto dir = volumes_->DataDir(v.name);
+    if (!dir.ok()) co_return dir.error();
+    mounts.push_back({*dir, v.path, v.read_only});
+  }
   if (static_cast<int>(running_count()) + starting_ >= opts_.max_sandboxes)
     co_return MakeError(Code::kCapacityExhausted,
                         "host is at its limit of " + std::to_string(opts_.max_sandboxes) + " sandboxes");
@@ -162,12 +176,15 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.owner_key = o.owner_key;
   r.snapshot = o.snapshot;
   r.layers = layers;
+  r.volumes = o.volumes;
+  r.auto_pause_seconds = o.auto_pause_seconds;
   sandboxes_[r.id] = sb;
 
   InstanceSpec spec;
   spec.id = r.id;
   spec.rootfs = tpl->rootfs;
   spec.layers = layers;
+  spec.mounts = std::move(mounts);
   spec.cpus = cpu;
   spec.memory_mb = mem;
   spec.disk_mb = disk;
@@ -261,11 +278,15 @@ Result<std::shared_ptr<Sandbox>> SandboxManager::GetRunning(const std::string& i
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return NotFound(id);
   auto& sb = it->second;
+  if (sb->rec.status == SandboxStatus::kPaused && sb->rec.auto_paused) {
+    if (auto r = Resume(id); !r.ok()) return r.error().Context("resume idle sandbox");
+  }
   if (sb->rec.status == SandboxStatus::kPaused)
     return MakeError(Code::kConflict, "sandbox " + id + " is paused");
   if (sb->rec.status != SandboxStatus::kRunning || !sb->instance)
     return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status) +
                                                    (sb->rec.reason.empty() ? "" : " (" + sb->rec.reason + ")"));
+  sb->last_active = std::chrono::steady_clock::now();
   return sb;
 }
 
@@ -350,18 +371,30 @@ int64_t SandboxManager::committed_memory_mb() const {
   return mb;
 }
 
-Result<SandboxRecord> SandboxManager::Pause(const std::string& id) {
+Result<SandboxRecord> SandboxManager::Pause(const std::string& id, bool idle) {
   auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) return NotFound(id);
   auto& sb = it->second;
-  if (sb->rec.status == SandboxStatus::kPaused) return sb->rec;
-  auto run = GetRunning(id);
-  if (!run.ok()) return run.error();
+  if (sb->rec.status == SandboxStatus::kPaused) {
+    // Paused by the API now, whatever paused it: a request no longer wakes it.
+    if (!idle && sb->rec.auto_paused) {
+      sb->rec.auto_paused = false;
+      if (auto st = Persist(*sb); !st.ok()) {
+        sb->rec.auto_paused = true;
+        return st.error().Context("pause");
+      }
+    }
+    return sb->rec;
+  }
+  if (sb->rec.status != SandboxStatus::kRunning || !sb->instance)
+    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
   if (auto st = sb->instance->Pause(); !st.ok()) return st.error();
   sb->rec.status = SandboxStatus::kPaused;
+  sb->rec.auto_paused = idle;
   if (auto st = Persist(*sb); !st.ok()) {
     (void)sb->instance->Resume();
     sb->rec.status = SandboxStatus::kRunning;
+    sb->rec.auto_paused = false;
     return st.error().Context("pause");
   }
   spdlog::info("sandbox={} paused", id);
@@ -377,9 +410,13 @@ Result<SandboxRecord> SandboxManager::Resume(const std::string& id) {
     return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
   if (auto st = sb->instance->Resume(); !st.ok()) return st.error();
   sb->rec.status = SandboxStatus::kRunning;
+  const bool was_idle = sb->rec.auto_paused;
+  sb->rec.auto_paused = false;
+  sb->last_active = std::chrono::steady_clock::now();
   if (auto st = Persist(*sb); !st.ok()) {
     (void)sb->instance->Pause();
     sb->rec.status = SandboxStatus::kPaused;
+    sb->rec.auto_paused = was_idle;
     return st.error().Context("resume");
   }
   spdlog::info("sandbox={} resumed", id);
@@ -520,7 +557,9 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     o.disk_mb = parent->rec.disk_mb;
     o.owner_key = owner_key;
     o.metadata["hutch.fork_of"] = id;
+    o.auto_pause_seconds = parent->rec.auto_pause_seconds;
     o.layers = snap->layers;  // the internal snapshot, not nameable by the API
+    o.volumes = parent->rec.volumes;  // shared, as named volumes are
     auto rec = co_await Create(std::move(o));
     if (!rec.ok()) {
       // All or nothing: a fork that made some children deletes them.
@@ -532,6 +571,21 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
   }
   CollectSnapshots();
   co_return out;
+}
+
+std::vector<std::string> SandboxManager::VolumeUsers(const std::string& name) const {
+  std::vector<std::string> out;
+  for (const auto& [id, sb] : sandboxes_) {
+    if (sb->rec.status != SandboxStatus::kStarting && sb->rec.status != SandboxStatus::kRunning &&
+        sb->rec.status != SandboxStatus::kPaused)
+      continue;
+    for (const auto& v : sb->rec.volumes)
+      if (v.name == name) {
+        out.push_back(id);
+        break;
+      }
+  }
+  return out;
 }
 
 size_t SandboxManager::running_count() const {
@@ -561,11 +615,35 @@ asio::awaitable<void> SandboxManager::ReapLoop() {
     }
     for (const auto& id : forget) Forget(id);
     idempotency_.Prune(now);
+    PauseIdle();
     for (const auto& id : expired) {
       spdlog::info("sandbox={} ttl_expired", id);
       auto st = co_await Delete(id, "expired");
       (void)st;
     }
+  }
+}
+
+void SandboxManager::PauseIdle() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> idle;
+  for (const auto& [id, sb] : sandboxes_) {
+    if (sb->rec.auto_pause_seconds <= 0 || sb->rec.status != SandboxStatus::kRunning || !sb->instance) continue;
+    // An open stream (a running exec, a transfer, an attached terminal)
+    // is use, however long ago its request came in.
+    auto agent = sb->instance->agent();
+    if (agent && agent->open_streams() > 0) {
+      sb->last_active = now;
+      continue;
+    }
+    if (now - sb->last_active >= std::chrono::seconds(sb->rec.auto_pause_seconds)) idle.push_back(id);
+  }
+  for (const auto& id : idle) {
+    if (auto r = Pause(id, true); !r.ok()) {
+      spdlog::error("sandbox={} idle_pause_failed err=\"{}\"", id, r.error().message);
+      continue;
+    }
+    spdlog::info("sandbox={} idle_paused", id);
   }
 }
 

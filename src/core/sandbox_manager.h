@@ -18,6 +18,7 @@
 #include "core/sandbox.h"
 #include "core/snapshot.h"
 #include "core/templates.h"
+#include "core/volume_manager.h"
 #include "driver/driver.h"
 #include "store/state_store.h"
 
@@ -57,6 +58,8 @@ struct CreateOptions {
   // Read-only layers to run on when `snapshot` is empty (fork: its
   // internal snapshot's stack, which the API cannot name).
   std::vector<std::string> layers;
+  std::vector<VolumeMountRequest> volumes;
+  int64_t auto_pause_seconds = 0;
 };
 
 struct ListFilter {
@@ -77,6 +80,12 @@ class SandboxManager {
   SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
       : opts_(opts), driver_(driver), templates_(templates), store_(store) {}
 
+  // Volumes sandboxes may mount (null: a create asking for one fails).
+  void SetVolumes(VolumeManager* v) { volumes_ = v; }
+  VolumeManager* volumes() const { return volumes_; }
+  // Sandboxes that have the volume mounted (starting, running or paused).
+  std::vector<std::string> VolumeUsers(const std::string& name) const;
+
   // At start, before serving: loads the stored sandboxes, adopts the ones
   // that were running and whose agents still answer, marks the others
   // failed, forgets creates that were never acknowledged, and has the
@@ -93,7 +102,9 @@ class SandboxManager {
   // waits for it.
   asio::awaitable<Result<SandboxRecord>> CreateIdempotent(CreateOptions o, const std::string& key,
                                                           const std::string& canonical_body, bool* replayed);
-  // Running sandbox, or sandbox_not_found / sandbox_not_running.
+  // Running sandbox, or sandbox_not_found / sandbox_not_running / conflict
+  // (paused). A sandbox the idle policy paused is resumed here: any request
+  // that needs it running wakes it. Marks the sandbox active.
   Result<std::shared_ptr<Sandbox>> GetRunning(const std::string& id);
   Result<SandboxRecord> Get(const std::string& id);
   ListPage List(const ListFilter& f);
@@ -112,7 +123,9 @@ class SandboxManager {
 
   // running -> paused (cgroup freezer) and back; each is idempotent. The
   // TTL keeps counting while paused: a paused sandbox still holds memory.
-  Result<SandboxRecord> Pause(const std::string& id);
+  // `idle`: the idle policy pauses (the next request that needs the
+  // sandbox resumes it); the API's pause stays until an explicit resume.
+  Result<SandboxRecord> Pause(const std::string& id, bool idle = false);
   Result<SandboxRecord> Resume(const std::string& id);
   // Starts the TTL reaper on the current executor.
   void StartReaper(asio::any_io_executor ex);
@@ -130,6 +143,8 @@ class SandboxManager {
 
  private:
   asio::awaitable<void> ReapLoop();
+  // Pauses running sandboxes idle for longer than their auto_pause_seconds.
+  void PauseIdle();
   void MarkFailed(const std::string& id, const std::string& reason);
   // Writes the sandbox's record (and its instance's adoption facts) to the
   // store; a no-op without a store.
@@ -144,6 +159,7 @@ class SandboxManager {
   Driver* driver_;
   TemplateRegistry* templates_;
   store::StateStore* store_;
+  VolumeManager* volumes_ = nullptr;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   std::map<std::string, SnapshotRecord> snapshots_;
   int starting_ = 0;

@@ -95,6 +95,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   void Close();
   bool alive() const { return alive_; }
   int agent_pid() const { return agent_pid_; }
+  // Streams whose owner still holds them (an exec, a transfer, an attached
+  // process output or terminal): the sandbox is in use while any is open.
+  size_t open_streams() const { return streams_.size(); }
   // Whether the agent's hello listed `name` ("processes", "pty"): an agent
   // from an older build drops the connection on frame types it does not know.
   bool has_feature(const std::string& name) const { return features_.count(name) > 0; }

@@ -14,11 +14,19 @@
 
 namespace hutch {
 
+// A host directory to show inside the sandbox (a volume's data).
+struct InstanceMount {
+  std::string host_dir;
+  std::string path;  // absolute, normalized; parents listed before children
+  bool read_only = false;
+};
+
 struct InstanceSpec {
   std::string id;            // sandbox id, e.g. sb_0123...
   std::string rootfs;        // template root filesystem (read-only)
   // Read-only snapshot layers above the template, topmost first.
   std::vector<std::string> layers;
+  std::vector<InstanceMount> mounts;
   double cpus = 1;
   int64_t memory_mb = 512;
   int64_t disk_mb = 2048;

@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   std::string keys_file, templates_dir, agent_path, builder, log_level = "info", durability = "normal";
   uint32_t uid_base = 1000000;
   bool new_key = false;
+  VolumeOptions vopts;
   ManagerOptions mopts;
   mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   api::ApiConfig acfg;
@@ -145,6 +146,9 @@ int main(int argc, char** argv) {
   app.add_option("--default-ttl", mopts.default_ttl_seconds, "Default ttl_seconds");
   app.add_option("--max-ttl", mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
   app.add_option("--pids-max", mopts.pids_max, "Processes per sandbox");
+  app.add_option("--default-volume-mb", vopts.default_size_mb, "Size of a volume created without size_mb")
+      ->capture_default_str();
+  app.add_option("--max-volume-mb", vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
   app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
@@ -246,6 +250,10 @@ int main(int argc, char** argv) {
   fs::create_directories(mopts.snapshots_dir, ec);
   asio::io_context io(1);
   SandboxManager mgr(mopts, driver->get(), &templates, db->get());
+  vopts.dir = state_dir + "/volumes";
+  vopts.uid_base = uid_base;
+  VolumeManager volumes(vopts, db->get());
+  mgr.SetVolumes(&volumes);
   api::Api api(acfg, &mgr);
   api::HttpServer server(io, &api);
   auto ep = server.Listen(listen);
@@ -259,6 +267,15 @@ int main(int argc, char** argv) {
   // Recovery runs before the first request is accepted: a client never
   // sees a sandbox the server has not yet decided to adopt or drop.
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto vrep = volumes.Recover();
+    if (!vrep.ok()) {
+      std::cerr << "hutchd: " << vrep.error().message << "\n";
+      exit_code = 2;
+      io.stop();
+      co_return;
+    }
+    spdlog::info("volumes_recovered mounted={} kept={} removed={} broken={}", vrep->mounted, vrep->kept,
+                 vrep->removed, vrep->broken);
     auto rep = co_await mgr.Recover();
     if (!rep.ok()) {
       std::cerr << "hutchd: " << rep.error().message << "\n";
@@ -287,6 +304,7 @@ int main(int argc, char** argv) {
     server.Stop();
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
       co_await mgr.Shutdown();
+      volumes.Shutdown();
       io.stop();
     }, asio::detached);
   });

@@ -79,6 +79,12 @@ const char* const kMigrations[] = {
       record TEXT NOT NULL
     );
     )sql",
+    R"sql(
+    CREATE TABLE volumes (
+      name TEXT PRIMARY KEY,
+      record TEXT NOT NULL
+    );
+    )sql",
 };
 
 
@@ -218,6 +224,29 @@ Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadSnapsho
   int rc;
   while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
   if (rc != SQLITE_DONE) return DbError(db_, "load snapshots");
+  return out;
+}
+
+Status StateStore::PutVolume(const std::string& name, const std::string& record) {
+  Stmt st(db_, "INSERT OR REPLACE INTO volumes (name, record) VALUES (?,?)");
+  st.Bind(1, name);
+  st.Bind(2, record);
+  return RunWrite(db_, st, "put volume");
+}
+
+Status StateStore::DeleteVolume(const std::string& name) {
+  Stmt st(db_, "DELETE FROM volumes WHERE name = ?");
+  st.Bind(1, name);
+  return RunWrite(db_, st, "delete volume");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadVolumes() {
+  Stmt st(db_, "SELECT name, record FROM volumes ORDER BY name");
+  if (!st.ok()) return DbError(db_, "prepare load volumes");
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
+  if (rc != SQLITE_DONE) return DbError(db_, "load volumes");
   return out;
 }
 

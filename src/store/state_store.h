@@ -65,6 +65,11 @@ class StateStore {
   Status DeleteSnapshot(const std::string& id);
   Result<std::vector<std::pair<std::string, std::string>>> LoadSnapshots();
 
+  // Volumes: name -> JSON record (core's VolumeRecord).
+  Status PutVolume(const std::string& name, const std::string& record);
+  Status DeleteVolume(const std::string& name);
+  Result<std::vector<std::pair<std::string, std::string>>> LoadVolumes();
+
   // API keys, by SHA-256 hex of the key (the key itself is never stored).
   Status AddApiKeyHash(const std::string& hash, const std::string& label);
   Result<std::vector<std::string>> LoadApiKeyHashes();

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/subprocess.h"
 #include "driver/jail/jail_spawn.h"
 
 namespace hutch::jail {
@@ -34,28 +35,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr auto kSetupTimeout = std::chrono::seconds(15);
-
-// Waits until `fd` is readable or `timeout` passes. Does not take the fd.
-asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
-  auto ex = co_await asio::this_coro::executor;
-  int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (dupfd < 0) co_return false;
-  asio::posix::stream_descriptor d(ex, dupfd);
-  asio::steady_timer t(ex);
-  t.expires_after(timeout);
-  bool expired = false;
-  t.async_wait([&](boost::system::error_code ec) {
-    if (!ec) {
-      expired = true;
-      boost::system::error_code ignored;
-      d.cancel(ignored);
-    }
-  });
-  boost::system::error_code ec;
-  co_await d.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
-  t.cancel();
-  co_return !ec && !expired;
-}
 
 // Copies the agent binary into a sealed memfd, so every sandbox execs an
 // immutable image: a root inside that opens /proc/1/exe for writing finds
@@ -102,21 +81,9 @@ Result<uint64_t> ProcStartTime(pid_t pid) {
 // owners, modes, times, xattrs (trusted.overlay.* marks opaque dirs) and
 // the 0/0 character devices that are whiteouts.
 asio::awaitable<Status> CopyTree(const std::string& src, const std::string& dst) {
-  std::string from = src + "/.";
-  const char* argv[] = {"cp", "-a", "--reflink=auto", "--", from.c_str(), dst.c_str(), nullptr};
-  const char* envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", nullptr};
-  pid_t pid = -1;
-  if (int e = posix_spawn(&pid, "/bin/cp", nullptr, nullptr, const_cast<char**>(argv), const_cast<char**>(envp));
-      e != 0)
-    co_return MakeError(Code::kInternal, std::string("spawn cp: ") + strerror(e));
-  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  if (pidfd) co_await WaitReadable(pidfd.get(), std::chrono::hours(1));
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    co_return MakeError(Code::kInternal, "copy " + src + " to " + dst + " failed (status " + std::to_string(st) + ")");
-  co_return Status{};
+  // A named argv: GCC 12 miscompiles braced temporaries inside co_await.
+  std::vector<std::string> argv = {"/bin/cp", "-a", "--reflink=auto", "--", src + "/.", dst};
+  co_return co_await RunTool(argv, std::chrono::hours(1));
 }
 
 int PidfdSendSignal(int pidfd, int sig) {
@@ -357,6 +324,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   }
   cfg.extra_lowers.push_back(dir + "/identity");
   for (const auto& l : spec.layers) cfg.extra_lowers.push_back(l);
+  for (const auto& m : spec.mounts) cfg.binds.push_back({m.host_dir, m.path, m.read_only});
   cfg.hostname = spec.id;
   cfg.agent_socket = dir + "/agent.sock";
   cfg.log_path = dir + "/agent.log";

@@ -35,6 +35,7 @@ enum Step : uint32_t {
   kStepScratchTmpfs,
   kStepUpperDirs,
   kStepOverlay,
+  kStepVolumes,
   kStepProc,
   kStepDev,
   kStepDevNodes,
@@ -61,7 +62,7 @@ enum Step : uint32_t {
 
 constexpr const char* kStepNames[] = {
     "none", "wait for parent", "make / private", "mount scratch tmpfs", "create upper dirs",
-    "mount overlay", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
+    "mount overlay", "mount volumes", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
     "mount /dev/shm", "mount /sys", "mask /proc paths", "set hostname", "bring up loopback",
     "bind agent socket", "pivot_root", "unshare cgroup ns", "unshare user ns",
     "wait for uid maps", "set ids", "no_new_privs", "drop capabilities", "rlimits",
@@ -81,6 +82,8 @@ struct Plan {
   std::vector<std::string> dev_nodes_src, dev_nodes_dst;
   std::vector<std::array<std::string, 2>> dev_links;  // {target, linkpath}
   std::vector<std::string> proc_masked_files, proc_ro_dirs, proc_masked_dirs;
+  // Per bind: the mount point's path components under the root.
+  std::vector<std::vector<std::string>> bind_components;
   std::string dev_null_in_root;
   int sync_fd = -1;
   int parent_sync_fd = -1;  // the parent's end, which the child must not hold
@@ -111,6 +114,42 @@ bool Exists(const char* p) {
   return lstat(p, &st) == 0;
 }
 
+// Binds a volume at its mount point inside the new root. The root's
+// directories come from the template and from snapshot layers that a
+// sandbox wrote, so any of them may be a planted symlink: each component is
+// opened with O_NOFOLLOW relative to its parent (a symlink fails the create
+// instead of sending the mkdir or the mount to a host path), and missing
+// ones are created owned by the sandbox's root. The mount is attached to
+// the final directory by fd (move_mount), never by path.
+void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>& comps) {
+  const JailConfig& c = *p.cfg;
+  const int sfd = p.sync_fd;
+  int dir = open(p.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) Fail(sfd, kStepVolumes, errno);
+  for (const auto& comp : comps) {
+    int next = openat(dir, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT) {
+      if (mkdirat(dir, comp.c_str(), 0755) != 0 && errno != EEXIST) Fail(sfd, kStepVolumes, errno);
+      if (fchownat(dir, comp.c_str(), c.uid_base, c.uid_base, AT_SYMLINK_NOFOLLOW) != 0)
+        Fail(sfd, kStepVolumes, errno);
+      next = openat(dir, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (next < 0) Fail(sfd, kStepVolumes, errno);
+    close(dir);
+    dir = next;
+  }
+  int tree = open_tree(AT_FDCWD, b.host_dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) Fail(sfd, kStepVolumes, errno);
+  struct mount_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
+  if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) Fail(sfd, kStepVolumes, errno);
+  if (move_mount(tree, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    Fail(sfd, kStepVolumes, errno);
+  close(tree);
+  close(dir);
+}
+
 // The child. Only raw syscalls from here to exec.
 [[noreturn]] void ChildMain(const Plan& p) {
   const JailConfig& c = *p.cfg;
@@ -135,6 +174,7 @@ bool Exists(const char* p) {
   if (chown(p.upper.c_str(), c.uid_base, c.uid_base) != 0) Fail(sfd, kStepUpperDirs, errno);
   if (mount("overlay", p.root.c_str(), "overlay", MS_NOSUID, p.overlay_opts.c_str()) != 0)
     Fail(sfd, kStepOverlay, errno);
+  for (size_t i = 0; i < c.binds.size(); ++i) BindVolume(p, c.binds[i], p.bind_components[i]);
 
   // We are PID 1 of the new pid namespace: this /proc shows only the sandbox.
   if (mount("proc", p.proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
@@ -320,6 +360,22 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   std::string lowers;
   for (const auto& l : cfg.extra_lowers) lowers += l + ":";
   p.overlay_opts = "lowerdir=" + lowers + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
+  for (const auto& b : cfg.binds) {
+    std::vector<std::string> comps;
+    size_t start = 1;
+    while (start < b.path.size()) {
+      size_t end = b.path.find('/', start);
+      if (end == std::string::npos) end = b.path.size();
+      std::string comp = b.path.substr(start, end - start);
+      if (comp.empty() || comp == "." || comp == "..")
+        return MakeError(Code::kInvalidRequest, "bind path " + b.path + " is not normalized");
+      comps.push_back(std::move(comp));
+      start = end + 1;
+    }
+    if (b.path.empty() || b.path[0] != '/' || comps.empty())
+      return MakeError(Code::kInvalidRequest, "bind path " + b.path + " must be absolute and not /");
+    p.bind_components.push_back(std::move(comps));
+  }
   p.proc = p.root + "/proc";
   p.dev = p.root + "/dev";
   p.dev_opts = "size=64k,nr_inodes=64,mode=0755,uid=" + std::to_string(cfg.uid_base) +
@@ -391,6 +447,13 @@ Result<bool> JailChild::ReadReport() {
   e.code = Code::kInternal;
   e.err = r.err;
   e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  if (r.step == kStepVolumes && (r.err == ELOOP || r.err == ENOTDIR)) {
+    // The request's fault, not the host's: its mount path runs through a
+    // symlink or a file in the sandbox's own tree.
+    e.code = Code::kInvalidRequest;
+    e.message = "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
+                std::string(strerror(r.err)) + ")";
+  }
   return e;
 }
 
@@ -417,6 +480,13 @@ Status JailChild::ReadExecResult() {
   e.code = Code::kInternal;
   e.err = r.err;
   e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  if (r.step == kStepVolumes && (r.err == ELOOP || r.err == ENOTDIR)) {
+    // The request's fault, not the host's: its mount path runs through a
+    // symlink or a file in the sandbox's own tree.
+    e.code = Code::kInvalidRequest;
+    e.message = "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
+                std::string(strerror(r.err)) + ")";
+  }
   return e;
 }
 

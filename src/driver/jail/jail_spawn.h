@@ -28,12 +28,21 @@
 
 namespace hutch::jail {
 
+// A host directory bound into the sandbox (a volume).
+struct JailBind {
+  std::string host_dir;  // already mounted on the host
+  std::string path;      // absolute and normalized inside the sandbox
+  bool read_only = false;
+};
+
 struct JailConfig {
   std::string sandbox_dir;   // <state>/sandboxes/<id>, created by the caller
   std::string lower_dir;     // template rootfs (read-only lower layer)
   // Read-only layers stacked above the template, topmost first (snapshot
   // layers, the sandbox's identity files).
   std::vector<std::string> extra_lowers;
+  // Bound in this order (parents before children), after the overlay.
+  std::vector<JailBind> binds;
   std::string agent_socket;  // host path of the agent's listening socket
   std::string log_path;      // agent's stdout/stderr
   std::string hostname = "sandbox";

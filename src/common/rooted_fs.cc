@@ -1,8 +1,10 @@
-#include "agent/fs_ops.h"
+#include "common/rooted_fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/securebits.h>
+#include <sys/prctl.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-namespace hutch::agent {
+namespace hutch {
 
 using nlohmann::json;
 
@@ -19,15 +21,14 @@ namespace {
 
 constexpr size_t kMaxListEntries = 100000;
 
-// openat2 with RESOLVE_NO_MAGICLINKS; falls back to openat on kernels
-// without openat2 (< 5.6), where the sandbox setup is the only guard.
-Result<UniqueFd> OpenAt(int dirfd, const std::string& path, uint64_t flags, mode_t mode = 0) {
+// Opens `path` inside the tree at `root`. No fallback for kernels without
+// openat2 (< 5.6): confinement must not silently disappear.
+Result<UniqueFd> OpenAt(int root, const std::string& path, uint64_t flags, mode_t mode = 0) {
   open_how how{};
   how.flags = flags | O_CLOEXEC;
   how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
-  how.resolve = RESOLVE_NO_MAGICLINKS;
-  long fd = syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof(how));
-  if (fd < 0 && errno == ENOSYS) fd = openat(dirfd, path.c_str(), static_cast<int>(how.flags), mode);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  long fd = syscall(SYS_openat2, root, path.c_str(), &how, sizeof(how));
   if (fd < 0) return FsError("open", path, errno);
   return UniqueFd(static_cast<int>(fd));
 }
@@ -48,9 +49,9 @@ struct Parent {
   std::string name;
 };
 
-Result<Parent> OpenParent(const std::string& path) {
+Result<Parent> OpenParent(int root, const std::string& path) {
   if (path == "/") return MakeError(Code::kInvalidRequest, "operation not allowed on /");
-  auto dir = OpenAt(AT_FDCWD, ParentOf(path), O_PATH | O_DIRECTORY);
+  auto dir = OpenAt(root, ParentOf(path), O_PATH | O_DIRECTORY);
   if (!dir.ok()) return dir.error();
   return Parent{std::move(*dir), BaseName(path)};
 }
@@ -146,9 +147,11 @@ Status RemoveChildren(int parent, const std::string& name, const std::string& pa
   return {};
 }
 
-// mkdir -p; returns an O_PATH fd of the final directory.
-Result<UniqueFd> MakeDirsFd(const std::string& path) {
-  auto cur = OpenAt(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+// mkdir -p; returns an O_PATH fd of the final directory. Each prefix is
+// opened from the root again, so a symlink among them resolves inside the
+// tree as a whole path would.
+Result<UniqueFd> MakeDirsFd(int root, const std::string& path) {
+  auto cur = OpenAt(root, "/", O_PATH | O_DIRECTORY);
   if (!cur.ok()) return cur.error();
   UniqueFd fd = std::move(*cur);
   std::string sofar;
@@ -159,7 +162,7 @@ Result<UniqueFd> MakeDirsFd(const std::string& path) {
     pos = slash == std::string::npos ? path.size() : slash + 1;
     sofar += "/" + comp;
     if (mkdirat(fd.get(), comp.c_str(), 0755) < 0 && errno != EEXIST) return FsError("mkdir", sofar, errno);
-    auto next = OpenAt(fd.get(), comp, O_PATH | O_DIRECTORY);
+    auto next = OpenAt(root, sofar, O_PATH | O_DIRECTORY);
     if (!next.ok()) return FsError("mkdir", sofar, next.error().err);
     fd = std::move(*next);
   }
@@ -168,7 +171,13 @@ Result<UniqueFd> MakeDirsFd(const std::string& path) {
 
 }  // namespace
 
-FsIdentity::FsIdentity(uid_t uid, gid_t gid) {
+FsIdentity::FsIdentity(uid_t uid, gid_t gid, Caps caps) {
+  if (caps == kKeepCaps) {
+    // Per thread, like the fs ids: other threads are not affected.
+    int bits = prctl(PR_GET_SECUREBITS);
+    if (bits >= 0 && prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(bits) | SECBIT_NO_SETUID_FIXUP) == 0)
+      saved_securebits_ = bits;
+  }
   // gid first: changing fsuid away from 0 drops the capabilities we would
   // still want for other changes.
   setfsgid(gid);
@@ -178,6 +187,7 @@ FsIdentity::FsIdentity(uid_t uid, gid_t gid) {
 FsIdentity::~FsIdentity() {
   setfsuid(0);
   setfsgid(0);
+  if (saved_securebits_ >= 0) prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(saved_securebits_));
 }
 
 Error FsError(const std::string& what, const std::string& path, int err) {
@@ -207,19 +217,19 @@ Result<std::string> NormalizePath(const std::string& path, const std::string& ho
   return out.empty() ? "/" : out;
 }
 
-Result<json> StatEntry(const std::string& path) {
+Result<json> StatEntry(int root, const std::string& path) {
   if (path == "/") {
-    auto root = OpenAt(AT_FDCWD, "/", O_PATH | O_DIRECTORY);
-    if (!root.ok()) return root.error();
-    return EntryAt(root->get(), ".", "/");
+    auto top = OpenAt(root, "/", O_PATH | O_DIRECTORY);
+    if (!top.ok()) return top.error();
+    return EntryAt(top->get(), ".", "/");
   }
-  auto p = OpenParent(path);
+  auto p = OpenParent(root, path);
   if (!p.ok()) return p.error();
   return EntryAt(p->dir.get(), p->name, path);
 }
 
-Result<json> ListEntries(const std::string& path, int depth) {
-  auto fd = OpenAt(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+Result<json> ListEntries(int root, const std::string& path, int depth) {
+  auto fd = OpenAt(root, path, O_RDONLY | O_DIRECTORY);
   if (!fd.ok()) return FsError("list", path, fd.error().err);
   DIR* raw = fdopendir(fd->get());
   if (raw == nullptr) return FsError("list", path, errno);
@@ -233,21 +243,21 @@ Result<json> ListEntries(const std::string& path, int depth) {
   return json(std::move(entries));
 }
 
-Result<json> MakeDirs(const std::string& path) {
-  auto fd = MakeDirsFd(path);
+Result<json> MakeDirs(int root, const std::string& path) {
+  auto fd = MakeDirsFd(root, path);
   if (!fd.ok()) {
     // The last component exists as something else: that is a conflict, not
     // a missing directory in the middle of the path.
-    auto e = StatEntry(path);
+    auto e = StatEntry(root, path);
     if (fd.error().err == ENOTDIR && e.ok() && (*e)["type"] != "dir")
       return Error{Code::kConflict, EEXIST, "mkdir " + path + ": exists and is not a directory"};
     return fd.error();
   }
-  return StatEntry(path);
+  return StatEntry(root, path);
 }
 
-Status Remove(const std::string& path, bool recursive) {
-  auto p = OpenParent(path);
+Status Remove(int root, const std::string& path, bool recursive) {
+  auto p = OpenParent(root, path);
   if (!p.ok()) return p.error();
   struct stat st {};
   if (fstatat(p->dir.get(), p->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return FsError("remove", path, errno);
@@ -260,11 +270,11 @@ Status Remove(const std::string& path, bool recursive) {
   return {};
 }
 
-Result<json> Move(const std::string& from, const std::string& to) {
-  auto src = OpenParent(from);
+Result<json> Move(int root, const std::string& from, const std::string& to) {
+  auto src = OpenParent(root, from);
   if (!src.ok()) return src.error();
   if (to == "/") return MakeError(Code::kInvalidRequest, "operation not allowed on /");
-  auto dst_dir = MakeDirsFd(ParentOf(to));
+  auto dst_dir = MakeDirsFd(root, ParentOf(to));
   if (!dst_dir.ok()) return dst_dir.error();
   const std::string to_name = BaseName(to);
   if (renameat(src->dir.get(), src->name.c_str(), dst_dir->get(), to_name.c_str()) < 0)
@@ -272,10 +282,10 @@ Result<json> Move(const std::string& from, const std::string& to) {
   return EntryAt(dst_dir->get(), to_name, to);
 }
 
-Result<ReadSource> OpenForRead(const std::string& path, int64_t offset, int64_t length) {
+Result<ReadSource> OpenForRead(int root, const std::string& path, int64_t offset, int64_t length) {
   if (offset < 0) return MakeError(Code::kInvalidRequest, "negative offset");
-  // O_NONBLOCK so that opening a FIFO cannot stall the agent.
-  auto fd = OpenAt(AT_FDCWD, path, O_RDONLY | O_NONBLOCK);
+  // O_NONBLOCK so that opening a FIFO cannot stall the caller.
+  auto fd = OpenAt(root, path, O_RDONLY | O_NONBLOCK);
   if (!fd.ok()) return FsError("read", path, fd.error().err);
   struct stat st {};
   if (fstat(fd->get(), &st) < 0) return FsError("read", path, errno);
@@ -307,10 +317,10 @@ TempFile& TempFile::operator=(TempFile&& o) noexcept {
 
 TempFile::~TempFile() { Discard(); }
 
-Result<TempFile> TempFile::Create(const std::string& path, mode_t mode) {
+Result<TempFile> TempFile::Create(int root, const std::string& path, mode_t mode) {
   if (path == "/") return FsError("write", path, EISDIR);
   TempFile t;
-  auto dir = MakeDirsFd(ParentOf(path));
+  auto dir = MakeDirsFd(root, ParentOf(path));
   if (!dir.ok()) return dir.error();
   t.dir_ = std::move(*dir);
   t.name_ = BaseName(path);
@@ -363,4 +373,4 @@ void TempFile::Discard() {
   file_.reset();
 }
 
-}  // namespace hutch::agent
+}  // namespace hutch

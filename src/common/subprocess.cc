@@ -1,0 +1,85 @@
+#include "common/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/unique_fd.h"
+
+namespace hutch {
+
+asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
+  auto ex = co_await asio::this_coro::executor;
+  int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (dupfd < 0) co_return false;
+  asio::posix::stream_descriptor d(ex, dupfd);
+  asio::steady_timer t(ex);
+  t.expires_after(timeout);
+  bool expired = false;
+  t.async_wait([&](boost::system::error_code ec) {
+    if (!ec) {
+      expired = true;
+      boost::system::error_code ignored;
+      d.cancel(ignored);
+    }
+  });
+  boost::system::error_code ec;
+  co_await d.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  t.cancel();
+  co_return !ec && !expired;
+}
+
+asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  if (argv.empty()) co_return MakeError(Code::kInternal, "RunTool: empty argv");
+  const std::string& tool = argv[0];
+  // Output goes to an anonymous file, not a pipe: a chatty tool can never
+  // block on a full pipe while we wait for it to exit.
+  UniqueFd out(memfd_create("tool-output", MFD_CLOEXEC));
+  if (!out) co_return ErrnoError("memfd_create");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, out.get(), 2);
+  pid_t pid = -1;
+  int e = posix_spawn(&pid, tool.c_str(), &fa, nullptr, args.data(), const_cast<char**>(envp));
+  posix_spawn_file_actions_destroy(&fa);
+  if (e != 0) co_return MakeError(Code::kInternal, "spawn " + tool + ": " + strerror(e));
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  bool done = pidfd ? co_await WaitReadable(pidfd.get(), timeout) : true;
+  if (!done) kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (done && WIFEXITED(st) && WEXITSTATUS(st) == 0) co_return Status{};
+  std::string tail;
+  off_t size = lseek(out.get(), 0, SEEK_END);
+  if (size > 0) {
+    off_t from = size > 2048 ? size - 2048 : 0;
+    tail.resize(static_cast<size_t>(size - from));
+    ssize_t n = pread(out.get(), tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  }
+  std::string why = !done                 ? "timed out"
+                    : WIFEXITED(st)       ? "exit status " + std::to_string(WEXITSTATUS(st))
+                    : WIFSIGNALED(st)     ? "killed by signal " + std::to_string(WTERMSIG(st))
+                                          : "status " + std::to_string(st);
+  co_return MakeError(Code::kInternal, tool + " failed (" + why + ")" + (tail.empty() ? "" : ": " + tail));
+}
+
+}  // namespace hutch
