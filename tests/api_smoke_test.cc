@@ -1,5 +1,7 @@
 // The path a new user walks with curl: create, exec, stream, upload,
 // download, list, delete; and the documented JSON errors.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -78,6 +80,17 @@ TEST(ApiSmoke, DocumentedErrors) {
   EXPECT_EQ(r.header("x-request-id"), "my-req-1");
   r = c.Request("GET", "/healthz");
   EXPECT_EQ(r.status, 200);
+  // Capabilities are reported as probed, never assumed: no memory
+  // snapshots, and what `criu check` said on this host.
+  auto caps = r.json()["capabilities"];
+  EXPECT_EQ(caps["driver"], "jail");
+  EXPECT_EQ(caps["memory_snapshots"], false);
+  const std::string criu = caps.value("criu", "");
+  bool installed = access("/usr/sbin/criu", X_OK) == 0;
+  if (installed)
+    EXPECT_TRUE(criu.rfind("check failed", 0) == 0 || criu.rfind("check passed", 0) == 0) << criu;
+  else
+    EXPECT_EQ(criu, "not installed");
 }
 
 TEST(ApiSmoke, GeneratesAKeyPrintsItOnceAndStoresOnlyItsHash) {

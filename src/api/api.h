@@ -24,6 +24,9 @@ struct ApiConfig {
   // Per-key token bucket on /v1 (0 = off): requests a second, bucket size.
   double rate_limit_rps = 50;
   double rate_limit_burst = 100;
+  // What this server can do, as /healthz reports it (driver, memory
+  // snapshots, the CRIU probe's finding).
+  nlohmann::json capabilities = nlohmann::json::object();
 };
 
 // 405 for a known path asked with the wrong method.

@@ -111,7 +111,9 @@ asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
       co_await ctx.SendError(MethodNotAllowed(ctx.method()));
     else
     {
-      nlohmann::json health = {{"status", "ok"}, {"sandboxes_running", mgr_->running_count()}};
+      nlohmann::json health = {{"status", "ok"},
+                               {"sandboxes_running", mgr_->running_count()},
+                               {"capabilities", cfg_.capabilities}};
       co_await ctx.SendJson(200, health);
     }
   } else if (seg.size() == 1 && seg[0] == "metrics") {
