@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Drives the `hutch` CLI as a user would against a real hutchd: create,
-# exec with exit-code propagation, cp both ways, ls, rm, clear errors.
+# exec with exit-code propagation, cp both ways, ls, rm, volumes, clear
+# errors.
 set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_CLI_BIN:?}" "${HUTCH_TEMPLATES_DIR:?}"
 T=$(mktemp -d /tmp/hutch-cli-XXXXXX)
@@ -54,6 +55,21 @@ shell_out=$(printf 'echo $((6*7))\nexit 3\n' | timeout 60 "$HUTCH_CLI_BIN" shell
 set -e
 [[ $rc == 3 ]] || fail "shell exit code $rc, want 3 (output: $shell_out)"
 [[ $shell_out == *42* ]] || fail "shell output lacks 42: $shell_out"
+
+# Volumes: create, mount, survive the sandbox, refuse rm while mounted.
+[[ $(hutch volume create --size-mb 32 cache) == cache ]] || fail "volume create"
+VID=$(hutch create --ttl 120 -v cache:/mnt/cache)
+hutch exec "$VID" -- sh -c 'echo kept > /mnt/cache/f' || fail "write to volume"
+hutch volume ls | grep -q "^cache .*$VID" || fail "volume ls does not show cache used by $VID"
+set +e
+msg=$(hutch volume rm cache 2>&1); rc=$?
+set -e
+[[ $rc != 0 && $msg == *conflict* ]] || fail "volume rm while mounted: rc=$rc msg=$msg"
+hutch rm "$VID"
+VID2=$(hutch create --ttl 120 --volume cache:/data:ro)
+[[ $(hutch exec "$VID2" -- cat /data/f) == kept ]] || fail "volume content in the next sandbox"
+hutch rm "$VID2"
+hutch volume rm cache || fail "volume rm"
 
 hutch rm "$ID" || fail "rm"
 hutch ls --status running | grep -q "$ID" && fail "rm left $ID running"

@@ -152,6 +152,8 @@ int main(int argc, char** argv) {
   create->add_option("--cpu", cpu, "CPUs");
   create->add_option("--env,-e", envs, "KEY=VALUE (repeatable)");
   create->add_option("--meta,-m", metas, "Metadata KEY=VALUE (repeatable)");
+  std::vector<std::string> vol_mounts;
+  create->add_option("--volume,-v", vol_mounts, "NAME:/PATH[:ro] mounts a volume (repeatable)");
 
   auto* ls = app.add_subcommand("ls", "List sandboxes");
   std::string status_filter;
@@ -195,6 +197,18 @@ int main(int argc, char** argv) {
   logs->add_option("pid", logs_pid, "Process id (see hutch ps)")->required();
   logs->add_option("--from", logs_from, "Byte offset to start from (0: everything still buffered)");
 
+  auto* vol = app.add_subcommand("volume", "Named volumes that outlive sandboxes");
+  vol->require_subcommand(1);
+  auto* vol_create = vol->add_subcommand("create", "Create a volume");
+  std::string vol_name;
+  int64_t vol_size = 0;
+  vol_create->add_option("name", vol_name)->required();
+  vol_create->add_option("--size-mb", vol_size, "Size cap in MB (default: the server's)");
+  auto* vol_ls = vol->add_subcommand("ls", "List volumes");
+  auto* vol_rm = vol->add_subcommand("rm", "Delete volumes (refused while a sandbox mounts one)");
+  std::vector<std::string> vol_rm_names;
+  vol_rm->add_option("names", vol_rm_names)->required();
+
   auto* tmpl = app.add_subcommand("template", "Templates");
   tmpl->add_subcommand("ls", "List templates");
 
@@ -230,6 +244,18 @@ int main(int argc, char** argv) {
       if (!SplitKv(envs, &env) || !SplitKv(metas, &meta)) return 2;
       if (!env.empty()) body["env"] = env;
       if (!meta.empty()) body["metadata"] = meta;
+      for (const auto& m : vol_mounts) {
+        // NAME:/PATH or NAME:/PATH:ro
+        size_t colon = m.find(':');
+        std::string name = m.substr(0, colon), path = colon == std::string::npos ? "" : m.substr(colon + 1);
+        bool ro = path.size() > 3 && path.compare(path.size() - 3, 3, ":ro") == 0;
+        if (ro) path.resize(path.size() - 3);
+        if (name.empty() || path.empty()) {
+          std::cerr << "hutch: --volume wants NAME:/PATH[:ro], got '" << m << "'\n";
+          return 2;
+        }
+        body["volumes"].push_back({{"name", name}, {"path", path}, {"read_only", ro}});
+      }
       auto r = c.Json("POST", "/v1/sandboxes", body);
       if (r.status != 201) return Fail(r);
       if (g.json_out) std::cout << r.json().dump() << "\n";
@@ -418,6 +444,41 @@ int main(int argc, char** argv) {
                             });
       if (r.status != 200) return Fail(r);
       return exit_code < 0 ? 1 : exit_code;
+    }
+    if (vol_create->parsed()) {
+      json body = {{"name", vol_name}};
+      if (vol_size) body["size_mb"] = vol_size;
+      auto r = c.Json("POST", "/v1/volumes", body);
+      if (r.status != 201) return Fail(r);
+      if (g.json_out) std::cout << r.json().dump() << "\n";
+      else std::cout << vol_name << "\n";
+      return 0;
+    }
+    if (vol_ls->parsed()) {
+      auto r = c.Request("GET", "/v1/volumes");
+      if (r.status != 200) return Fail(r);
+      auto vols = r.json()["volumes"];
+      if (g.json_out) {
+        std::cout << vols.dump() << "\n";
+      } else {
+        printf("%-24s %8s %12s %s\n", "NAME", "SIZE_MB", "USED_BYTES", "IN_USE_BY");
+        for (auto& v : vols) {
+          std::string users;
+          for (auto& u : v["in_use_by"]) users += (users.empty() ? "" : ",") + u.get<std::string>();
+          printf("%-24s %8lld %12llu %s\n", v.value("name", "").c_str(),
+                 static_cast<long long>(v.value("size_mb", int64_t{0})),
+                 static_cast<unsigned long long>(v.value("used_bytes", uint64_t{0})), users.c_str());
+        }
+      }
+      return 0;
+    }
+    if (vol_rm->parsed()) {
+      int rc = 0;
+      for (const auto& n : vol_rm_names) {
+        auto r = c.Request("DELETE", "/v1/volumes/" + Enc(n));
+        if (r.status != 204) rc = Fail(r);
+      }
+      return rc;
     }
     if (tmpl->parsed()) {
       auto r = c.Request("GET", "/v1/templates");

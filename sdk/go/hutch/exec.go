@@ -28,6 +28,9 @@ type ExecOptions struct {
 	// NoTimeout runs the command without a server-side time limit (the
 	// context still bounds it).
 	NoTimeout bool
+	// AutoResume resumes a paused sandbox instead of failing with a
+	// conflict.
+	AutoResume bool
 }
 
 // StreamOptions are the parameters of ExecStream.
@@ -77,6 +80,7 @@ type execBody struct {
 	Stdin          string            `json:"stdin,omitempty"`
 	TimeoutSeconds *int64            `json:"timeout_seconds,omitempty"`
 	Detach         bool              `json:"detach,omitempty"`
+	AutoResume     bool              `json:"auto_resume,omitempty"`
 }
 
 func newExecBody(cmd string, argv []string, o ExecOptions) (*execBody, error) {
@@ -87,7 +91,8 @@ func newExecBody(cmd string, argv []string, o ExecOptions) (*execBody, error) {
 	} else if cmd == "" {
 		return nil, errors.New("hutch: exec: empty command")
 	}
-	b := &execBody{Cmd: cmd, Argv: argv, Cwd: o.Cwd, Env: o.Env, User: o.User, Stdin: o.Stdin}
+	b := &execBody{Cmd: cmd, Argv: argv, Cwd: o.Cwd, Env: o.Env, User: o.User, Stdin: o.Stdin,
+		AutoResume: o.AutoResume}
 	switch {
 	case o.NoTimeout:
 		zero := int64(0)

@@ -14,11 +14,12 @@ import (
 	"time"
 )
 
-// Files moves files in and out of a sandbox. Paths are resolved inside the
-// sandbox's own root; relative paths are relative to the user's home.
-// Get it from Sandbox.Files.
+// Files moves files in and out of a sandbox or a volume. Paths are
+// resolved inside the sandbox's own root (relative paths: the user's home)
+// or the volume's root. Get it from Sandbox.Files or Volume.Files.
 type Files struct {
-	sb *Sandbox
+	c    *Client
+	base string // the route's /fs prefix
 }
 
 // FileOption adjusts a file operation.
@@ -134,7 +135,7 @@ func (f *Files) Write(ctx context.Context, path string, r io.Reader, opts ...Fil
 		q.Set("mode", fmt.Sprintf("%04o", uint32(o.mode)))
 	}
 	var info WriteInfo
-	err := f.sb.c.doJSON(ctx, &request{method: http.MethodPut, path: sandboxPath(f.sb.ID, "fs"), query: q,
+	err := f.c.doJSON(ctx, &request{method: http.MethodPut, path: f.base, query: q,
 		body: r, contentLength: readerSize(r), contentType: "application/octet-stream"}, &info)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (f *Files) WriteFile(ctx context.Context, path string, data []byte, opts ..
 		data = []byte{}
 	}
 	var info WriteInfo
-	err := f.sb.c.doJSON(ctx, &request{method: http.MethodPut, path: sandboxPath(f.sb.ID, "fs"), query: q,
+	err := f.c.doJSON(ctx, &request{method: http.MethodPut, path: f.base, query: q,
 		rawBody: data, contentType: "application/octet-stream"}, &info)
 	if err != nil {
 		return nil, err
@@ -214,15 +215,15 @@ func (f *Files) ReadRange(ctx context.Context, path string, offset, length int64
 
 func (f *Files) read(ctx context.Context, path, rng string, opts []FileOption) (io.ReadCloser, error) {
 	q, _ := f.query(path, opts)
-	r := &request{method: http.MethodGet, path: sandboxPath(f.sb.ID, "fs"), query: q}
+	r := &request{method: http.MethodGet, path: f.base, query: q}
 	if rng != "" {
 		r.header = http.Header{"Range": {rng}}
 	}
-	resp, err := f.sb.c.do(ctx, r)
+	resp, err := f.c.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	return &bodyReader{rc: resp.Body, ctx: ctx, c: f.sb.c, r: r}, nil
+	return &bodyReader{rc: resp.Body, ctx: ctx, c: f.c, r: r}, nil
 }
 
 // bodyReader turns read errors into the SDK's error kinds.
@@ -267,7 +268,7 @@ func (f *Files) List(ctx context.Context, path string, depth int, opts ...FileOp
 	var resp struct {
 		Entries []EntryInfo `json:"entries"`
 	}
-	if err := f.sb.c.doJSON(ctx, &request{method: http.MethodGet, path: sandboxPath(f.sb.ID, "fs", "list"), query: q}, &resp); err != nil {
+	if err := f.c.doJSON(ctx, &request{method: http.MethodGet, path: f.base + "/list", query: q}, &resp); err != nil {
 		return nil, err
 	}
 	return resp.Entries, nil
@@ -278,7 +279,7 @@ func (f *Files) List(ctx context.Context, path string, depth int, opts ...FileOp
 func (f *Files) Stat(ctx context.Context, path string, opts ...FileOption) (*EntryInfo, error) {
 	q, _ := f.query(path, opts)
 	var e EntryInfo
-	if err := f.sb.c.doJSON(ctx, &request{method: http.MethodGet, path: sandboxPath(f.sb.ID, "fs", "stat"), query: q}, &e); err != nil {
+	if err := f.c.doJSON(ctx, &request{method: http.MethodGet, path: f.base + "/stat", query: q}, &e); err != nil {
 		return nil, err
 	}
 	return &e, nil
@@ -303,7 +304,7 @@ func (f *Files) Remove(ctx context.Context, path string, recursive bool, opts ..
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	return f.sb.c.doJSON(ctx, &request{method: http.MethodDelete, path: sandboxPath(f.sb.ID, "fs"), query: q}, nil)
+	return f.c.doJSON(ctx, &request{method: http.MethodDelete, path: f.base, query: q}, nil)
 }
 
 // MakeDir creates the directory path and its parents; an existing
@@ -316,7 +317,7 @@ func (f *Files) MakeDir(ctx context.Context, path string, opts ...FileOption) (*
 		body["user"] = o.user
 	}
 	var e EntryInfo
-	err := f.sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(f.sb.ID, "fs", "mkdir"),
+	err := f.c.doJSON(ctx, &request{method: http.MethodPost, path: f.base + "/mkdir",
 		jsonBody: body, idempotent: true}, &e)
 	if err != nil {
 		return nil, err
@@ -332,7 +333,7 @@ func (f *Files) Rename(ctx context.Context, from, to string, opts ...FileOption)
 		body["user"] = o.user
 	}
 	var e EntryInfo
-	err := f.sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(f.sb.ID, "fs", "move"),
+	err := f.c.doJSON(ctx, &request{method: http.MethodPost, path: f.base + "/move",
 		jsonBody: body}, &e)
 	if err != nil {
 		return nil, err

@@ -50,6 +50,11 @@ type CreateOptions struct {
 	// Snapshot creates the sandbox from a snapshot id instead of a
 	// template (needs a server that has snapshots).
 	Snapshot string
+	// Volumes are mounted into the sandbox (see Client.CreateVolume).
+	Volumes []VolumeMount
+	// AutoPause pauses the sandbox after this long without a request or
+	// an open stream; the next request resumes it (0: never; whole seconds).
+	AutoPause time.Duration
 	// IdempotencyKey identifies this logical create across retries. Empty:
 	// a random key is generated per Create call.
 	IdempotencyKey string
@@ -65,6 +70,8 @@ type createBody struct {
 	DiskMB     int               `json:"disk_mb,omitempty"`
 	Network    *Network          `json:"network,omitempty"`
 	Snapshot   string            `json:"snapshot,omitempty"`
+	Volumes    []VolumeMount     `json:"volumes,omitempty"`
+	AutoPause  int64             `json:"auto_pause_seconds,omitempty"`
 }
 
 // SandboxInfo is a sandbox's state as last reported by the server.
@@ -80,6 +87,9 @@ type SandboxInfo struct {
 	MemoryMB  int               `json:"memory_mb"`
 	DiskMB    int               `json:"disk_mb"`
 	Driver    string            `json:"driver"`
+	Volumes   []VolumeMount     `json:"volumes,omitempty"`
+	// PausedBy is "api" or "idle" (the AutoPause policy) while paused.
+	PausedBy string `json:"paused_by,omitempty"`
 }
 
 // Sandbox is a handle on one sandbox. Its embedded SandboxInfo is a
@@ -97,7 +107,7 @@ type Sandbox struct {
 
 func (c *Client) newSandbox(info SandboxInfo) *Sandbox {
 	sb := &Sandbox{SandboxInfo: info, c: c}
-	sb.Files = &Files{sb: sb}
+	sb.Files = &Files{c: c, base: sandboxPath(info.ID, "fs")}
 	sb.Processes = &Processes{sb: sb}
 	return sb
 }
@@ -127,6 +137,8 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 		DiskMB:     opts.DiskMB,
 		Network:    opts.Network,
 		Snapshot:   opts.Snapshot,
+		Volumes:    opts.Volumes,
+		AutoPause:  ceilSeconds(opts.AutoPause),
 	}
 	key := opts.IdempotencyKey
 	if key == "" {

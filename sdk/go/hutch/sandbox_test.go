@@ -299,6 +299,13 @@ func TestPauseResume(t *testing.T) {
 	if err != nil || res.Stdout != "back\n" {
 		t.Fatalf("exec after resume: %v %+v", err, res)
 	}
+	if _, err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = sb.Exec(ctx, "echo woken", hutch.ExecOptions{AutoResume: true})
+	if err != nil || res.Stdout != "woken\n" {
+		t.Fatalf("exec with AutoResume: %v %+v", err, res)
+	}
 	if _, err := c.Sandbox("sb_doesnotexist").Pause(ctx); !hutch.IsSandboxNotFound(err) {
 		t.Fatalf("Pause unknown: %v", err)
 	}
