@@ -4,7 +4,7 @@
 STATE_DIR ?= /var/lib/hutch
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test test-all setup bench clean
+.PHONY: run test test-all setup bench fuzz clean
 
 setup:
 	scripts/setup
@@ -20,6 +20,9 @@ test-all:
 
 bench: setup
 	scripts/bench
+
+fuzz: setup
+	scripts/fuzz --seconds 300
 
 clean:
 	rm -rf build

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
-#include "core/exec_session.h"
+#include "core/exec_request.h"
 
 namespace hutch::api {
 

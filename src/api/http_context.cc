@@ -24,62 +24,13 @@ bool ValidRequestId(const std::string& s) {
 }
 }  // namespace
 
-bool UrlDecode(std::string_view in, bool plus_is_space, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      auto hex = [](char h) -> int {
-        if (h >= '0' && h <= '9') return h - '0';
-        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-        return -1;
-      };
-      int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      char d = static_cast<char>(hi * 16 + lo);
-      if (d == '\0') return false;
-      out->push_back(d);
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out->push_back(' ');
-    } else {
-      out->push_back(c);
-    }
-  }
-  return true;
-}
-
 HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
                          http::request_parser<http::empty_body>& hp)
     : stream_(stream), buf_(buf), hp_(hp), header_(hp.get().base()) {
-  std::string target(hp_.get().target());
-  size_t q = target.find('?');
-  std::string raw_path = target.substr(0, q);
-  if (!UrlDecode(raw_path, false, &path_)) {
-    query_ok_ = false;
-    path_ = raw_path;
-  }
-  if (q != std::string::npos) {
-    std::string_view qs(target);
-    qs.remove_prefix(q + 1);
-    while (!qs.empty()) {
-      size_t amp = qs.find('&');
-      std::string_view kv = qs.substr(0, amp);
-      qs.remove_prefix(amp == std::string_view::npos ? qs.size() : amp + 1);
-      if (kv.empty()) continue;
-      size_t eq = kv.find('=');
-      std::string k, v;
-      if (!UrlDecode(kv.substr(0, eq), true, &k) ||
-          !UrlDecode(eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1), true, &v)) {
-        query_ok_ = false;
-        continue;
-      }
-      query_[k] = v;
-    }
-  }
+  RequestTarget t = ParseRequestTarget(std::string_view(hp_.get().target().data(), hp_.get().target().size()));
+  path_ = std::move(t.path);
+  query_ = std::move(t.query);
+  query_ok_ = t.ok;
   std::string rid = Header("X-Request-Id");
   request_id_ = ValidRequestId(rid) ? rid : "r_" + RandomHex(10);
   keep_alive_ = hp_.get().keep_alive();
@@ -88,18 +39,7 @@ HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
   if (hp_.content_length() && *hp_.content_length() == 0) body_read_ = true;
 }
 
-std::vector<std::string> HttpContext::segments() const {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < path_.size()) {
-    while (i < path_.size() && path_[i] == '/') ++i;
-    size_t j = path_.find('/', i);
-    if (j == std::string::npos) j = path_.size();
-    if (j > i) out.push_back(path_.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
+std::vector<std::string> HttpContext::segments() const { return PathSegments(path_); }
 
 std::optional<std::string> HttpContext::Query(const std::string& key) const {
   auto it = query_.find(key);

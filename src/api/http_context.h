@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/request_target.h"
 #include "common/result.h"
 
 namespace hutch::api {
@@ -114,9 +115,5 @@ class HttpContext {
   std::vector<std::pair<std::string, std::string>> extra_headers_;
   std::function<void(const Error&)> on_error_;
 };
-
-// Percent-decodes a URL component ('+' is a space in queries). False on a
-// malformed escape or an embedded NUL.
-bool UrlDecode(std::string_view in, bool plus_is_space, std::string* out);
 
 }  // namespace hutch::api

@@ -9,28 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_request.h"
 #include "core/sandbox.h"
 #include "driver/agent_connection.h"
 
 namespace hutch {
-
-struct ExecRequest {
-  std::vector<std::string> argv;  // cmd is turned into {"/bin/sh","-c",cmd}
-  std::map<std::string, std::string> env;
-  std::string cwd;
-  std::string user;
-  std::optional<std::string> stdin_data;
-  int64_t timeout_seconds = 60;   // 0: no timeout
-  bool detach = false;
-};
-
-struct ExitInfo {
-  int exit_code = -1;
-  int signal = 0;
-  bool timed_out = false;
-  bool oom_killed = false;
-  int64_t duration_ms = 0;
-};
 
 struct ExecEvent {
   enum Kind { kStdout, kStderr, kExit, kError } kind = kError;
