@@ -1,6 +1,7 @@
 #include "driver/jail/jail_driver.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -347,13 +348,26 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   };
   if (auto st = cg.value()->AddProcess(ch.pid()); !st.ok()) co_return abort(st.error().Context("join cgroup"));
   if (auto st = ch.ReleaseForSetup(); !st.ok()) co_return abort(st.error());
-  if (!co_await WaitReadable(ch.sync_fd(), kSetupTimeout))
-    co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
+  // A wake-up can come with nothing to read (the waiting dup shares the
+  // socket's O_NONBLOCK, and under load the reactor may report a readiness
+  // that is already gone — seen by bench/hutch_load as EAGAIN): poll(2)
+  // says whether a report or EOF is really there; if not, wait again
+  // within the same deadline.
+  const auto setup_deadline = std::chrono::steady_clock::now() + kSetupTimeout;
+  auto report_ready = [&]() -> asio::awaitable<bool> {
+    while (std::chrono::steady_clock::now() < setup_deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(setup_deadline - std::chrono::steady_clock::now());
+      if (!co_await WaitReadable(ch.sync_fd(), std::max(left, std::chrono::milliseconds(1)))) co_return false;
+      pollfd p{ch.sync_fd(), POLLIN, 0};
+      if (poll(&p, 1, 0) == 1) co_return true;
+    }
+    co_return false;
+  };
+  if (!co_await report_ready()) co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
   auto asked = ch.ReadReport();
   if (!asked.ok()) co_return abort(asked.error());
   if (auto st = ch.MapIdsAndRelease(opts_.uid_base, 65536); !st.ok()) co_return abort(st.error());
-  if (!co_await WaitReadable(ch.sync_fd(), kSetupTimeout))
-    co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
+  if (!co_await report_ready()) co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
 
   auto start_time = ProcStartTime(ch.pid());
