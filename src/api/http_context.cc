@@ -77,7 +77,8 @@ HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
         query_ok_ = false;
         continue;
       }
-      query_[k] = v;
+      query_list_.emplace_back(k, v);
+      query_[k] = std::move(v);
     }
   }
   std::string rid = Header("X-Request-Id");

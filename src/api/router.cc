@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/api.h"
+#include "api/e2b/e2b_auth.h"
 #include "common/sha256.h"
 
 namespace hutch::api {
@@ -71,6 +72,36 @@ bool Api::Authorized(const HttpContext& ctx) const {
   return ok;
 }
 
+std::string Api::MatchKeyHash(const std::vector<std::string>& candidates) const {
+  std::string found;
+  for (const auto& c : candidates) {
+    std::string hash = Sha256Hex(c);
+    bool ok = false;
+    for (const auto& k : cfg_.api_key_hashes) ok |= ConstantTimeEquals(k, hash);
+    if (ok && found.empty()) found = hash;
+  }
+  return found;
+}
+
+asio::awaitable<void> Api::RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg) {
+  // envd calls name their sandbox in a header and authenticate with its
+  // access token (checked by the dialect); the control plane uses X-API-Key.
+  if (!ctx.Header("E2b-Sandbox-Id").empty()) co_return co_await e2b_.HandleEnvd(ctx, seg);
+  const std::string presented = ctx.Header("X-API-Key");
+  const std::string hash = MatchKeyHash(e2b::KeyCandidates(presented));
+  if (hash.empty()) {
+    Error e = MakeError(Code::kUnauthorized, "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
+    co_return co_await e2b::E2bApi::SendControlError(ctx, e);
+  }
+  if (auto d = limiter_.Take(limiter_.KeyId(hash), std::chrono::steady_clock::now()); !d.allowed) {
+    ctx.AddHeader("Retry-After", std::to_string(d.retry_after_seconds));
+    Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
+                                                std::to_string(d.retry_after_seconds) + " s");
+    co_return co_await e2b::E2bApi::SendControlError(ctx, e);
+  }
+  co_await e2b_.HandleControl(ctx, seg, hash);
+}
+
 asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.set_error_observer([this](const Error& e) { metrics_.CountError(e.code); });
@@ -93,6 +124,8 @@ asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   auto seg = ctx.segments();
   std::string sandbox;
   if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  else if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
+    sandbox = " sandbox=" + LogSafe(ctx.Header("E2b-Sandbox-Id"));
   spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
                ctx.status_sent(), ctx.request_id(), sandbox, ms);
 }
@@ -130,6 +163,8 @@ asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
     } else {
       co_await RouteV1(ctx, seg);
     }
+  } else if (!seg.empty() && seg[0] == "e2b") {
+    co_await RouteE2b(ctx, seg);
   } else {
     co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
   }
