@@ -29,7 +29,7 @@ WatchSnapshot SnapshotFromListing(const nlohmann::json& listing, const std::stri
     WatchEntry w;
     w.type = e.value("type", "other");
     w.size = e.value("size", int64_t{0});
-    w.mtime = e.value("mtime", int64_t{0});
+    if (auto m = e.find("mtime"); m != e.end()) w.mtime = m->dump();
     w.mode = e.value("mode", 0);
     out[rel] = w;
   }

@@ -27,7 +27,7 @@ const char* WatchEventTypeName(int t);
 struct WatchEntry {
   std::string type;  // the agent's: file, dir, symlink, other
   int64_t size = 0;
-  int64_t mtime = 0;
+  std::string mtime;  // as the listing gives it (compared, not interpreted)
   int mode = 0;
 };
 // By path relative to the watched directory.

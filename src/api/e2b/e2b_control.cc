@@ -125,7 +125,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   const Json& j = *body;
   // Fields the SDK sends that hutch cannot honour are refused by name
   // rather than silently dropped; absent/null/false ones are fine.
-  for (const char* f : {"autoPause", "allow_internet_access", "network", "mcp", "volumeMounts", "autoResume"}) {
+  // allow_internet_access is not among them: SDKs before 2.51 send true by
+  // default. Sandboxes have loopback only until hutch has networking
+  // (docs/compat-e2b.md says so); false is what they get anyway.
+  for (const char* f : {"autoPause", "network", "mcp", "volumeMounts", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     co_return co_await SendControlError(

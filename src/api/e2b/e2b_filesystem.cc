@@ -40,7 +40,12 @@ Json EntryInfo(const Json& e) {
   const int mode = e.value("mode", 0);
   if (mode != 0) out["mode"] = mode;
   out["permissions"] = Permissions(type, mode);
-  out["modifiedTime"] = PjTimestamp(e.value("mtime", int64_t{0}));
+  // FsCall already turned the agent's unix seconds into RFC 3339 (UTC),
+  // which is also the proto3 JSON form of a Timestamp.
+  if (auto m = e.find("mtime"); m != e.end()) {
+    if (m->is_string()) out["modifiedTime"] = *m;
+    else if (m->is_number()) out["modifiedTime"] = PjTimestamp(m->get<int64_t>());
+  }
   if (e.contains("symlink_target") && e["symlink_target"].is_string()) out["symlinkTarget"] = e["symlink_target"];
   return out;
 }
