@@ -172,21 +172,25 @@ TEST(Multipart, StreamsPartsAcrossEveryChunkSplit) {
   std::string payload2(3000, '\0');
   std::mt19937 rng(7);
   for (auto& c : payload2) c = static_cast<char>(rng());
-  const std::string body = "preamble\r\n--bX\r\n"
-                           "Content-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\n"
-                           "Content-Type: application/octet-stream\r\n\r\n" +
-                           payload1 + "\r\n--bX\r\n" +
-                           "Content-Disposition: form-data; name=\"file\"; filename=\"rel/b \\\"q\\\".bin\"\r\n\r\n" +
-                           payload2 + "\r\n--bX--\r\nepilogue";
+  const std::string body =
+      "preamble\r\n--bX\r\n"
+      "Content-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\n" +
+      payload1 + "\r\n--bX\r\n" +
+      "Content-Disposition: form-data; name=\"file\"; filename=\"rel/b \\\"q\\\".bin\"\r\n\r\n" + payload2 +
+      "\r\n--bX--\r\nepilogue";
   for (size_t step : {size_t{1}, size_t{3}, size_t{64}, body.size()}) {
     MultipartReader r("bX");
     auto ev = FeedAll(r, body, step);
     EXPECT_TRUE(r.done()) << step;
     std::vector<std::string> names, data(1);
     for (auto& e : ev) {
-      if (e.kind == MultipartReader::Event::kPartBegin) names.push_back(e.filename);
-      else if (e.kind == MultipartReader::Event::kData) data.back() += e.data;
-      else data.emplace_back();
+      if (e.kind == MultipartReader::Event::kPartBegin)
+        names.push_back(e.filename);
+      else if (e.kind == MultipartReader::Event::kData)
+        data.back() += e.data;
+      else
+        data.emplace_back();
     }
     ASSERT_EQ(names.size(), 2u) << step;
     EXPECT_EQ(names[0], "/home/user/a.txt");
@@ -231,18 +235,18 @@ TEST(Gzip, RoundTripInPieces) {
 TEST(DirWatch, DiffsListingsIntoEvents) {
   auto listing = [](std::vector<nlohmann::json> entries) { return nlohmann::json{{"entries", entries}}; };
   auto entry = [](const std::string& path, const std::string& type, int64_t size, int64_t mtime, int mode) {
-    return nlohmann::json{{"path", path}, {"name", path.substr(path.rfind('/') + 1)}, {"type", type},
-                          {"size", size},  {"mtime", mtime},                           {"mode", mode}};
+    return nlohmann::json{{"path", path},   {"name", path.substr(path.rfind('/') + 1)},
+                          {"type", type},   {"size", size},
+                          {"mtime", mtime}, {"mode", mode}};
   };
-  WatchSnapshot a = SnapshotFromListing(listing({entry("/w/old", "file", 1, 10, 0644),
-                                                 entry("/w/keep", "file", 1, 10, 0644),
-                                                 entry("/w/d", "dir", 0, 10, 0755)}),
-                                        "/w");
-  WatchSnapshot b = SnapshotFromListing(listing({entry("/w/keep", "file", 5, 11, 0600),
-                                                 entry("/w/d", "dir", 0, 10, 0755),
-                                                 entry("/w/new", "file", 3, 12, 0644),
-                                                 entry("/w/empty", "file", 0, 12, 0644)}),
-                                        "/w/");
+  WatchSnapshot a =
+      SnapshotFromListing(listing({entry("/w/old", "file", 1, 10, 0644), entry("/w/keep", "file", 1, 10, 0644),
+                                   entry("/w/d", "dir", 0, 10, 0755)}),
+                          "/w");
+  WatchSnapshot b =
+      SnapshotFromListing(listing({entry("/w/keep", "file", 5, 11, 0600), entry("/w/d", "dir", 0, 10, 0755),
+                                   entry("/w/new", "file", 3, 12, 0644), entry("/w/empty", "file", 0, 12, 0644)}),
+                          "/w/");
   ASSERT_EQ(b.count("keep"), 1u);
   auto ev = DiffSnapshots(a, b);
   auto has = [&](const std::string& n, int t) {

@@ -30,8 +30,8 @@ Result<std::optional<Envelope>> EnvelopeReader::Next() {
   const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + pos_);
   const uint32_t n = (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | uint32_t{p[4]};
   if (n > max_)
-    return MakeError(Code::kPayloadTooLarge, "envelope of " + std::to_string(n) + " bytes exceeds " +
-                                                 std::to_string(max_));
+    return MakeError(Code::kPayloadTooLarge,
+                     "envelope of " + std::to_string(n) + " bytes exceeds " + std::to_string(max_));
   if (buf_.size() - pos_ < 5 + size_t{n}) return std::optional<Envelope>();
   Envelope e;
   e.flags = p[0];
@@ -47,31 +47,43 @@ Result<std::optional<Envelope>> EnvelopeReader::Next() {
 
 const char* ConnectCodeName(Code c) {
   switch (c) {
-    case Code::kInvalidRequest: return "invalid_argument";
-    case Code::kUnauthorized: return "unauthenticated";
+    case Code::kInvalidRequest:
+      return "invalid_argument";
+    case Code::kUnauthorized:
+      return "unauthenticated";
     case Code::kSandboxNotFound:
     case Code::kTemplateNotFound:
     case Code::kSnapshotNotFound:
     case Code::kProcessNotFound:
     case Code::kFileNotFound:
-    case Code::kNotFound: return "not_found";
-    case Code::kConflict: return "already_exists";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kConflict:
+      return "already_exists";
     case Code::kSandboxNotRunning:
-    case Code::kSandboxExpired: return "unavailable";
+    case Code::kSandboxExpired:
+      return "unavailable";
     case Code::kNotADirectory:
     case Code::kIsADirectory:
-    case Code::kRangeNotSatisfiable: return "failed_precondition";
-    case Code::kPermissionDenied: return "permission_denied";
+    case Code::kRangeNotSatisfiable:
+      return "failed_precondition";
+    case Code::kPermissionDenied:
+      return "permission_denied";
     case Code::kPayloadTooLarge:
     case Code::kRateLimited:
     case Code::kCapacityExhausted:
     case Code::kNoSpace:
-    case Code::kSandboxResourceExhausted: return "resource_exhausted";
-    case Code::kUnavailable: return "unavailable";
+    case Code::kSandboxResourceExhausted:
+      return "resource_exhausted";
+    case Code::kUnavailable:
+      return "unavailable";
     case Code::kNotSupported:
-    case Code::kMethodNotAllowed: return "unimplemented";
-    case Code::kHeadersTooLarge: return "invalid_argument";
-    case Code::kInternal: return "internal";
+    case Code::kMethodNotAllowed:
+      return "unimplemented";
+    case Code::kHeadersTooLarge:
+      return "invalid_argument";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -7,7 +7,8 @@ asio::awaitable<Status> ConnectStream::Begin() {
   begun_ = true;
   std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-cache"},
                                                               {"X-Accel-Buffering", "no"}};
-  auto st = co_await ctx_.BeginStream(200, "application/connect+json", -1, headers);
+  const std::string type = "application/connect+json";
+  auto st = co_await ctx_.BeginStream(200, type, -1, headers);
   if (!st.ok()) broken_ = true;
   co_return st;
 }

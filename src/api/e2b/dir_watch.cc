@@ -6,11 +6,16 @@ namespace hutch::api::e2b {
 
 const char* WatchEventTypeName(int t) {
   switch (t) {
-    case kWatchCreate: return "EVENT_TYPE_CREATE";
-    case kWatchWrite: return "EVENT_TYPE_WRITE";
-    case kWatchRemove: return "EVENT_TYPE_REMOVE";
-    case kWatchRename: return "EVENT_TYPE_RENAME";
-    case kWatchChmod: return "EVENT_TYPE_CHMOD";
+    case kWatchCreate:
+      return "EVENT_TYPE_CREATE";
+    case kWatchWrite:
+      return "EVENT_TYPE_WRITE";
+    case kWatchRemove:
+      return "EVENT_TYPE_REMOVE";
+    case kWatchRename:
+      return "EVENT_TYPE_RENAME";
+    case kWatchChmod:
+      return "EVENT_TYPE_CHMOD";
   }
   return "EVENT_TYPE_UNSPECIFIED";
 }

@@ -10,10 +10,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "core/sandbox.h"

@@ -88,8 +88,9 @@ class E2bApi {
   size_t json_limit_;
   // Terminals started by process.Process/Start, by "<sandbox>/<pid>": their
   // keystrokes (SendInput) and sizes (Update) come on other requests. The
-  // session lives in the Start stream's coroutine; it removes itself here.
-  std::map<std::string, PtySession*> ptys_;
+  // session is owned by the Start stream's coroutine, which removes it
+  // here when it ends; a call holds it (lock()) while it awaits.
+  std::map<std::string, std::weak_ptr<PtySession>> ptys_;
   // Watchers of CreateWatcher, by id.
   std::map<std::string, std::unique_ptr<DirWatcher>> watchers_;
 };

@@ -23,8 +23,9 @@ Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
   auto rec = mgr->Get(id);
   if (!rec.ok()) return rec.error();
   if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
-    return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found (it " +
-                                                 (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
+    return MakeError(
+        Code::kSandboxNotFound,
+        "sandbox " + id + " not found (it " + (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
   return rec;
 }
 
@@ -96,7 +97,10 @@ asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<
   if (s.size() == 1) {
     if (m == V::post) co_return co_await Create(ctx, key_hash);
     if (m == V::get) co_return co_await List(ctx, v2);
-    co_return co_await SendControlError(ctx, MakeError(Code::kMethodNotAllowed, "method not allowed here"));
+    {
+      Error err_ = MakeError(Code::kMethodNotAllowed, "method not allowed here");
+      co_return co_await SendControlError(ctx, err_);
+    }
   }
   const std::string& id = s[1];
   if (s.size() == 2 && !v2) {
@@ -111,9 +115,12 @@ asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<
     if (!v2 && op == "resume" && m == V::post) co_return co_await Connect(ctx, id, true);
     if (!v2 && op == "metrics" && m == V::get) co_return co_await Metrics(ctx, id);
     if (op == "logs" || op == "snapshots" || op == "fork" || op == "network" || op == "refreshes") {
-      co_return co_await SendControlError(
-          ctx, MakeError(Code::kNotSupported,
-                         "'" + op + "' is not supported by hutch's E2B compatibility layer (see docs/compat-e2b.md)"));
+      {
+        Error err_ =
+            MakeError(Code::kNotSupported,
+                      "'" + op + "' is not supported by hutch's E2B compatibility layer (see docs/compat-e2b.md)");
+        co_return co_await SendControlError(ctx, err_);
+      }
     }
   }
   co_await SendControlError(ctx, NoRoute(ctx));
@@ -131,8 +138,11 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   for (const char* f : {"autoPause", "network", "mcp", "volumeMounts", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
-    co_return co_await SendControlError(
-        ctx, MakeError(Code::kNotSupported, std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)"));
+    {
+      Error err_ =
+          MakeError(Code::kNotSupported, std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)");
+      co_return co_await SendControlError(ctx, err_);
+    }
   }
   auto tpl = OptString(j, "templateID");
   auto timeout = TimeoutField(j);
@@ -148,8 +158,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   if (*env) {
     for (const auto& [k, v] : **env)
       if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos)
-        co_return co_await SendControlError(ctx, MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'"));
+          v.find('\0') != std::string::npos) {
+        Error err_ = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
+        co_return co_await SendControlError(ctx, err_);
+      }
     o.env = **env;
   }
   o.owner_key = key_hash;
@@ -160,6 +172,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
 
 asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   ListFilter f;
+  f.limit = 100;  // E2B's default page
   f.any_status = {SandboxStatus::kRunning};
   if (v2) f.any_status.push_back(SandboxStatus::kPaused);
   std::vector<std::string> states;
@@ -189,9 +202,14 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   if (!states.empty()) {
     f.any_status.clear();
     for (const auto& st : states) {
-      if (st == "running") f.any_status.push_back(SandboxStatus::kRunning);
-      else if (st == "paused") f.any_status.push_back(SandboxStatus::kPaused);
-      else co_return co_await SendControlError(ctx, MakeError(Code::kInvalidRequest, "unknown state '" + st + "'"));
+      if (st == "running")
+        f.any_status.push_back(SandboxStatus::kRunning);
+      else if (st == "paused")
+        f.any_status.push_back(SandboxStatus::kPaused);
+      else {
+        Error err_ = MakeError(Code::kInvalidRequest, "unknown state '" + st + "'");
+        co_return co_await SendControlError(ctx, err_);
+      }
     }
   }
   if (!v2) f.limit = 1000;
@@ -229,7 +247,10 @@ asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
   auto t = TimeoutField(*body);
   if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
-  if (!*t) co_return co_await SendControlError(ctx, MakeError(Code::kInvalidRequest, "'timeout' is required"));
+  if (!*t) {
+    Error err_ = MakeError(Code::kInvalidRequest, "'timeout' is required");
+    co_return co_await SendControlError(ctx, err_);
+  }
   if (auto rec = Visible(mgr_, id); !rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   auto rec = mgr_->SetTtl(id, **t);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
@@ -241,8 +262,10 @@ asio::awaitable<void> E2bApi::Pause(HttpContext& ctx, const std::string& id) {
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
-  if (rec->status == SandboxStatus::kPaused)
-    co_return co_await SendControlError(ctx, MakeError(Code::kConflict, "sandbox " + id + " is already paused"));
+  if (rec->status == SandboxStatus::kPaused) {
+    Error err_ = MakeError(Code::kConflict, "sandbox " + id + " is already paused");
+    co_return co_await SendControlError(ctx, err_);
+  }
   auto p = mgr_->Pause(id);
   if (!p.ok()) co_return co_await SendControlError(ctx, p.error());
   co_await ctx.SendEmpty(204);
@@ -256,8 +279,10 @@ asio::awaitable<void> E2bApi::Connect(HttpContext& ctx, const std::string& id, b
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   const bool paused = rec->status == SandboxStatus::kPaused;
-  if (legacy_resume && !paused)
-    co_return co_await SendControlError(ctx, MakeError(Code::kConflict, "sandbox " + id + " is already running"));
+  if (legacy_resume && !paused) {
+    Error err_ = MakeError(Code::kConflict, "sandbox " + id + " is already running");
+    co_return co_await SendControlError(ctx, err_);
+  }
   if (paused) {
     auto r = mgr_->Resume(id);
     if (!r.ok()) co_return co_await SendControlError(ctx, r.error());

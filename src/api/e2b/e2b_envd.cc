@@ -14,8 +14,8 @@ namespace {
 asio::awaitable<void> SendUnreachable(HttpContext& ctx, const std::string& why, bool rpc) {
   Error e = MakeError(Code::kSandboxNotRunning, why);
   ctx.NoteError(e);
-  nlohmann::json body = rpc ? nlohmann::json{{"code", "unavailable"}, {"message", why}}
-                            : nlohmann::json{{"code", 502}, {"message", why}};
+  nlohmann::json body =
+      rpc ? nlohmann::json{{"code", "unavailable"}, {"message", why}} : nlohmann::json{{"code", 502}, {"message", why}};
   co_await ctx.SendJson(502, body);
 }
 
@@ -87,13 +87,16 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     if (streaming) co_return co_await early.End(&e);
     co_await SendUnary(ctx, e);
   };
-  if (ctx.method() != http::verb::post) co_return co_await fail(MakeError(Code::kMethodNotAllowed, "Connect calls are POST"));
+  if (ctx.method() != http::verb::post) {
+    Error err_ = MakeError(Code::kMethodNotAllowed, "Connect calls are POST");
+    co_return co_await fail(err_);
+  }
   const std::string ct = MediaType(ctx.Header("Content-Type"));
   const std::string want = streaming ? "application/connect+json" : "application/json";
   if (ct != want) {
     // Connect answers an unsupported codec with 415 before anything else.
-    Error e = MakeError(Code::kNotSupported, "content type '" + ct + "' is not supported; hutch speaks " + want +
-                                                 " (the SDK's JSON codec)");
+    Error e = MakeError(Code::kNotSupported,
+                        "content type '" + ct + "' is not supported; hutch speaks " + want + " (the SDK's JSON codec)");
     ctx.NoteError(e);
     co_return co_await ctx.SendEmpty(415);
   }
@@ -105,10 +108,14 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     reader.Feed(payload);
     auto env = reader.Next();
     if (!env.ok()) co_return co_await fail(env.error());
-    if (!*env || reader.pending() != 0)
-      co_return co_await fail(MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope"));
-    if ((*env)->flags & kEnvelopeCompressed)
-      co_return co_await fail(MakeError(Code::kNotSupported, "compressed envelopes are not supported"));
+    if (!*env || reader.pending() != 0) {
+      Error err_ = MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
+      co_return co_await fail(err_);
+    }
+    if ((*env)->flags & kEnvelopeCompressed) {
+      Error err_ = MakeError(Code::kNotSupported, "compressed envelopes are not supported");
+      co_return co_await fail(err_);
+    }
     payload = std::move((*env)->payload);
   }
   EnvdCall call;
@@ -120,9 +127,14 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
   } catch (const nlohmann::json::exception& e) {
     parse_error = e.what();
   }
-  if (!parse_error.empty())
-    co_return co_await fail(MakeError(Code::kInvalidRequest, "malformed JSON message: " + parse_error));
-  if (!call.request.is_object()) co_return co_await fail(MakeError(Code::kInvalidRequest, "a message must be a JSON object"));
+  if (!parse_error.empty()) {
+    Error err_ = MakeError(Code::kInvalidRequest, "malformed JSON message: " + parse_error);
+    co_return co_await fail(err_);
+  }
+  if (!call.request.is_object()) {
+    Error err_ = MakeError(Code::kInvalidRequest, "a message must be a JSON object");
+    co_return co_await fail(err_);
+  }
   if (auto t = IntHeader(ctx.Header("Connect-Timeout-Ms")); t && *t > 0) call.timeout = std::chrono::milliseconds(*t);
   if (auto k = IntHeader(ctx.Header("Keepalive-Ping-Interval")); k && *k > 0) call.keepalive = std::chrono::seconds(*k);
 
@@ -137,7 +149,10 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     auto r = co_await FilesystemUnary(method, call);
     co_return co_await SendUnary(ctx, r);
   }
-  co_await fail(MakeError(Code::kNotSupported, "envd service '" + service + "' is not implemented by hutch"));
+  {
+    Error err_ = MakeError(Code::kNotSupported, "envd service '" + service + "' is not implemented by hutch");
+    co_await fail(err_);
+  }
 }
 
 }  // namespace hutch::api::e2b

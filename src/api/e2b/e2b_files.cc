@@ -19,10 +19,17 @@ asio::awaitable<void> SendFilesError(HttpContext& ctx, const Error& e) {
   switch (e.code) {
     case Code::kInvalidRequest:
     case Code::kIsADirectory:
-    case Code::kNotADirectory: status = 400; break;
-    case Code::kNoSpace: status = 507; break;
-    case Code::kPermissionDenied: status = 403; break;
-    default: break;
+    case Code::kNotADirectory:
+      status = 400;
+      break;
+    case Code::kNoSpace:
+      status = 507;
+      break;
+    case Code::kPermissionDenied:
+      status = 403;
+      break;
+    default:
+      break;
   }
   const nlohmann::json body = {{"code", status}, {"message", e.message}};
   co_await ctx.SendJson(status, body);
@@ -54,8 +61,10 @@ nlohmann::json WrittenJson(const nlohmann::json& entry, const std::string& fallb
 
 asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& call_user) {
   auto path = ctx.Query("path");
-  if (!path || path->empty() || path->find('\0') != std::string::npos)
-    co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "query parameter 'path' is required"));
+  if (!path || path->empty() || path->find('\0') != std::string::npos) {
+    Error err_ = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
+    co_return co_await SendFilesError(ctx, err_);
+  }
   const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   auto dl = co_await FileDownload::Start(sb, *path, user, 0, -1);
   if (!dl.ok()) co_return co_await SendFilesError(ctx, dl.error());
@@ -65,7 +74,8 @@ asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox
       {"Content-Disposition", "inline; filename=\"" + BaseName(*path) + "\""}};
   if (gzip) headers.push_back({"Content-Encoding", "gzip"});
   headers.push_back({"Vary", "Accept-Encoding"});
-  if (auto st = co_await ctx.BeginStream(200, "application/octet-stream", gzip ? -1 : d.length(), headers); !st.ok())
+  const std::string type = "application/octet-stream";
+  if (auto st = co_await ctx.BeginStream(200, type, gzip ? -1 : d.length(), headers); !st.ok())
     co_return;
   GzipDeflater deflater;
   int64_t sent = 0;
@@ -95,20 +105,26 @@ asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox
 asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& call_user) {
   const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   const std::string qpath = ctx.Query("path").value_or("");
-  if (qpath.find('\0') != std::string::npos)
-    co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "path contains NUL"));
+  if (qpath.find('\0') != std::string::npos) {
+    Error err_ = MakeError(Code::kInvalidRequest, "path contains NUL");
+    co_return co_await SendFilesError(ctx, err_);
+  }
   const std::string ct = ctx.Header("Content-Type");
   std::string encoding = ctx.Header("Content-Encoding");
   for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (!encoding.empty() && encoding != "gzip" && encoding != "identity")
-    co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "unsupported Content-Encoding '" + encoding + "'"));
+  if (!encoding.empty() && encoding != "gzip" && encoding != "identity") {
+    Error err_ = MakeError(Code::kInvalidRequest, "unsupported Content-Encoding '" + encoding + "'");
+    co_return co_await SendFilesError(ctx, err_);
+  }
   std::unique_ptr<GzipInflater> inflater;
   if (encoding == "gzip") inflater = std::make_unique<GzipInflater>();
   nlohmann::json written = nlohmann::json::array();
 
   if (ct.rfind("application/octet-stream", 0) == 0) {
-    if (qpath.empty())
-      co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "query parameter 'path' is required"));
+    if (qpath.empty()) {
+      Error err_ = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
+      co_return co_await SendFilesError(ctx, err_);
+    }
     auto up = co_await FileUpload::Start(sb, qpath, user, 0644);
     if (!up.ok()) co_return co_await SendFilesError(ctx, up.error());
     auto& u = **up;
@@ -120,8 +136,10 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
       co_return co_await u.Write(*plain);
     });
     if (!st.ok()) co_return co_await SendFilesError(ctx, st.error());
-    if (inf && !inf->finished())
-      co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "truncated gzip body"));
+    if (inf && !inf->finished()) {
+      Error err_ = MakeError(Code::kInvalidRequest, "truncated gzip body");
+      co_return co_await SendFilesError(ctx, err_);
+    }
     auto entry = co_await u.Finish();
     if (!entry.ok()) co_return co_await SendFilesError(ctx, entry.error());
     written.push_back(WrittenJson(*entry, qpath));
@@ -129,10 +147,12 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
   }
 
   const std::string boundary = MultipartBoundary(ct);
-  if (ct.rfind("multipart/form-data", 0) != 0 || boundary.empty())
-    co_return co_await SendFilesError(
-        ctx, MakeError(Code::kInvalidRequest, "Content-Type must be multipart/form-data (with a boundary) or "
-                                              "application/octet-stream"));
+  if (ct.rfind("multipart/form-data", 0) != 0 || boundary.empty()) {
+    Error err_ = MakeError(Code::kInvalidRequest,
+                           "Content-Type must be multipart/form-data (with a boundary) or "
+                           "application/octet-stream");
+    co_return co_await SendFilesError(ctx, err_);
+  }
   MultipartReader reader(boundary);
   std::unique_ptr<FileUpload> current;
   std::string current_path;
@@ -176,10 +196,14 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
     co_return co_await handle(std::move(*events));
   });
   if (!st.ok()) co_return co_await SendFilesError(ctx, st.error());
-  if (!reader.done())
-    co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary"));
-  if (written.empty())
-    co_return co_await SendFilesError(ctx, MakeError(Code::kInvalidRequest, "no file part in the multipart body"));
+  if (!reader.done()) {
+    Error err_ = MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary");
+    co_return co_await SendFilesError(ctx, err_);
+  }
+  if (written.empty()) {
+    Error err_ = MakeError(Code::kInvalidRequest, "no file part in the multipart body");
+    co_return co_await SendFilesError(ctx, err_);
+  }
   co_await ctx.SendJson(200, written);
 }
 

@@ -32,9 +32,12 @@ Json EntryInfo(const Json& e) {
   Json out = Json::object();
   const std::string type = e.value("type", "other");
   if (auto n = e.value("name", ""); !n.empty()) out["name"] = n;
-  if (type == "file") out["type"] = "FILE_TYPE_FILE";
-  else if (type == "dir") out["type"] = "FILE_TYPE_DIRECTORY";
-  else if (type == "symlink") out["type"] = "FILE_TYPE_SYMLINK";
+  if (type == "file")
+    out["type"] = "FILE_TYPE_FILE";
+  else if (type == "dir")
+    out["type"] = "FILE_TYPE_DIRECTORY";
+  else if (type == "symlink")
+    out["type"] = "FILE_TYPE_SYMLINK";
   if (auto p = e.value("path", ""); !p.empty()) out["path"] = p;
   if (int64_t size = e.value("size", int64_t{0}); size != 0) out["size"] = PjInt64String(size);
   const int mode = e.value("mode", 0);
@@ -43,8 +46,10 @@ Json EntryInfo(const Json& e) {
   // FsCall already turned the agent's unix seconds into RFC 3339 (UTC),
   // which is also the proto3 JSON form of a Timestamp.
   if (auto m = e.find("mtime"); m != e.end()) {
-    if (m->is_string()) out["modifiedTime"] = *m;
-    else if (m->is_number()) out["modifiedTime"] = PjTimestamp(m->get<int64_t>());
+    if (m->is_string())
+      out["modifiedTime"] = *m;
+    else if (m->is_number())
+      out["modifiedTime"] = PjTimestamp(m->get<int64_t>());
   }
   if (e.contains("symlink_target") && e["symlink_target"].is_string()) out["symlinkTarget"] = e["symlink_target"];
   return out;
@@ -136,8 +141,14 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
     if (!path.ok()) co_return path.error();
     auto recursive = PjBool(req, "recursive");
     if (!recursive.ok()) co_return recursive.error();
+    // Watchers of sandboxes that are gone go first.
+    std::erase_if(watchers_, [this](const auto& kv) {
+      auto rec = mgr_->Get(kv.second->sandbox_id());
+      return !rec.ok() || rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed;
+    });
     if (watchers_.size() >= kMaxWatchers)
-      co_return MakeError(Code::kCapacityExhausted, "too many directory watchers (" + std::to_string(kMaxWatchers) + ")");
+      co_return MakeError(Code::kCapacityExhausted,
+                          "too many directory watchers (" + std::to_string(kMaxWatchers) + ")");
     if (auto st = co_await CheckWatchable(sb, *path, call.user); !st.ok()) co_return st.error();
     auto w = std::make_unique<DirWatcher>(sb->rec.id, *path, *recursive, call.user);
     auto primed = co_await w->Poll(sb);

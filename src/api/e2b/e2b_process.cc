@@ -19,9 +19,7 @@ namespace {
 
 Json Event(const char* kind, Json value) { return Json{{"event", Json{{kind, std::move(value)}}}}; }
 
-Json DataEvent(const char* stream, std::string_view bytes) {
-  return Event("data", Json{{stream, PjBase64(bytes)}});
-}
+Json DataEvent(const char* stream, std::string_view bytes) { return Event("data", Json{{stream, PjBase64(bytes)}}); }
 
 // The EndEvent as envd (Go's os.ProcessState) words it: a signalled
 // process has exit code -1, exited=false, status "signal: killed".
@@ -63,9 +61,12 @@ asio::awaitable<Error> ExplainConflict(std::shared_ptr<Sandbox> sb, int pid, Err
 }
 
 // Follows a background process's output into the stream until it exits,
-// the client leaves, or the call's deadline passes.
+// the client leaves, or (`deadline`: a Connect call) the call's deadline
+// passes. A Start stream has no deadline of its own: its process was given
+// the deadline as its timeout, so the agent kills it and the stream ends
+// with that end event.
 asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out, std::unique_ptr<ProcessFollower> attached, int pid,
-                             const EnvdCall& call) {
+                             const EnvdCall& call, bool deadline) {
   std::shared_ptr<ProcessFollower> f = std::move(attached);
   std::weak_ptr<ProcessFollower> weak = f;
   ctx.WatchClose([weak] {
@@ -81,16 +82,17 @@ asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out, std::unique_p
   while (true) {
     auto wait = call.keepalive.count() > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(call.keepalive)
                                            : std::chrono::milliseconds(3600 * 1000);
-    if (call.timeout) {
-      auto left = *call.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::steady_clock::now() - start_at);
+    if (deadline && call.timeout) {
+      auto left = *call.timeout -
+                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_at);
       // The deadline is the client's too: it has given up; end cleanly.
       if (left.count() <= 0) co_return co_await out.End(nullptr);
       wait = std::min(wait, left);
     }
     auto ev = co_await f->NextFor(wait);
     if (!ev) {
-      if (call.keepalive.count() > 0 && !(co_await out.Send(Event("keepalive", Json::object()))).ok()) co_return;
+      Json keepalive = Event("keepalive", Json::object());
+      if (call.keepalive.count() > 0 && !(co_await out.Send(keepalive)).ok()) co_return;
       continue;
     }
     switch (ev->kind) {
@@ -159,7 +161,7 @@ asio::awaitable<void> E2bApi::ProcessStart(HttpContext& ctx, EnvdCall& call) {
   if (!info.ok()) co_return co_await out.End(&info.error());
   auto f = co_await ProcessFollower::Attach(call.sb, info->pid, 0);
   if (!f.ok()) co_return co_await out.End(&f.error());
-  co_await Follow(ctx, out, std::move(*f), info->pid, call);
+  co_await Follow(ctx, out, std::move(*f), info->pid, call, false);
 }
 
 asio::awaitable<void> E2bApi::ProcessConnect(HttpContext& ctx, EnvdCall& call) {
@@ -182,7 +184,7 @@ asio::awaitable<void> E2bApi::ProcessConnect(HttpContext& ctx, EnvdCall& call) {
   // Like envd: from now on (what it printed before is not replayed).
   auto f = co_await ProcessFollower::Attach(call.sb, *pid, info->output_bytes.value_or(0));
   if (!f.ok()) co_return co_await out.End(&f.error());
-  co_await Follow(ctx, out, std::move(*f), *pid, call);
+  co_await Follow(ctx, out, std::move(*f), *pid, call, true);
 }
 
 asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call, std::vector<std::string> argv,
@@ -206,9 +208,9 @@ asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call, std::ve
   std::shared_ptr<PtySession> s = std::move(*started);
   const int pid = s->pid();
   const std::string key = PtyKey(call.sb->rec.id, pid);
-  ptys_[key] = s.get();
+  ptys_[key] = s;
   struct Unregister {
-    std::map<std::string, PtySession*>& m;
+    std::map<std::string, std::weak_ptr<PtySession>>& m;
     std::string key;
     HttpContext& ctx;
     ~Unregister() {
@@ -279,7 +281,7 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
     auto pid = SelectedPid(req);
     if (!pid.ok()) co_return pid.error();
     auto term = ptys_.find(PtyKey(call.sb->rec.id, *pid));
-    PtySession* pty = term == ptys_.end() ? nullptr : term->second;
+    std::shared_ptr<PtySession> pty = term == ptys_.end() ? nullptr : term->second.lock();
     if (method == "SendInput") {
       auto input = PjMessage(req, "input");
       if (!input.ok()) co_return input.error();
@@ -305,7 +307,8 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
           {"SIGNAL_UNSPECIFIED", 0}, {"SIGNAL_SIGTERM", SIGTERM}, {"SIGNAL_SIGKILL", SIGKILL}};
       auto sig = PjEnum(req, "signal", kSignals);
       if (!sig.ok()) co_return sig.error();
-      if (*sig <= 0 || *sig > 64) co_return MakeError(Code::kInvalidRequest, "'signal' must be SIGNAL_SIGTERM or SIGNAL_SIGKILL");
+      if (*sig <= 0 || *sig > 64)
+        co_return MakeError(Code::kInvalidRequest, "'signal' must be SIGNAL_SIGTERM or SIGNAL_SIGKILL");
       auto r = co_await SignalProcess(call.sb, *pid, *sig);
       if (!r.ok()) co_return co_await ExplainConflict(call.sb, *pid, r.error());
       co_return empty;
@@ -323,11 +326,13 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
     if (!rows.ok()) co_return rows.error();
     if (*cols == 0 || *rows == 0 || *cols > 10000 || *rows > 10000)
       co_return MakeError(Code::kInvalidRequest, "terminal size must be 1-10000 columns and rows");
-    if (auto st = co_await pty->Resize(static_cast<int>(*cols), static_cast<int>(*rows)); !st.ok()) co_return st.error();
+    if (auto st = co_await pty->Resize(static_cast<int>(*cols), static_cast<int>(*rows)); !st.ok())
+      co_return st.error();
     co_return empty;
   }
   if (method == "StreamInput")
-    co_return MakeError(Code::kNotSupported, "process.Process/StreamInput (a client stream) is not supported; use SendInput");
+    co_return MakeError(Code::kNotSupported,
+                        "process.Process/StreamInput (a client stream) is not supported; use SendInput");
   co_return MakeError(Code::kNotSupported, "process.Process/" + method + " is not implemented by hutch");
 }
 

@@ -46,6 +46,9 @@ for (const { name, sdk } of SDKS) {
       assert.equal(who.stdout, 'user\n/home/user\nyes\n/home/user\n');
       const root = await sbx.commands.run('whoami', { user: 'root' });
       assert.equal(root.stdout, 'root\n');
+      // The base template carries what E2B's does for the SDK's own uses.
+      const tools = await sbx.commands.run('python3 -c "print(6*7)" && git --version && curl --version | head -1');
+      assert.match(tools.stdout, /^42\ngit version .*\ncurl /);
     });
 
     test('a failing command raises CommandExitError with its exit code and stderr', async () => {
@@ -195,6 +198,9 @@ for (const { name, sdk } of SDKS) {
       await sbx.pty.sendInput(term.pid, new TextEncoder().encode('exit\n'));
       const r = await term.wait();
       assert.equal(r.exitCode, 0);
+      const other = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
+      assert.equal(await sbx.pty.kill(other.pid), true);
+      await assert.rejects(other.wait(), (err) => err instanceof CommandExitError);
     });
 
     test('Sandbox.list with a metadata filter and paging; getInfo; setTimeout', async () => {
@@ -259,3 +265,160 @@ for (const { name, sdk } of SDKS) {
     });
   });
 }
+
+// The wire itself, below the SDK: auth answers, envelopes, end-of-stream
+// frames, keepalives and the server-side deadline kill.
+describe('wire (raw HTTP)', () => {
+  const api = process.env.E2B_API_URL;
+  let sbx;
+  before(async () => {
+    sbx = await latest.Sandbox.create();
+  });
+  after(async () => {
+    if (sbx) await sbx.kill();
+  });
+
+  const envdHeaders = (extra = {}) => ({
+    'E2b-Sandbox-Id': sbx.sandboxId,
+    'E2b-Sandbox-Port': '49983',
+    'X-Access-Token': sbx.envdAccessToken,
+    ...extra,
+  });
+
+  // Splits a Connect streaming body into [{flags, json}].
+  function envelopes(buf) {
+    const out = [];
+    let i = 0;
+    while (i + 5 <= buf.length) {
+      const n = buf.readUInt32BE(i + 1);
+      out.push({ flags: buf[i], json: JSON.parse(buf.subarray(i + 5, i + 5 + n).toString()) });
+      i += 5 + n;
+    }
+    assert.equal(i, buf.length, 'no trailing bytes');
+    return out;
+  }
+  function envelope(obj) {
+    const body = Buffer.from(JSON.stringify(obj));
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(body.length, 1);
+    return Buffer.concat([head, body]);
+  }
+  async function start(process, headers = {}) {
+    const res = await fetch(`${api}/process.Process/Start`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1', ...headers }),
+      body: envelope({ process, stdin: false }),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'application/connect+json');
+    return envelopes(Buffer.from(await res.arrayBuffer()));
+  }
+
+  test('control plane: key forms and E2B error bodies', async () => {
+    const none = await fetch(`${api}/v2/sandboxes`);
+    assert.equal(none.status, 401);
+    assert.equal((await none.json()).code, 401);
+    const wrong = await fetch(`${api}/v2/sandboxes`, { headers: { 'X-API-Key': 'e2b_00' } });
+    assert.equal(wrong.status, 401);
+    const raw = await fetch(`${api}/v2/sandboxes`, { headers: { 'X-API-Key': process.env.HUTCH_E2B_RAW_KEY } });
+    assert.equal(raw.status, 200);
+    const missing = await fetch(`${api}/sandboxes/sb_nope`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } });
+    assert.equal(missing.status, 404);
+    assert.deepEqual(Object.keys(await missing.json()).sort(), ['code', 'message']);
+    const logs = await fetch(`${api}/sandboxes/${sbx.sandboxId}/logs`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } });
+    assert.equal(logs.status, 501);
+  });
+
+  test('envd: health, access token, codec and method errors', async () => {
+    const health = await fetch(`${api}/health`, { headers: envdHeaders({ 'X-Access-Token': '' }) });
+    assert.equal(health.status, 204);
+    const bad = await fetch(`${api}/process.Process/List`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/json', 'X-Access-Token': 'wrong' }),
+      body: '{}',
+    });
+    assert.equal(bad.status, 401);
+    assert.equal((await bad.json()).code, 'unauthenticated');
+    const proto = await fetch(`${api}/process.Process/List`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/proto' }),
+      body: '',
+    });
+    assert.equal(proto.status, 415);
+    const unknown = await fetch(`${api}/process.Process/Nope`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/json' }),
+      body: '{}',
+    });
+    assert.equal(unknown.status, 501);
+    assert.equal((await unknown.json()).code, 'unimplemented');
+    const gone = await fetch(`${api}/process.Process/List`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/json', 'E2b-Sandbox-Id': 'sb_nope' }),
+      body: '{}',
+    });
+    assert.equal(gone.status, 502);
+  });
+
+  test('envd: a stream is start, data, end (proto3 JSON), then the end-of-stream frame', async () => {
+    const frames = await start({ cmd: '/bin/sh', args: ['-c', 'printf hi; printf oops >&2'] });
+    assert.ok(frames[0].json.event.start.pid > 0);
+    const data = frames.filter((f) => f.json.event?.data);
+    const stdout = data.filter((f) => f.json.event.data.stdout).map((f) => Buffer.from(f.json.event.data.stdout, 'base64'));
+    const stderr = data.filter((f) => f.json.event.data.stderr).map((f) => Buffer.from(f.json.event.data.stderr, 'base64'));
+    assert.equal(Buffer.concat(stdout).toString(), 'hi');
+    assert.equal(Buffer.concat(stderr).toString(), 'oops');
+    const end = frames[frames.length - 2];
+    assert.deepEqual(end.json, { event: { end: { exited: true, status: 'exit status 0' } } }, 'a zero exit code is omitted');
+    assert.deepEqual(frames[frames.length - 1], { flags: 2, json: {} });
+    const failed = await start({ cmd: '/bin/sh', args: ['-c', 'exit 7'] });
+    assert.equal(failed[failed.length - 2].json.event.end.exitCode, 7);
+  });
+
+  test('envd: errors end a stream with an error frame', async () => {
+    const frames = await start({ cmd: '/bin/sh', args: ['-c', 'true'], cwd: '/does/not/exist' });
+    const last = frames[frames.length - 1];
+    assert.equal(last.flags, 2);
+    assert.ok(last.json.error.code, 'an error code by name');
+  });
+
+  test('envd: CreateWatcher / GetWatcherEvents / RemoveWatcher (the Python SDK\'s watchers)', async () => {
+    const call = async (method, body) => {
+      const res = await fetch(`${api}/filesystem.Filesystem/${method}`, {
+        method: 'POST',
+        headers: envdHeaders({ 'Content-Type': 'application/json' }),
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, json: await res.json() };
+    };
+    await sbx.files.makeDir('/home/user/pw');
+    const created = await call('CreateWatcher', { path: '/home/user/pw', recursive: false });
+    assert.equal(created.status, 200);
+    const watcherId = created.json.watcherId;
+    assert.ok(watcherId);
+    await sbx.files.write('/home/user/pw/f.txt', 'x');
+    const got = await call('GetWatcherEvents', { watcherId });
+    assert.deepEqual(got.json.events, [
+      { name: 'f.txt', type: 'EVENT_TYPE_CREATE' },
+      { name: 'f.txt', type: 'EVENT_TYPE_WRITE' },
+    ]);
+    assert.deepEqual((await call('GetWatcherEvents', { watcherId })).json, {}, 'nothing new: an empty message');
+    assert.equal((await call('RemoveWatcher', { watcherId })).status, 200);
+    const after = await call('GetWatcherEvents', { watcherId });
+    assert.equal(after.status, 404);
+    assert.equal(after.json.code, 'not_found');
+  });
+
+  test('envd: keepalive events at the asked interval', async () => {
+    const frames = await start({ cmd: '/bin/sh', args: ['-c', 'sleep 2.5'] }, { 'Keepalive-Ping-Interval': '1' });
+    assert.ok(frames.some((f) => f.json.event?.keepalive), 'a keepalive event');
+  });
+
+  test('envd: Connect-Timeout-Ms kills the process in the sandbox', async () => {
+    const frames = await start({ cmd: '/bin/sh', args: ['-c', 'sleep 5; echo survived'] }, { 'Connect-Timeout-Ms': '1000' });
+    const end = frames.find((f) => f.json.event?.end).json.event.end;
+    assert.equal(end.exitCode, -1);
+    assert.equal(end.status, 'signal: killed');
+    assert.ok(!frames.some((f) => f.json.event?.data), 'no output: it never got to echo');
+  });
+});
