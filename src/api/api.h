@@ -33,7 +33,7 @@ class Api {
       : cfg_(std::move(cfg)),
         mgr_(mgr),
         limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst),
-        e2b_(mgr, cfg_.json_body_limit) {}
+        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {}
   // Handles one request; the response has been sent when it returns.
   // Counts it, logs its access line, and answers 500 if a handler throws.
   asio::awaitable<void> Handle(HttpContext& ctx);
@@ -52,6 +52,8 @@ class Api {
   // E2B dialect's `e2b_<hex>` form); "" when none matches.
   std::string MatchKeyHash(const std::vector<std::string>& candidates) const;
   asio::awaitable<void> RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg);
+  // Takes a token of the key (by its hash); 0 if allowed, else Retry-After seconds.
+  int RateLimitWait(const std::string& key_hash);
   asio::awaitable<void> RouteV1(HttpContext& ctx, const std::vector<std::string>& seg);
 
   // /v1 handlers (v1_*.cc)

@@ -83,6 +83,11 @@ std::string Api::MatchKeyHash(const std::vector<std::string>& candidates) const 
   return found;
 }
 
+int Api::RateLimitWait(const std::string& key_hash) {
+  auto d = limiter_.Take(limiter_.KeyId(key_hash), std::chrono::steady_clock::now());
+  return d.allowed ? 0 : std::max(1, static_cast<int>(d.retry_after_seconds));
+}
+
 asio::awaitable<void> Api::RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg) {
   // envd calls name their sandbox in a header and authenticate with its
   // access token (checked by the dialect); the control plane uses X-API-Key.
@@ -93,10 +98,10 @@ asio::awaitable<void> Api::RouteE2b(HttpContext& ctx, const std::vector<std::str
     Error e = MakeError(Code::kUnauthorized, "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
     co_return co_await e2b::E2bApi::SendControlError(ctx, e);
   }
-  if (auto d = limiter_.Take(limiter_.KeyId(hash), std::chrono::steady_clock::now()); !d.allowed) {
-    ctx.AddHeader("Retry-After", std::to_string(d.retry_after_seconds));
-    Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
-                                                std::to_string(d.retry_after_seconds) + " s");
+  if (int wait = RateLimitWait(hash); wait > 0) {
+    ctx.AddHeader("Retry-After", std::to_string(wait));
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
     co_return co_await e2b::E2bApi::SendControlError(ctx, e);
   }
   co_await e2b_.HandleControl(ctx, seg, hash);
@@ -155,8 +160,10 @@ asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
     // before it can spend the tokens of a real key.
     if (!Authorized(ctx)) {
       co_await ctx.SendError(MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
-    } else if (auto d = limiter_.Take(limiter_.KeyId(BearerToken(ctx)), std::chrono::steady_clock::now());
+    } else if (auto d = limiter_.Take(limiter_.KeyId(BearerKeyHash(ctx)), std::chrono::steady_clock::now());
                !d.allowed) {
+      // (Buckets are keyed by the key's hash, so the E2B dialect, which
+      // knows a sandbox's owner only by hash, spends the same tokens.)
       ctx.AddHeader("Retry-After", std::to_string(d.retry_after_seconds));
       co_await ctx.SendError(MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
                                                                std::to_string(d.retry_after_seconds) + " s"));

@@ -44,7 +44,11 @@ struct EnvdCall {
 
 class E2bApi {
  public:
-  E2bApi(SandboxManager* mgr, size_t json_body_limit) : mgr_(mgr), json_limit_(json_body_limit) {}
+  // `rate_limit(key_hash)`: 0 when the key may make another request, else
+  // the seconds to wait (the per-key limit /v1 and the control plane use).
+  using RateLimit = std::function<int(const std::string& key_hash)>;
+  E2bApi(SandboxManager* mgr, size_t json_body_limit, RateLimit rate_limit)
+      : mgr_(mgr), json_limit_(json_body_limit), rate_limit_(std::move(rate_limit)) {}
   // Control plane; `key_hash` is the hash of the hutch key the request
   // authenticated as (it owns what it creates).
   asio::awaitable<void> HandleControl(HttpContext& ctx, const std::vector<std::string>& seg,
@@ -86,6 +90,7 @@ class E2bApi {
 
   SandboxManager* mgr_;
   size_t json_limit_;
+  RateLimit rate_limit_;
   // Terminals started by process.Process/Start, by "<sandbox>/<pid>": their
   // keystrokes (SendInput) and sizes (Update) come on other requests. The
   // session is owned by the Start stream's coroutine, which removes it

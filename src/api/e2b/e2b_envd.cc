@@ -64,6 +64,17 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     const nlohmann::json body = {{"code", 401}, {"message", e.message}};
     co_return co_await ctx.SendJson(401, body);
   }
+  // envd calls spend the tokens of the key that owns the sandbox, as its
+  // /v1 calls would.
+  if (int wait = rate_limit_ ? rate_limit_(rec->owner_key) : 0; wait > 0) {
+    ctx.AddHeader("Retry-After", std::to_string(wait));
+    Error e = MakeError(Code::kRateLimited, "rate limit of the sandbox owner's key exceeded; retry after " +
+                                                std::to_string(wait) + " s");
+    if (rpc) co_return co_await SendUnary(ctx, e);
+    ctx.NoteError(e);
+    const nlohmann::json body = {{"code", 429}, {"message", e.message}};
+    co_return co_await ctx.SendJson(429, body);
+  }
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status), rpc);
   std::string user = BasicAuthUser(ctx.Header("Authorization"));
