@@ -23,23 +23,39 @@ fi
 T=$(mktemp -d /tmp/hutch-e2b-XXXXXX)
 # A hutch key of the generated form; the SDK gets it as e2b_<hex>.
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
-HUTCH_API_KEY="hk_$HEX" "$HUTCHD_BIN" --listen 127.0.0.1:0 --state-dir "$T/state" \
-  --templates-dir "$HUTCH_TEMPLATES_DIR" >"$T/log" 2>&1 &
-SERVER=$!
+start_server() {
+  rm -f "$T/state/hutchd.addr"
+  HUTCH_API_KEY="hk_$HEX" "$HUTCHD_BIN" --listen 127.0.0.1:0 --state-dir "$T/state" \
+    --templates-dir "$HUTCH_TEMPLATES_DIR" >>"$T/log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 600); do [[ -s $T/state/hutchd.addr ]] && break; sleep 0.1; done
+  [[ -s $T/state/hutchd.addr ]] || { cat "$T/log" >&2; echo "hutchd did not start" >&2; exit 1; }
+  ADDR=$(cat "$T/state/hutchd.addr")
+  export E2B_API_URL="http://$ADDR/e2b" E2B_SANDBOX_URL="http://$ADDR/e2b"
+}
+SERVER=
 cleanup() {
-  kill "$SERVER" 2>/dev/null || true
-  wait "$SERVER" 2>/dev/null || true
+  [[ -n $SERVER ]] && kill "$SERVER" 2>/dev/null
+  [[ -n $SERVER ]] && wait "$SERVER" 2>/dev/null
   rm -rf "$T"
 }
 trap cleanup EXIT
-for _ in $(seq 1 600); do [[ -s $T/state/hutchd.addr ]] && break; sleep 0.1; done
-[[ -s $T/state/hutchd.addr ]] || { cat "$T/log" >&2; echo "hutchd did not start" >&2; exit 1; }
-ADDR=$(cat "$T/state/hutchd.addr")
-
-export E2B_API_URL="http://$ADDR/e2b" E2B_SANDBOX_URL="http://$ADDR/e2b" E2B_API_KEY="e2b_$HEX"
-export HUTCH_E2B_RAW_KEY="hk_$HEX"
+start_server
+export E2B_API_KEY="e2b_$HEX" HUTCH_E2B_RAW_KEY="hk_$HEX"
 rc=0
 node --test --test-concurrency=1 --test-reporter=spec "$HERE/e2b_compat.test.mjs" || rc=$?
+
+# A crash of hutchd (SIGKILL: no shutdown) and a restart on the same state
+# dir: the sandbox is adopted, and the SDK carries on with it.
+if [[ $rc == 0 ]]; then
+  node "$HERE/restart_phase.mjs" before "$T/restart.json" || rc=$?
+fi
+if [[ $rc == 0 ]]; then
+  kill -KILL "$SERVER"
+  wait "$SERVER" 2>/dev/null || true
+  start_server
+  node "$HERE/restart_phase.mjs" after "$T/restart.json" || rc=$?
+fi
 
 kill -TERM "$SERVER"
 src=0
