@@ -98,8 +98,8 @@ asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<
     if (m == V::post) co_return co_await Create(ctx, key_hash);
     if (m == V::get) co_return co_await List(ctx, v2);
     {
-      Error err_ = MakeError(Code::kMethodNotAllowed, "method not allowed here");
-      co_return co_await SendControlError(ctx, err_);
+      Error err = MakeError(Code::kMethodNotAllowed, "method not allowed here");
+      co_return co_await SendControlError(ctx, err);
     }
   }
   const std::string& id = s[1];
@@ -116,10 +116,10 @@ asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<
     if (!v2 && op == "metrics" && m == V::get) co_return co_await Metrics(ctx, id);
     if (op == "logs" || op == "snapshots" || op == "fork" || op == "network" || op == "refreshes") {
       {
-        Error err_ =
+        Error err =
             MakeError(Code::kNotSupported,
                       "'" + op + "' is not supported by hutch's E2B compatibility layer (see docs/compat-e2b.md)");
-        co_return co_await SendControlError(ctx, err_);
+        co_return co_await SendControlError(ctx, err);
       }
     }
   }
@@ -139,9 +139,9 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     {
-      Error err_ =
+      Error err =
           MakeError(Code::kNotSupported, std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)");
-      co_return co_await SendControlError(ctx, err_);
+      co_return co_await SendControlError(ctx, err);
     }
   }
   auto tpl = OptString(j, "templateID");
@@ -159,8 +159,8 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
     for (const auto& [k, v] : **env)
       if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
           v.find('\0') != std::string::npos) {
-        Error err_ = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
-        co_return co_await SendControlError(ctx, err_);
+        Error err = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
+        co_return co_await SendControlError(ctx, err);
       }
     o.env = **env;
   }
@@ -207,8 +207,8 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
       else if (st == "paused")
         f.any_status.push_back(SandboxStatus::kPaused);
       else {
-        Error err_ = MakeError(Code::kInvalidRequest, "unknown state '" + st + "'");
-        co_return co_await SendControlError(ctx, err_);
+        Error err = MakeError(Code::kInvalidRequest, "unknown state '" + st + "'");
+        co_return co_await SendControlError(ctx, err);
       }
     }
   }
@@ -248,8 +248,8 @@ asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id
   auto t = TimeoutField(*body);
   if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
   if (!*t) {
-    Error err_ = MakeError(Code::kInvalidRequest, "'timeout' is required");
-    co_return co_await SendControlError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "'timeout' is required");
+    co_return co_await SendControlError(ctx, err);
   }
   if (auto rec = Visible(mgr_, id); !rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   auto rec = mgr_->SetTtl(id, **t);
@@ -263,8 +263,8 @@ asio::awaitable<void> E2bApi::Pause(HttpContext& ctx, const std::string& id) {
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   if (rec->status == SandboxStatus::kPaused) {
-    Error err_ = MakeError(Code::kConflict, "sandbox " + id + " is already paused");
-    co_return co_await SendControlError(ctx, err_);
+    Error err = MakeError(Code::kConflict, "sandbox " + id + " is already paused");
+    co_return co_await SendControlError(ctx, err);
   }
   auto p = mgr_->Pause(id);
   if (!p.ok()) co_return co_await SendControlError(ctx, p.error());
@@ -280,8 +280,8 @@ asio::awaitable<void> E2bApi::Connect(HttpContext& ctx, const std::string& id, b
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   const bool paused = rec->status == SandboxStatus::kPaused;
   if (legacy_resume && !paused) {
-    Error err_ = MakeError(Code::kConflict, "sandbox " + id + " is already running");
-    co_return co_await SendControlError(ctx, err_);
+    Error err = MakeError(Code::kConflict, "sandbox " + id + " is already running");
+    co_return co_await SendControlError(ctx, err);
   }
   if (paused) {
     auto r = mgr_->Resume(id);

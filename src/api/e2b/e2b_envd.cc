@@ -99,8 +99,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_await SendUnary(ctx, e);
   };
   if (ctx.method() != http::verb::post) {
-    Error err_ = MakeError(Code::kMethodNotAllowed, "Connect calls are POST");
-    co_return co_await fail(err_);
+    Error err = MakeError(Code::kMethodNotAllowed, "Connect calls are POST");
+    co_return co_await fail(err);
   }
   const std::string ct = MediaType(ctx.Header("Content-Type"));
   const std::string want = streaming ? "application/connect+json" : "application/json";
@@ -120,12 +120,12 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     auto env = reader.Next();
     if (!env.ok()) co_return co_await fail(env.error());
     if (!*env || reader.pending() != 0) {
-      Error err_ = MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
-      co_return co_await fail(err_);
+      Error err = MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
+      co_return co_await fail(err);
     }
     if ((*env)->flags & kEnvelopeCompressed) {
-      Error err_ = MakeError(Code::kNotSupported, "compressed envelopes are not supported");
-      co_return co_await fail(err_);
+      Error err = MakeError(Code::kNotSupported, "compressed envelopes are not supported");
+      co_return co_await fail(err);
     }
     payload = std::move((*env)->payload);
   }
@@ -139,12 +139,12 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     parse_error = e.what();
   }
   if (!parse_error.empty()) {
-    Error err_ = MakeError(Code::kInvalidRequest, "malformed JSON message: " + parse_error);
-    co_return co_await fail(err_);
+    Error err = MakeError(Code::kInvalidRequest, "malformed JSON message: " + parse_error);
+    co_return co_await fail(err);
   }
   if (!call.request.is_object()) {
-    Error err_ = MakeError(Code::kInvalidRequest, "a message must be a JSON object");
-    co_return co_await fail(err_);
+    Error err = MakeError(Code::kInvalidRequest, "a message must be a JSON object");
+    co_return co_await fail(err);
   }
   if (auto t = IntHeader(ctx.Header("Connect-Timeout-Ms")); t && *t > 0) call.timeout = std::chrono::milliseconds(*t);
   if (auto k = IntHeader(ctx.Header("Keepalive-Ping-Interval")); k && *k > 0) call.keepalive = std::chrono::seconds(*k);
@@ -161,8 +161,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_return co_await SendUnary(ctx, r);
   }
   {
-    Error err_ = MakeError(Code::kNotSupported, "envd service '" + service + "' is not implemented by hutch");
-    co_await fail(err_);
+    Error err = MakeError(Code::kNotSupported, "envd service '" + service + "' is not implemented by hutch");
+    co_await fail(err);
   }
 }
 

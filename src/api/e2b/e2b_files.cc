@@ -62,8 +62,8 @@ nlohmann::json WrittenJson(const nlohmann::json& entry, const std::string& fallb
 asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& call_user) {
   auto path = ctx.Query("path");
   if (!path || path->empty() || path->find('\0') != std::string::npos) {
-    Error err_ = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
-    co_return co_await SendFilesError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
+    co_return co_await SendFilesError(ctx, err);
   }
   const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   auto dl = co_await FileDownload::Start(sb, *path, user, 0, -1);
@@ -106,15 +106,15 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
   const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   const std::string qpath = ctx.Query("path").value_or("");
   if (qpath.find('\0') != std::string::npos) {
-    Error err_ = MakeError(Code::kInvalidRequest, "path contains NUL");
-    co_return co_await SendFilesError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "path contains NUL");
+    co_return co_await SendFilesError(ctx, err);
   }
   const std::string ct = ctx.Header("Content-Type");
   std::string encoding = ctx.Header("Content-Encoding");
   for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!encoding.empty() && encoding != "gzip" && encoding != "identity") {
-    Error err_ = MakeError(Code::kInvalidRequest, "unsupported Content-Encoding '" + encoding + "'");
-    co_return co_await SendFilesError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "unsupported Content-Encoding '" + encoding + "'");
+    co_return co_await SendFilesError(ctx, err);
   }
   std::unique_ptr<GzipInflater> inflater;
   if (encoding == "gzip") inflater = std::make_unique<GzipInflater>();
@@ -122,8 +122,8 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
 
   if (ct.rfind("application/octet-stream", 0) == 0) {
     if (qpath.empty()) {
-      Error err_ = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
-      co_return co_await SendFilesError(ctx, err_);
+      Error err = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
+      co_return co_await SendFilesError(ctx, err);
     }
     auto up = co_await FileUpload::Start(sb, qpath, user, 0644);
     if (!up.ok()) co_return co_await SendFilesError(ctx, up.error());
@@ -137,8 +137,8 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
     });
     if (!st.ok()) co_return co_await SendFilesError(ctx, st.error());
     if (inf && !inf->finished()) {
-      Error err_ = MakeError(Code::kInvalidRequest, "truncated gzip body");
-      co_return co_await SendFilesError(ctx, err_);
+      Error err = MakeError(Code::kInvalidRequest, "truncated gzip body");
+      co_return co_await SendFilesError(ctx, err);
     }
     auto entry = co_await u.Finish();
     if (!entry.ok()) co_return co_await SendFilesError(ctx, entry.error());
@@ -148,10 +148,10 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
 
   const std::string boundary = MultipartBoundary(ct);
   if (ct.rfind("multipart/form-data", 0) != 0 || boundary.empty()) {
-    Error err_ = MakeError(Code::kInvalidRequest,
+    Error err = MakeError(Code::kInvalidRequest,
                            "Content-Type must be multipart/form-data (with a boundary) or "
                            "application/octet-stream");
-    co_return co_await SendFilesError(ctx, err_);
+    co_return co_await SendFilesError(ctx, err);
   }
   MultipartReader reader(boundary);
   std::unique_ptr<FileUpload> current;
@@ -197,12 +197,12 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
   });
   if (!st.ok()) co_return co_await SendFilesError(ctx, st.error());
   if (!reader.done()) {
-    Error err_ = MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary");
-    co_return co_await SendFilesError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary");
+    co_return co_await SendFilesError(ctx, err);
   }
   if (written.empty()) {
-    Error err_ = MakeError(Code::kInvalidRequest, "no file part in the multipart body");
-    co_return co_await SendFilesError(ctx, err_);
+    Error err = MakeError(Code::kInvalidRequest, "no file part in the multipart body");
+    co_return co_await SendFilesError(ctx, err);
   }
   co_await ctx.SendJson(200, written);
 }
