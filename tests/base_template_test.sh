@@ -60,7 +60,7 @@ echo "build took ${build_ms} ms"
 # ---------------------------------------------------------------- layout
 [[ -d $ROOTFS ]] || { echo "FAIL: $ROOTFS missing" >&2; exit 1; }
 if [[ -f $DEST/template.json ]] &&
-   grep -Eq '^\{"name":"base","uid_base":1000000,"built_at":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"\}$' "$DEST/template.json"; then
+   grep -Eq '^\{"name":"base","uid_base":1000000,"layout":[0-9]+,"built_at":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"\}$' "$DEST/template.json"; then
     ok "template.json: $(cat "$DEST/template.json")"
 else
     fail "template.json missing or malformed: $(cat "$DEST/template.json" 2>&1)"
@@ -110,6 +110,16 @@ expect_out "python3 more modules" '^ok$'      in_root python3 -c 'import ctypes,
 expect_out "python3 ca certs" '^[1-9][0-9]*$' in_root python3 -c 'import ssl; print(ssl.create_default_context().cert_store_stats()["x509_ca"])'
 expect_out "python3 -I -S" '^3\.'             in_root python3 -I -S -c 'import sys; print(sys.version)'
 expect_out "ls home"   '\.bashrc'             in_root ls -A /home/user
+# The E2B-shaped base (docs/compat-e2b.md): user `user`, bash, git, curl.
+expect_out "passwd user" '^user:x:1000:1000::/home/user:/bin/bash$' grep '^user:' "$ROOTFS/etc/passwd"
+if dpkg-query -W -f='${db:Status-Status}' git 2>/dev/null | grep -q installed; then
+    # (git itself wants /dev/null, which this bare chroot lacks; the E2B
+    # suite runs it in a real sandbox. Here: its libraries all resolve.)
+    expect_out "git libs" '^[^!]*$'           in_root sh -c '/lib64/ld-linux-x86-64.so.2 --list /usr/bin/git | grep -q "not found" && echo "!missing" || echo ok'
+fi
+if dpkg-query -W -f='${db:Status-Status}' curl 2>/dev/null | grep -q installed; then
+    expect_out "curl"  '^curl [0-9]'          in_root curl --version
+fi
 expect_out "id user"   'uid=1000\(user\) gid=1000\(user\)' in_root id user
 expect_out "id root"   'uid=0\(root\)'        in_root id root
 expect_out "getent"    '^nobody:x:65534:'     in_root getent passwd nobody

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/api_metrics.h"
+#include "api/e2b/e2b_api.h"
 #include "api/http_context.h"
 #include "api/rate_limiter.h"
 #include "core/sandbox_manager.h"
@@ -35,7 +36,10 @@ Error MethodNotAllowed(http::verb v);
 class Api {
  public:
   Api(ApiConfig cfg, SandboxManager* mgr)
-      : cfg_(std::move(cfg)), mgr_(mgr), limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst) {}
+      : cfg_(std::move(cfg)),
+        mgr_(mgr),
+        limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst),
+        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {}
   // Handles one request; the response has been sent when it returns.
   // Counts it, logs its access line, and answers 500 if a handler throws.
   asio::awaitable<void> Handle(HttpContext& ctx);
@@ -50,6 +54,12 @@ class Api {
  private:
   asio::awaitable<void> Dispatch(HttpContext& ctx);
   bool Authorized(const HttpContext& ctx) const;
+  // The hash of the accepted key `presented` is (or stands for, in the
+  // E2B dialect's `e2b_<hex>` form); "" when none matches.
+  std::string MatchKeyHash(const std::vector<std::string>& candidates) const;
+  asio::awaitable<void> RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg);
+  // Takes a token of the key (by its hash); 0 if allowed, else Retry-After seconds.
+  int RateLimitWait(const std::string& key_hash);
   asio::awaitable<void> RouteV1(HttpContext& ctx, const std::vector<std::string>& seg);
 
   // /v1 handlers (v1_*.cc)
@@ -92,6 +102,7 @@ class Api {
   SandboxManager* mgr_;
   ApiMetrics metrics_;
   RateLimiter limiter_;
+  e2b::E2bApi e2b_;  // the /e2b dialect (src/api/e2b)
 };
 
 }  // namespace hutch::api

@@ -30,6 +30,7 @@ HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
   RequestTarget t = ParseRequestTarget(std::string_view(hp_.get().target().data(), hp_.get().target().size()));
   path_ = std::move(t.path);
   query_ = std::move(t.query);
+  query_list_ = std::move(t.query_list);
   query_ok_ = t.ok;
   std::string rid = Header("X-Request-Id");
   request_id_ = ValidRequestId(rid) ? rid : "r_" + RandomHex(10);

@@ -35,6 +35,8 @@ class HttpContext {
   // Decoded query parameters (last one wins for repeated keys).
   const std::map<std::string, std::string>& query() const { return query_; }
   std::optional<std::string> Query(const std::string& key) const;
+  // Every decoded query parameter in order, repeated keys included.
+  const std::vector<std::pair<std::string, std::string>>& query_list() const { return query_list_; }
   std::string Header(beast::string_view name) const;
   const std::string& request_id() const { return request_id_; }
   bool query_ok() const { return query_ok_; }
@@ -102,6 +104,7 @@ class HttpContext {
   http::request_header<> header_;
   std::string path_;
   std::map<std::string, std::string> query_;
+  std::vector<std::pair<std::string, std::string>> query_list_;
   bool query_ok_ = true;
   std::string request_id_;
   bool body_read_ = false;

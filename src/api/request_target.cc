@@ -54,7 +54,8 @@ RequestTarget ParseRequestTarget(std::string_view target) {
       t.ok = false;
       continue;
     }
-    t.query[k] = v;
+    t.query_list.emplace_back(k, v);
+    t.query[k] = std::move(v);
   }
   return t;
 }

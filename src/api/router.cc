@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/api.h"
+#include "api/e2b/e2b_auth.h"
 #include "common/sha256.h"
 
 namespace hutch::api {
@@ -71,6 +72,41 @@ bool Api::Authorized(const HttpContext& ctx) const {
   return ok;
 }
 
+std::string Api::MatchKeyHash(const std::vector<std::string>& candidates) const {
+  std::string found;
+  for (const auto& c : candidates) {
+    std::string hash = Sha256Hex(c);
+    bool ok = false;
+    for (const auto& k : cfg_.api_key_hashes) ok |= ConstantTimeEquals(k, hash);
+    if (ok && found.empty()) found = hash;
+  }
+  return found;
+}
+
+int Api::RateLimitWait(const std::string& key_hash) {
+  auto d = limiter_.Take(limiter_.KeyId(key_hash), std::chrono::steady_clock::now());
+  return d.allowed ? 0 : std::max(1, static_cast<int>(d.retry_after_seconds));
+}
+
+asio::awaitable<void> Api::RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg) {
+  // envd calls name their sandbox in a header and authenticate with its
+  // access token (checked by the dialect); the control plane uses X-API-Key.
+  if (!ctx.Header("E2b-Sandbox-Id").empty()) co_return co_await e2b_.HandleEnvd(ctx, seg);
+  const std::string presented = ctx.Header("X-API-Key");
+  const std::string hash = MatchKeyHash(e2b::KeyCandidates(presented));
+  if (hash.empty()) {
+    Error e = MakeError(Code::kUnauthorized, "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
+    co_return co_await e2b::E2bApi::SendControlError(ctx, e);
+  }
+  if (int wait = RateLimitWait(hash); wait > 0) {
+    ctx.AddHeader("Retry-After", std::to_string(wait));
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
+    co_return co_await e2b::E2bApi::SendControlError(ctx, e);
+  }
+  co_await e2b_.HandleControl(ctx, seg, hash);
+}
+
 asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.set_error_observer([this](const Error& e) { metrics_.CountError(e.code); });
@@ -93,6 +129,8 @@ asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   auto seg = ctx.segments();
   std::string sandbox;
   if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  else if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
+    sandbox = " sandbox=" + LogSafe(ctx.Header("E2b-Sandbox-Id"));
   spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
                ctx.status_sent(), ctx.request_id(), sandbox, ms);
 }
@@ -124,14 +162,18 @@ asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
     // before it can spend the tokens of a real key.
     if (!Authorized(ctx)) {
       co_await ctx.SendError(MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
-    } else if (auto d = limiter_.Take(limiter_.KeyId(BearerToken(ctx)), std::chrono::steady_clock::now());
+    } else if (auto d = limiter_.Take(limiter_.KeyId(BearerKeyHash(ctx)), std::chrono::steady_clock::now());
                !d.allowed) {
+      // (Buckets are keyed by the key's hash, so the E2B dialect, which
+      // knows a sandbox's owner only by hash, spends the same tokens.)
       ctx.AddHeader("Retry-After", std::to_string(d.retry_after_seconds));
       co_await ctx.SendError(MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
                                                                std::to_string(d.retry_after_seconds) + " s"));
     } else {
       co_await RouteV1(ctx, seg);
     }
+  } else if (!seg.empty() && seg[0] == "e2b") {
+    co_await RouteE2b(ctx, seg);
   } else {
     co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
   }

@@ -83,7 +83,7 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
   nlohmann::json spec = {
       {"argv", req.argv},
       {"env", env},
-      {"timeout_ms", req.timeout_seconds * 1000},
+      {"timeout_ms", req.timeout_ms.value_or(req.timeout_seconds * 1000)},
       {"stdin", req.stdin_data.has_value()},
       {"detach", req.detach},
   };

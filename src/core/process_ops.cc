@@ -95,7 +95,7 @@ asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb, c
   json spec = {
       {"argv", req.argv},
       {"env", env},
-      {"timeout_ms", req.timeout_seconds * 1000},
+      {"timeout_ms", req.timeout_ms.value_or(req.timeout_seconds * 1000)},
       {"stdin", true},
       {"meta", meta},
   };

@@ -303,6 +303,8 @@ ListPage SandboxManager::List(const ListFilter& f) {
   for (; it != sandboxes_.end(); ++it) {
     const SandboxRecord& r = it->second->rec;
     if (f.status && r.status != *f.status) continue;
+    if (!f.any_status.empty() && std::find(f.any_status.begin(), f.any_status.end(), r.status) == f.any_status.end())
+      continue;
     bool match = true;
     for (const auto& [k, v] : f.metadata) {
       auto m = r.metadata.find(k);

@@ -64,6 +64,9 @@ struct CreateOptions {
 
 struct ListFilter {
   std::optional<SandboxStatus> status;
+  // When non-empty, the status must be one of these (E2B lists
+  // running,paused).
+  std::vector<SandboxStatus> any_status;
   std::map<std::string, std::string> metadata;
   size_t limit = 50;
   std::string cursor;  // last id of the previous page

@@ -1,0 +1,103 @@
+// The E2B dialect (docs/compat-e2b.md): the control plane under /e2b
+// (REST, X-API-Key) and envd, the in-sandbox API the SDK reaches through
+// the same prefix with E2b-Sandbox-Id / E2b-Sandbox-Port headers (Connect
+// RPC with the JSON codec, plus /files and /health). Every handler is a
+// translation onto the same core calls the /v1 handlers make; the only
+// state kept here is what E2B's protocol needs and core does not have:
+// the terminals whose input arrives on other requests, and directory
+// watchers.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/e2b/dir_watch.h"
+#include "api/e2b/proto_json.h"
+#include "api/http_context.h"
+#include "core/pty_session.h"
+#include "core/sandbox_manager.h"
+
+namespace hutch::api::e2b {
+
+// The envd version hutch reports: the SDK gates features on it, so it
+// names the newest envd whose features used by the SDK all work here
+// (0.5.7: per-request default user, stdin flag, CloseStdin, octet-stream
+// uploads). 0.6.x adds file metadata and watch entries, which hutch lacks.
+inline constexpr const char* kEnvdVersion = "0.5.7";
+// The user envd runs as when a request names none.
+inline constexpr const char* kDefaultUser = "user";
+
+// One decoded envd RPC.
+struct EnvdCall {
+  std::shared_ptr<Sandbox> sb;
+  std::string user;
+  Json request;
+  std::optional<std::chrono::milliseconds> timeout;  // Connect-Timeout-Ms
+  std::chrono::seconds keepalive{0};                 // Keepalive-Ping-Interval; 0: none
+};
+
+class E2bApi {
+ public:
+  // `rate_limit(key_hash)`: 0 when the key may make another request, else
+  // the seconds to wait (the per-key limit /v1 and the control plane use).
+  using RateLimit = std::function<int(const std::string& key_hash)>;
+  E2bApi(SandboxManager* mgr, size_t json_body_limit, RateLimit rate_limit)
+      : mgr_(mgr), json_limit_(json_body_limit), rate_limit_(std::move(rate_limit)) {}
+  // Control plane; `key_hash` is the hash of the hutch key the request
+  // authenticated as (it owns what it creates).
+  asio::awaitable<void> HandleControl(HttpContext& ctx, const std::vector<std::string>& seg,
+                                      const std::string& key_hash);
+  // envd: requests that carry E2b-Sandbox-Id.
+  asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::vector<std::string>& seg);
+
+  // The control plane's error answer: {"code":<status>,"message":...}.
+  static asio::awaitable<void> SendControlError(HttpContext& ctx, const Error& e);
+
+ private:
+  // e2b_control.cc
+  asio::awaitable<void> Create(HttpContext& ctx, const std::string& key_hash);
+  asio::awaitable<void> List(HttpContext& ctx, bool v2);
+  asio::awaitable<void> Get(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Kill(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> SetTimeout(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Pause(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Connect(HttpContext& ctx, const std::string& id, bool legacy_resume);
+  asio::awaitable<void> Metrics(HttpContext& ctx, const std::string& id);
+  Json SandboxJson(const SandboxRecord& r, bool detail) const;
+
+  // e2b_process.cc: process.Process
+  asio::awaitable<void> ProcessStart(HttpContext& ctx, EnvdCall& call);
+  asio::awaitable<void> ProcessConnect(HttpContext& ctx, EnvdCall& call);
+  asio::awaitable<Result<Json>> ProcessUnary(const std::string& method, EnvdCall& call);
+  asio::awaitable<void> PtyStart(HttpContext& ctx, EnvdCall& call, std::vector<std::string> argv,
+                                 std::map<std::string, std::string> env, std::string cwd, const Json& pty);
+
+  // e2b_filesystem.cc: filesystem.Filesystem
+  asio::awaitable<Result<Json>> FilesystemUnary(const std::string& method, EnvdCall& call);
+  asio::awaitable<void> WatchDir(HttpContext& ctx, EnvdCall& call);
+
+  // e2b_files.cc: GET/POST /files
+  asio::awaitable<void> FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& user);
+  asio::awaitable<void> FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& user);
+
+  static std::string PtyKey(const std::string& id, int pid) { return id + "/" + std::to_string(pid); }
+
+  SandboxManager* mgr_;
+  size_t json_limit_;
+  RateLimit rate_limit_;
+  // Terminals started by process.Process/Start, by "<sandbox>/<pid>": their
+  // keystrokes (SendInput) and sizes (Update) come on other requests. The
+  // session is owned by the Start stream's coroutine, which removes it
+  // here when it ends; a call holds it (lock()) while it awaits.
+  std::map<std::string, std::weak_ptr<PtySession>> ptys_;
+  // Watchers of CreateWatcher, by id.
+  std::map<std::string, std::unique_ptr<DirWatcher>> watchers_;
+};
+
+}  // namespace hutch::api::e2b

@@ -1,0 +1,327 @@
+// The E2B control plane under /e2b: create, get, list (v1 and v2 with
+// state and metadata filters and X-Next-Token paging), kill, timeout,
+// pause, connect (resumes a paused sandbox), metrics. Errors are E2B's
+// {"code":<http status>,"message":...}; the SDK reads `code` from the body.
+#include <cmath>
+
+#include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_auth.h"
+#include "api/json_fields.h"
+
+namespace hutch::api::e2b {
+
+namespace {
+
+using V = http::verb;
+
+Error NoRoute(const HttpContext& ctx) { return MakeError(Code::kNotFound, "no E2B route for " + ctx.path()); }
+
+const char* E2bState(SandboxStatus s) { return s == SandboxStatus::kPaused ? "paused" : "running"; }
+
+// A sandbox E2B can see: stopped and failed ones are gone (404), as in E2B.
+Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
+  auto rec = mgr->Get(id);
+  if (!rec.ok()) return rec.error();
+  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
+    return MakeError(
+        Code::kSandboxNotFound,
+        "sandbox " + id + " not found (it " + (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
+  return rec;
+}
+
+// `timeout` (seconds) of a request body; nullopt when absent.
+Result<std::optional<int64_t>> TimeoutField(const Json& body) {
+  if (!body.contains("timeout") || body["timeout"].is_null()) return std::optional<int64_t>();
+  return OptInt(body, "timeout", 1, INT32_MAX);
+}
+
+// "a=1&b=2" as the SDK sends it in ?metadata= (keys and values
+// percent-encoded once more inside the parameter).
+Result<std::map<std::string, std::string>> ParseMetadataFilter(const std::string& s) {
+  std::map<std::string, std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t amp = s.find('&', i);
+    if (amp == std::string::npos) amp = s.size();
+    std::string kv = s.substr(i, amp - i);
+    i = amp + 1;
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    std::string k1, v1, k, v;
+    std::string rk = kv.substr(0, eq), rv = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    if (!UrlDecode(rk, true, &k1) || !UrlDecode(rv, true, &v1) || !UrlDecode(k1, false, &k) ||
+        !UrlDecode(v1, false, &v))
+      return MakeError(Code::kInvalidRequest, "malformed metadata filter '" + s + "'");
+    out[k] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+asio::awaitable<void> E2bApi::SendControlError(HttpContext& ctx, const Error& e) {
+  ctx.NoteError(e);
+  const int status = CodeHttpStatus(e.code);
+  const Json body = {{"code", status}, {"message", e.message}};
+  co_await ctx.SendJson(status, body);
+}
+
+Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
+  Json j = {{"templateID", r.template_name},
+            {"alias", r.template_name},
+            {"sandboxID", r.id},
+            {"clientID", "hutch"},
+            {"envdVersion", kEnvdVersion}};
+  if (detail) {
+    j["startedAt"] = FormatRfc3339(r.created_at);
+    j["endAt"] = FormatRfc3339(r.expires_at);
+    j["cpuCount"] = static_cast<int>(std::ceil(r.cpu));
+    j["memoryMB"] = r.memory_mb;
+    j["diskSizeMB"] = r.disk_mb;
+    j["metadata"] = r.metadata;
+    j["state"] = E2bState(r.status);
+  } else {
+    j["envdAccessToken"] = EnvdAccessToken(r.owner_key, r.id);
+  }
+  return j;
+}
+
+asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<std::string>& seg,
+                                            const std::string& key_hash) {
+  // seg[0] == "e2b"; an optional "v2" follows for the v2 routes.
+  std::vector<std::string> s(seg.begin() + 1, seg.end());
+  bool v2 = !s.empty() && s[0] == "v2";
+  if (v2) s.erase(s.begin());
+  const V m = ctx.method();
+  if (s.empty() || s[0] != "sandboxes") co_return co_await SendControlError(ctx, NoRoute(ctx));
+  if (s.size() == 1) {
+    if (m == V::post) co_return co_await Create(ctx, key_hash);
+    if (m == V::get) co_return co_await List(ctx, v2);
+    {
+      Error err = MakeError(Code::kMethodNotAllowed, "method not allowed here");
+      co_return co_await SendControlError(ctx, err);
+    }
+  }
+  const std::string& id = s[1];
+  if (s.size() == 2 && !v2) {
+    if (m == V::get) co_return co_await Get(ctx, id);
+    if (m == V::delete_) co_return co_await Kill(ctx, id);
+  }
+  if (s.size() == 3) {
+    const std::string& op = s[2];
+    if (op == "connect" && m == V::post) co_return co_await Connect(ctx, id, false);
+    if (!v2 && op == "timeout" && m == V::post) co_return co_await SetTimeout(ctx, id);
+    if (!v2 && op == "pause" && m == V::post) co_return co_await Pause(ctx, id);
+    if (!v2 && op == "resume" && m == V::post) co_return co_await Connect(ctx, id, true);
+    if (!v2 && op == "metrics" && m == V::get) co_return co_await Metrics(ctx, id);
+    if (op == "logs" || op == "snapshots" || op == "fork" || op == "network" || op == "refreshes") {
+      {
+        Error err =
+            MakeError(Code::kNotSupported,
+                      "'" + op + "' is not supported by hutch's E2B compatibility layer (see docs/compat-e2b.md)");
+        co_return co_await SendControlError(ctx, err);
+      }
+    }
+  }
+  co_await SendControlError(ctx, NoRoute(ctx));
+}
+
+asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_hash) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  const Json& j = *body;
+  // Fields the SDK sends that hutch cannot honour are refused by name
+  // rather than silently dropped; absent/null/false ones are fine.
+  // allow_internet_access is not among them: SDKs before 2.51 send true by
+  // default. Sandboxes have loopback only until hutch has networking
+  // (docs/compat-e2b.md says so); false is what they get anyway.
+  for (const char* f : {"autoPause", "network", "mcp", "volumeMounts", "autoResume"}) {
+    auto it = j.find(f);
+    if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    {
+      Error err =
+          MakeError(Code::kNotSupported, std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)");
+      co_return co_await SendControlError(ctx, err);
+    }
+  }
+  auto tpl = OptString(j, "templateID");
+  auto timeout = TimeoutField(j);
+  auto meta = OptStringMap(j, "metadata");
+  auto env = OptStringMap(j, "envVars");
+  for (const Error* e : {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
+                         meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
+    if (e) co_return co_await SendControlError(ctx, *e);
+  CreateOptions o;
+  o.template_name = tpl->value_or("base");
+  o.ttl_seconds = timeout->value_or(300);
+  if (*meta) o.metadata = **meta;
+  if (*env) {
+    for (const auto& [k, v] : **env)
+      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+          v.find('\0') != std::string::npos) {
+        Error err = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
+        co_return co_await SendControlError(ctx, err);
+      }
+    o.env = **env;
+  }
+  o.owner_key = key_hash;
+  auto rec = co_await mgr_->Create(std::move(o));
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  co_await ctx.SendJson(201, SandboxJson(*rec, false));
+}
+
+asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
+  ListFilter f;
+  f.limit = 100;  // E2B's default page
+  f.any_status = {SandboxStatus::kRunning};
+  if (v2) f.any_status.push_back(SandboxStatus::kPaused);
+  std::vector<std::string> states;
+  for (const auto& [k, v] : ctx.query_list()) {
+    if (k == "state" && v2) {
+      size_t i = 0;
+      while (i <= v.size()) {
+        size_t c = v.find(',', i);
+        if (c == std::string::npos) c = v.size();
+        if (c > i) states.push_back(v.substr(i, c - i));
+        i = c + 1;
+      }
+    } else if (k == "metadata") {
+      auto m = ParseMetadataFilter(v);
+      if (!m.ok()) co_return co_await SendControlError(ctx, m.error());
+      for (auto& [mk, mv] : *m) f.metadata[mk] = mv;
+    } else if (k == "limit" && v2) {
+      auto n = QueryInt(v, "limit", 1, 1000);
+      if (!n.ok()) co_return co_await SendControlError(ctx, n.error());
+      f.limit = static_cast<size_t>(**n);
+    } else if (k == "nextToken" && v2) {
+      f.cursor = v;
+    }
+    // Other parameters (order, startedAfter, template) are not filters
+    // hutch applies; docs/compat-e2b.md lists them.
+  }
+  if (!states.empty()) {
+    f.any_status.clear();
+    for (const auto& st : states) {
+      if (st == "running")
+        f.any_status.push_back(SandboxStatus::kRunning);
+      else if (st == "paused")
+        f.any_status.push_back(SandboxStatus::kPaused);
+      else {
+        Error err = MakeError(Code::kInvalidRequest, "unknown state '" + st + "'");
+        co_return co_await SendControlError(ctx, err);
+      }
+    }
+  }
+  if (!v2) f.limit = 1000;
+  Json out = Json::array();
+  ListPage page = mgr_->List(f);
+  for (const auto& r : page.items) out.push_back(SandboxJson(r, true));
+  // v1 has no paging: every matching sandbox, page after page.
+  while (!v2 && !page.next_cursor.empty()) {
+    f.cursor = page.next_cursor;
+    page = mgr_->List(f);
+    for (const auto& r : page.items) out.push_back(SandboxJson(r, true));
+  }
+  if (v2 && !page.next_cursor.empty()) ctx.AddHeader("X-Next-Token", page.next_cursor);
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  Json j = SandboxJson(*rec, true);
+  j["envdAccessToken"] = EnvdAccessToken(rec->owner_key, rec->id);
+  co_await ctx.SendJson(200, j);
+}
+
+asio::awaitable<void> E2bApi::Kill(HttpContext& ctx, const std::string& id) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  auto st = co_await mgr_->Delete(id);
+  if (!st.ok()) co_return co_await SendControlError(ctx, st.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  auto t = TimeoutField(*body);
+  if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
+  if (!*t) {
+    Error err = MakeError(Code::kInvalidRequest, "'timeout' is required");
+    co_return co_await SendControlError(ctx, err);
+  }
+  if (auto rec = Visible(mgr_, id); !rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  auto rec = mgr_->SetTtl(id, **t);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> E2bApi::Pause(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadBody(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (rec->status == SandboxStatus::kPaused) {
+    Error err = MakeError(Code::kConflict, "sandbox " + id + " is already paused");
+    co_return co_await SendControlError(ctx, err);
+  }
+  auto p = mgr_->Pause(id);
+  if (!p.ok()) co_return co_await SendControlError(ctx, p.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> E2bApi::Connect(HttpContext& ctx, const std::string& id, bool legacy_resume) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  auto t = TimeoutField(*body);
+  if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  const bool paused = rec->status == SandboxStatus::kPaused;
+  if (legacy_resume && !paused) {
+    Error err = MakeError(Code::kConflict, "sandbox " + id + " is already running");
+    co_return co_await SendControlError(ctx, err);
+  }
+  if (paused) {
+    auto r = mgr_->Resume(id);
+    if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+    rec = *r;
+  }
+  // A timeout given on connect only ever extends the sandbox's life.
+  if (*t) {
+    auto want = std::chrono::system_clock::now() + std::chrono::seconds(**t);
+    if (want > rec->expires_at) {
+      auto r = mgr_->SetTtl(id, **t);
+      if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+      rec = *r;
+    }
+  }
+  co_await ctx.SendJson(paused ? 201 : 200, SandboxJson(*rec, false));
+}
+
+asio::awaitable<void> E2bApi::Metrics(HttpContext& ctx, const std::string& id) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  auto sb = mgr_->GetRunning(id);
+  if (!sb.ok()) co_return co_await SendControlError(ctx, sb.error());
+  auto stats = (*sb)->instance->Stats();
+  if (!stats.ok()) co_return co_await SendControlError(ctx, stats.error());
+  const auto now = std::chrono::system_clock::now();
+  const double up = std::max(1e-3, std::chrono::duration<double>(now - rec->created_at).count());
+  const int cpus = std::max(1, static_cast<int>(std::ceil(rec->cpu)));
+  // One sample: hutch keeps no history. CPU is the average since start.
+  const double cpu_pct = static_cast<double>(stats->cpu_usage_ns) / 1e9 / up / cpus * 100.0;
+  Json sample = {{"timestamp", FormatRfc3339(now)},
+                 {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+                 {"cpuCount", cpus},
+                 {"cpuUsedPct", cpu_pct},
+                 {"memUsed", stats->memory_current},
+                 {"memTotal", rec->memory_mb * 1024 * 1024},
+                 {"diskUsed", stats->disk_used_bytes},
+                 {"diskTotal", stats->disk_limit_bytes}};
+  Json out = Json::array({sample});
+  co_await ctx.SendJson(200, out);
+}
+
+}  // namespace hutch::api::e2b
