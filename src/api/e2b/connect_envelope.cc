@@ -54,6 +54,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kSandboxNotFound:
     case Code::kTemplateNotFound:
     case Code::kSnapshotNotFound:
+    case Code::kVolumeNotFound:
     case Code::kProcessNotFound:
     case Code::kFileNotFound:
     case Code::kNotFound:
