@@ -82,4 +82,63 @@ asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chron
   co_return MakeError(Code::kInternal, tool + " failed (" + why + ")" + (tail.empty() ? "" : ": " + tail));
 }
 
+asio::awaitable<Result<int>> RunToolStreaming(const std::vector<std::string>& argv,
+                                              const std::vector<std::string>& env,
+                                              std::chrono::milliseconds timeout,
+                                              std::function<asio::awaitable<void>(std::string_view)> on_output) {
+  if (argv.empty()) co_return MakeError(Code::kInternal, "RunToolStreaming: empty argv");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) co_return ErrnoError("pipe2");
+  UniqueFd rd(fds[0]), wr(fds[1]);
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+  // Its own process group, so a timeout kills what it started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  int e = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (e != 0) co_return MakeError(Code::kInternal, "spawn " + argv[0] + ": " + strerror(e));
+  wr.reset();
+  auto ex = co_await asio::this_coro::executor;
+  asio::posix::stream_descriptor out(ex, rd.release());
+  asio::steady_timer timer(ex);
+  bool timed_out = false;
+  timer.expires_after(timeout);
+  timer.async_wait([&](boost::system::error_code ec) {
+    if (ec) return;
+    timed_out = true;
+    kill(-pid, SIGKILL);
+  });
+  std::string buf(16384, '\0');
+  while (true) {
+    boost::system::error_code ec;
+    size_t n = co_await out.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0) co_await on_output(std::string_view(buf.data(), n));
+    if (ec) break;
+  }
+  // Its output is closed; it may still be exiting.
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd && !co_await WaitReadable(pidfd.get(), std::chrono::seconds(30))) kill(-pid, SIGKILL);
+  timer.cancel();
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) co_return 128 + SIGKILL;
+  if (WIFEXITED(st)) co_return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) co_return 128 + WTERMSIG(st);
+  co_return st;
+}
+
 }  // namespace hutch

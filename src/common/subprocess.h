@@ -5,7 +5,9 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -22,5 +24,15 @@ asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout);
 // /dev/null and stdout/stderr captured (the last 2 KiB go into the error
 // message). Fails unless it exits 0 within `timeout` (it is killed then).
 asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+
+// Runs argv[0] (an absolute path) with exactly `env`, stdin from
+// /dev/null, and hands its stdout+stderr to `on_output` as they arrive
+// (for tools whose progress someone watches: debootstrap). Returns the exit
+// status (128+signal when killed); killed with SIGKILL after `timeout`
+// (then the result is 128+9).
+asio::awaitable<Result<int>> RunToolStreaming(const std::vector<std::string>& argv,
+                                              const std::vector<std::string>& env,
+                                              std::chrono::milliseconds timeout,
+                                              std::function<asio::awaitable<void>(std::string_view)> on_output);
 
 }  // namespace hutch

@@ -31,6 +31,11 @@ struct InstanceSpec {
   int64_t memory_mb = 512;
   int64_t disk_mb = 2048;
   int64_t pids_max = 512;
+  // Internal, operator-only: template build steps (apt-get, `run`) share
+  // the host's network namespace, because sandboxes have no network of
+  // their own yet. Never set for API sandboxes (docs/security.md). To
+  // become network mode `all` once sandboxes have one.
+  bool build_host_network = false;
 };
 
 struct InstanceStats {

@@ -248,9 +248,19 @@ int main(int argc, char** argv) {
   }
   acfg.api_key_hashes = *keys;
 
-  TemplateRegistry templates(templates_dir, builder, uid_base);
+  TemplateRegistryOptions topts;
+  topts.dir = templates_dir;
+  topts.builds_dir = state_dir + "/builds";
+  topts.builder_script = builder;
+  topts.aliases_file = state_dir + "/aliases.toml";
+  topts.uid_base = uid_base;
+  TemplateRegistry templates(topts, db->get());
   if (auto st = templates.EnsureBase(); !st.ok()) {
     std::cerr << "hutchd: base template: " << st.error().message << "\n";
+    return 2;
+  }
+  if (auto st = templates.Load(); !st.ok()) {
+    std::cerr << "hutchd: templates: " << st.error().message << "\n";
     return 2;
   }
 

@@ -85,6 +85,12 @@ const char* const kMigrations[] = {
       record TEXT NOT NULL
     );
     )sql",
+    R"sql(
+    CREATE TABLE templates (
+      name TEXT PRIMARY KEY,
+      record TEXT NOT NULL
+    );
+    )sql",
 };
 
 
@@ -247,6 +253,29 @@ Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadVolumes
   int rc;
   while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
   if (rc != SQLITE_DONE) return DbError(db_, "load volumes");
+  return out;
+}
+
+Status StateStore::PutTemplate(const std::string& name, const std::string& record) {
+  Stmt st(db_, "INSERT OR REPLACE INTO templates (name, record) VALUES (?,?)");
+  st.Bind(1, name);
+  st.Bind(2, record);
+  return RunWrite(db_, st, "put template");
+}
+
+Status StateStore::DeleteTemplate(const std::string& name) {
+  Stmt st(db_, "DELETE FROM templates WHERE name = ?");
+  st.Bind(1, name);
+  return RunWrite(db_, st, "delete template");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadTemplates() {
+  Stmt st(db_, "SELECT name, record FROM templates ORDER BY name");
+  if (!st.ok()) return DbError(db_, "prepare load templates");
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
+  if (rc != SQLITE_DONE) return DbError(db_, "load templates");
   return out;
 }
 

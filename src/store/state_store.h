@@ -70,6 +70,11 @@ class StateStore {
   Status DeleteVolume(const std::string& name);
   Result<std::vector<std::pair<std::string, std::string>>> LoadVolumes();
 
+  // Built templates: name -> JSON record (core's TemplateRecord).
+  Status PutTemplate(const std::string& name, const std::string& record);
+  Status DeleteTemplate(const std::string& name);
+  Result<std::vector<std::pair<std::string, std::string>>> LoadTemplates();
+
   // API keys, by SHA-256 hex of the key (the key itself is never stored).
   Status AddApiKeyHash(const std::string& hash, const std::string& label);
   Result<std::vector<std::string>> LoadApiKeyHashes();

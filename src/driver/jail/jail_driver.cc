@@ -333,6 +333,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   cfg.disk_mb = spec.disk_mb;
   cfg.seccomp = &seccomp_;
   cfg.agent_memfd = agent_memfd_.get();
+  cfg.share_host_network = spec.build_host_network;
   auto child = SpawnJail(cfg);
   if (!child.ok()) {
     fail_cleanup();

@@ -248,7 +248,7 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
       close(fd);
     }
   }
-  {
+  if (!p.cfg->share_host_network) {
     // A new net namespace has only `lo`, and it starts down.
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) Fail(sfd, kStepLoopback, errno);
@@ -413,8 +413,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
 
   // Raw clone without a new stack behaves like fork() but takes namespace
   // flags; glibc's fork handlers do not run, which is what we want.
-  long pid = syscall(SYS_clone,
-                     CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+  const long net_flag = cfg.share_host_network ? 0 : CLONE_NEWNET;
+  long pid = syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | net_flag | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
                      nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return ErrnoError("clone");
   if (pid == 0) ChildMain(p);

@@ -1,0 +1,160 @@
+#include "core/debootstrap.h"
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "common/subprocess.h"
+
+namespace hutch {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct AptSource {
+  std::string uri;
+  std::vector<std::string> suites;
+  bool deb = false;
+};
+
+std::vector<std::string> Words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// One-line format: deb [opts] URI SUITE COMPONENTS...
+void ParseList(const std::string& text, std::vector<AptSource>* out) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    auto w = Words(line);
+    if (w.size() < 3 || w[0] != "deb") continue;
+    size_t i = 1;
+    if (w[i].front() == '[') {
+      while (i < w.size() && w[i].back() != ']') ++i;
+      ++i;
+    }
+    if (i + 1 >= w.size()) continue;
+    out->push_back({w[i], {w[i + 1]}, true});
+  }
+}
+
+// deb822 format (*.sources): stanzas of "Key: value" lines.
+void ParseDeb822(const std::string& text, std::vector<AptSource>* out) {
+  std::istringstream in(text);
+  AptSource cur;
+  std::vector<std::string> uris;
+  bool enabled = true;
+  auto flush = [&]() {
+    if (cur.deb && enabled)
+      for (const auto& u : uris) out->push_back({u, cur.suites, true});
+    cur = AptSource{};
+    uris.clear();
+    enabled = true;
+  };
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '#') continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) {
+      flush();
+      continue;
+    }
+    auto colon = line.find(':');
+    if (colon == std::string::npos || line[0] == ' ') continue;
+    std::string key = line.substr(0, colon), val = line.substr(colon + 1);
+    if (key == "Types") {
+      for (const auto& t : Words(val)) cur.deb |= t == "deb";
+    } else if (key == "URIs") {
+      uris = Words(val);
+    } else if (key == "Suites") {
+      cur.suites = Words(val);
+    } else if (key == "Enabled") {
+      enabled = Words(val) != std::vector<std::string>{"no"};
+    }
+  }
+  flush();
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint32_t g_uid_base = 0;
+
+int ShiftOne(const char* path, const struct stat* st, int type, struct FTW*) {
+  if (type == FTW_NS) return 0;
+  uid_t u = st->st_uid < 65536 ? st->st_uid + g_uid_base : g_uid_base + 65534;
+  gid_t g = st->st_gid < 65536 ? st->st_gid + g_uid_base : g_uid_base + 65534;
+  if (lchown(path, u, g) != 0) return -1;
+  // chown already cleared setuid/setgid on regular files; directories keep
+  // setgid (harmless), symlinks have no mode.
+  if (S_ISREG(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID)))
+    if (chmod(path, st->st_mode & 01777 & ~(S_ISUID | S_ISGID)) != 0) return -1;
+  return 0;
+}
+
+}  // namespace
+
+Result<std::string> FindDebianMirror(const std::string& suite, const std::string& apt_dir) {
+  std::vector<AptSource> all;
+  std::error_code ec;
+  if (fs::exists(apt_dir + "/sources.list", ec)) ParseList(Slurp(apt_dir + "/sources.list"), &all);
+  std::vector<fs::path> parts;
+  for (const auto& e : fs::directory_iterator(apt_dir + "/sources.list.d", ec)) parts.push_back(e.path());
+  std::sort(parts.begin(), parts.end());
+  for (const auto& p : parts) {
+    if (p.extension() == ".list") ParseList(Slurp(p), &all);
+    if (p.extension() == ".sources") ParseDeb822(Slurp(p), &all);
+  }
+  auto is_main_archive = [](const AptSource& s) {
+    for (const auto& su : s.suites)
+      if (su.find('/') != std::string::npos || su.find("security") != std::string::npos) return false;
+    return s.uri.rfind("http", 0) == 0 || s.uri.rfind("file:", 0) == 0;
+  };
+  for (const auto& s : all)
+    if (is_main_archive(s) && std::find(s.suites.begin(), s.suites.end(), suite) != s.suites.end()) return s.uri;
+  // No source names this suite: the archive that serves the host's own
+  // Debian suites serves the others too.
+  for (const auto& s : all)
+    if (is_main_archive(s) && s.uri.find("debian") != std::string::npos) return s.uri;
+  return MakeError(Code::kInvalidRequest, "no Debian mirror for '" + suite + "' in " + apt_dir +
+                                              "/sources.list(.d): debian:<suite> templates use the host's apt mirror");
+}
+
+asio::awaitable<Result<int>> RunDebootstrap(const std::string& suite, const std::string& target,
+                                            const std::string& mirror,
+                                            std::function<asio::awaitable<void>(std::string_view)> on_output) {
+  std::string tool = "/usr/sbin/debootstrap";
+  if (access(tool.c_str(), X_OK) != 0)
+    co_return MakeError(Code::kNotSupported, "debootstrap is not installed on this host (scripts/setup installs it)");
+  // A private mount namespace (its /proc, /sys mounts in the target go
+  // with it) and pid namespace (maintainer scripts' leftovers die with it).
+  std::vector<std::string> argv = {"/usr/bin/unshare", "--mount", "--pid", "--fork", "--propagation", "private",
+                                   tool, "--variant=minbase", "--include=ca-certificates", suite, target, mirror};
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"};
+  co_return co_await RunToolStreaming(argv, env, std::chrono::minutes(30), std::move(on_output));
+}
+
+Status ShiftRootOwners(const std::string& root, uint32_t uid_base) {
+  std::error_code ec;
+  // /dev: the sandbox mounts its own; no device node stays in a template.
+  for (const auto& e : fs::directory_iterator(root + "/dev", ec)) {
+    std::error_code rec;
+    fs::remove_all(e.path(), rec);
+  }
+  g_uid_base = uid_base;  // nftw has no user pointer; builds run on one thread
+  if (nftw(root.c_str(), ShiftOne, 64, FTW_PHYS) != 0) return ErrnoError("shift owners under " + root);
+  return Status{};
+}
+
+}  // namespace hutch

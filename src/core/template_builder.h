@@ -1,0 +1,78 @@
+// Building a template from its spec (core/template_spec.h).
+//
+// The steps: (1) the bottom: the parent template's overlay stack, or a
+// fresh debootstrap root for `from = "debian:<suite>"`; (2) a build
+// sandbox on that stack — the jail driver, as for any sandbox, but sharing
+// the host's network (InstanceSpec::build_host_network: operator-only,
+// see docs/security.md) — in which `packages` are installed with apt-get,
+// `files` written and `run` commands executed, each as its own step; (3)
+// the sandbox's writable layer is captured (Instance::CaptureLayer, as for
+// snapshots) as the template's own read-only layer.
+//
+// Cache: the build hash covers the normalized spec, the file contents, the
+// parent's identity (its build hash, or base's build record) and the uid
+// base; an existing build of that hash is registered at once (no sandbox
+// is started). A build is written to <builds>/.tmp-<random> and renamed
+// to <builds>/<hash> only when complete, then its name's row is stored:
+// a failed or crashed build leaves nothing registered, and the next start
+// removes its temp dir (TemplateRegistry::Load) and its build sandbox
+// (the driver's reconcile).
+//
+// One build per template name at a time. I/O thread only.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/template_spec.h"
+#include "core/templates.h"
+#include "driver/driver.h"
+
+namespace hutch {
+
+struct TemplateBuildOptions {
+  // The build sandbox: its writable layer is a tmpfs, so everything the
+  // steps install must fit in disk_mb (and memory_mb, which it is charged to).
+  int64_t memory_mb = 8192;
+  int64_t disk_mb = 8192;
+  double cpus = 2;
+  int64_t pids_max = 4096;
+  int64_t step_timeout_seconds = 3600;
+};
+
+// Progress, in the order it happens: "step" {index, of, name, detail,
+// percent}, "log" {step, stream, text} (one line each), then "done"
+// {template, cached, duration_ms} or "error" {code, message, step, name,
+// exit_code, log_tail}.
+using TemplateBuildSink = std::function<asio::awaitable<void>(const std::string& event, const nlohmann::json& data)>;
+
+// What a build failure says (besides the Error it returns).
+struct TemplateBuildFailure {
+  int step = 0;           // 1-based; 0: before any step
+  std::string name;       // "packages", "run 2", ...
+  int exit_code = -1;     // -1: not a command's exit
+  std::string log_tail;   // the last lines of its output
+};
+
+class TemplateBuilder {
+ public:
+  TemplateBuilder(TemplateBuildOptions o, Driver* driver, TemplateRegistry* reg)
+      : o_(o), driver_(driver), reg_(reg) {}
+
+  // Builds (or finds in the cache) and registers the template. The sink
+  // receives progress, ending with "done" or "error".
+  asio::awaitable<Result<TemplateRecord>> Build(TemplateSpec spec, TemplateBuildSink sink);
+  bool building(const std::string& name) const { return active_.count(name) > 0; }
+
+ private:
+  TemplateBuildOptions o_;
+  Driver* driver_;
+  TemplateRegistry* reg_;
+  std::set<std::string> active_;
+};
+
+}  // namespace hutch

@@ -1,0 +1,246 @@
+#include "core/template_spec.h"
+
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "common/sha256.h"
+
+namespace hutch {
+namespace {
+
+using nlohmann::json;
+
+Error Bad(const std::string& what) { return MakeError(Code::kInvalidRequest, "template spec: " + what); }
+
+bool DecodeBase64(const std::string& in, std::string* out) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  out->clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=' || c == '\n' || c == '\r') continue;
+    int v = val(c);
+    if (v < 0) return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+Result<std::string> Str(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::string();
+  if (!j[key].is_string()) return Bad(std::string("'") + key + "' must be a string");
+  return j[key].get<std::string>();
+}
+
+Result<std::vector<std::string>> StrList(const json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key) || j[key].is_null()) return out;
+  // A single string is one entry (run = "make" reads naturally).
+  if (j[key].is_string()) return std::vector<std::string>{j[key].get<std::string>()};
+  if (!j[key].is_array()) return Bad(std::string("'") + key + "' must be a list of strings");
+  for (const auto& e : j[key]) {
+    if (!e.is_string() || e.get<std::string>().empty())
+      return Bad(std::string("'") + key + "' must be a list of non-empty strings");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// Debian package names (and apt's name=version / name/suite forms): no
+// shell metacharacters reach the apt-get command line.
+bool ValidPackage(const std::string& p) {
+  if (p.empty() || p.size() > 200 || p[0] == '-') return false;
+  for (char c : p)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == ':' || c == '=' ||
+          c == '~' || c == '/' || c == '_'))
+      return false;
+  return true;
+}
+
+bool ValidSuite(const std::string& s) {
+  if (s.empty() || s.size() > 40) return false;
+  for (char c : s)
+    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) || c == '-')) return false;
+  return true;
+}
+
+}  // namespace
+
+bool ValidTemplateName(const std::string& n) {
+  if (n.empty() || n.size() > 63 || n == "." || n == "..") return false;
+  if (!(islower(static_cast<unsigned char>(n[0])) || isdigit(static_cast<unsigned char>(n[0])))) return false;
+  for (char c : n)
+    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+          c == ':' || c == '-'))
+      return false;
+  return true;
+}
+
+Result<TemplateSpec> ParseTemplateJson(const json& j) {
+  if (!j.is_object()) return Bad("must be an object");
+  static const std::set<std::string> kKnown = {"name", "from", "packages", "files", "run", "env", "user", "workdir",
+                                               "start", "ready", "ready_timeout_seconds", "description"};
+  for (const auto& [k, v] : j.items())
+    if (!kKnown.count(k)) return Bad("unknown key '" + k + "'");
+  TemplateSpec s;
+  auto name = Str(j, "name");
+  if (!name.ok()) return name.error();
+  s.name = *name;
+  if (!ValidTemplateName(s.name))
+    return Bad("'name' must match [a-z0-9][a-z0-9._:-]{0,62} (got '" + s.name + "')");
+  auto from = Str(j, "from");
+  if (!from.ok()) return from.error();
+  if (!from->empty()) s.from = *from;
+  if (s.FromDebian()) {
+    if (!ValidSuite(s.DebianSuite())) return Bad("'from' debian:<suite> needs a suite name such as bookworm");
+  } else if (!ValidTemplateName(s.from)) {
+    return Bad("'from' must be debian:<suite> or a template name (got '" + s.from + "')");
+  }
+  if (s.from == s.name) return Bad("a template cannot be built from itself");
+  auto pk = StrList(j, "packages");
+  if (!pk.ok()) return pk.error();
+  s.packages = *pk;
+  for (const auto& p : s.packages)
+    if (!ValidPackage(p)) return Bad("'" + p + "' is not a Debian package name");
+  auto run = StrList(j, "run");
+  if (!run.ok()) return run.error();
+  s.run = *run;
+  for (const char* k : {"user", "workdir", "start", "ready", "description"}) {
+    auto v = Str(j, k);
+    if (!v.ok()) return v.error();
+    std::string k2 = k;
+    (k2 == "user"      ? s.user
+     : k2 == "workdir" ? s.workdir
+     : k2 == "start"   ? s.start
+     : k2 == "ready"   ? s.ready
+                       : s.description) = *v;
+  }
+  if (!s.workdir.empty() && s.workdir[0] != '/') return Bad("'workdir' must be an absolute path");
+  if (j.contains("ready_timeout_seconds")) {
+    if (!j["ready_timeout_seconds"].is_number_integer()) return Bad("'ready_timeout_seconds' must be an integer");
+    s.ready_timeout_seconds = j["ready_timeout_seconds"].get<int64_t>();
+    if (s.ready_timeout_seconds < 1 || s.ready_timeout_seconds > 600)
+      return Bad("'ready_timeout_seconds' must be in [1, 600]");
+  }
+  if (j.contains("env") && !j["env"].is_null()) {
+    if (!j["env"].is_object()) return Bad("'env' must be a table of strings");
+    for (const auto& [k, v] : j["env"].items()) {
+      if (!v.is_string()) return Bad("env '" + k + "' must be a string");
+      if (k.empty() || k.find('=') != std::string::npos) return Bad("env name '" + k + "' is not valid");
+      s.env[k] = v.get<std::string>();
+    }
+  }
+  if (j.contains("files") && !j["files"].is_null()) {
+    if (!j["files"].is_array()) return Bad("'files' must be a list of tables");
+    for (const auto& f : j["files"]) {
+      if (!f.is_object()) return Bad("'files' entries must be tables");
+      for (const auto& [k, v] : f.items())
+        if (k != "dest" && k != "content" && k != "content_b64" && k != "mode" && k != "owner" && k != "src")
+          return Bad("unknown key '" + k + "' in files");
+      TemplateFile tf;
+      auto dest = Str(f, "dest");
+      if (!dest.ok()) return dest.error();
+      tf.dest = *dest;
+      if (tf.dest.empty() || tf.dest[0] != '/' || tf.dest.find("/../") != std::string::npos ||
+          tf.dest.ends_with("/..") || tf.dest.back() == '/')
+        return Bad("files: 'dest' must be an absolute file path (got '" + tf.dest + "')");
+      if (f.contains("src"))
+        return Bad("files: 'src' (" + f["src"].dump() +
+                   ") is read by `hutch template build` on the client; send 'content' or 'content_b64'");
+      if (f.contains("content_b64")) {
+        auto b = Str(f, "content_b64");
+        if (!b.ok()) return b.error();
+        if (!DecodeBase64(*b, &tf.content)) return Bad("files: 'content_b64' of " + tf.dest + " is not base64");
+      } else {
+        auto c = Str(f, "content");
+        if (!c.ok()) return c.error();
+        tf.content = *c;
+      }
+      if (f.contains("mode")) {
+        // "0755" (string, octal) or 493 (number).
+        if (f["mode"].is_string()) {
+          std::string m = f["mode"].get<std::string>();
+          char* end = nullptr;
+          unsigned long v = strtoul(m.c_str(), &end, 8);
+          if (m.empty() || *end || v > 07777) return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
+          tf.mode = static_cast<uint32_t>(v);
+        } else if (f["mode"].is_number_unsigned() && f["mode"].get<uint64_t>() <= 07777) {
+          tf.mode = static_cast<uint32_t>(f["mode"].get<uint64_t>());
+        } else {
+          return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
+        }
+      }
+      auto owner = Str(f, "owner");
+      if (!owner.ok()) return owner.error();
+      tf.owner = *owner;
+      for (char c : tf.owner)
+        if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' || c == '.'))
+          return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
+      s.files.push_back(std::move(tf));
+    }
+  }
+  return s;
+}
+
+Result<TemplateSpec> ParseTemplateToml(const std::string& text) {
+  std::string as_json;
+  try {
+    toml::table t = toml::parse(text);
+    std::ostringstream os;
+    os << toml::json_formatter{t};
+    as_json = os.str();
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << "TOML: " << e.description() << " at line " << e.source().begin.line << ", column "
+       << e.source().begin.column;
+    return Bad(os.str());
+  }
+  auto j = json::parse(as_json, nullptr, false);
+  if (j.is_discarded()) return Bad("TOML could not be converted");
+  return ParseTemplateJson(j);
+}
+
+Result<TemplateSpec> ParseTemplateText(const std::string& text) {
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i != std::string::npos && text[i] == '{') {
+    auto j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) return Bad("malformed JSON");
+    return ParseTemplateJson(j);
+  }
+  return ParseTemplateToml(text);
+}
+
+json TemplateSpec::Normalized() const {
+  json files_j = json::array();
+  for (const auto& f : files)
+    files_j.push_back({{"dest", f.dest}, {"sha256", Sha256Hex(f.content)}, {"mode", f.mode}, {"owner", f.owner}});
+  // `name` and `description` are left out: two names for the same
+  // contents share one build.
+  return json{{"from", from},       {"packages", packages}, {"files", files_j}, {"run", run},
+              {"env", env},         {"user", user},         {"workdir", workdir}, {"start", start},
+              {"ready", ready},     {"ready_timeout_seconds", ready_timeout_seconds}};
+}
+
+json TemplateSpec::ToJson() const {
+  json j = Normalized();
+  j["name"] = name;
+  if (!description.empty()) j["description"] = description;
+  for (size_t i = 0; i < files.size(); ++i) j["files"][i]["size"] = files[i].content.size();
+  return j;
+}
+
+}  // namespace hutch

@@ -1,0 +1,64 @@
+// A template spec: what a template is built from and what a sandbox made
+// from it starts with. Written as TOML (templates/*.toml, docs/templates.md)
+// or as the same keys in JSON (the API accepts both); parsed into one
+// struct, normalized, and hashed for the build cache.
+//
+// Input files travel inside the spec (`content` or `content_b64`): the
+// server never reads a path a client names. `hutch template build` turns a
+// `src` relative to the spec file into inline content before sending it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace hutch {
+
+struct TemplateFile {
+  std::string dest;      // absolute path inside the template
+  std::string content;   // bytes (decoded from content_b64 if given so)
+  uint32_t mode = 0644;
+  std::string owner;     // "user", "1000" or "1000:1000"; empty: root
+};
+
+struct TemplateSpec {
+  std::string name;
+  // "debian:<suite>" (debootstrap from the host's configured Debian
+  // mirror) or the name of another template ("base", "python", ...).
+  std::string from = "base";
+  std::vector<std::string> packages;   // Debian packages (apt-get install)
+  std::vector<TemplateFile> files;     // copied in after the packages
+  std::vector<std::string> run;        // shell commands, in order, as root
+  std::map<std::string, std::string> env;
+  std::string user;      // default user of commands (empty: root)
+  std::string workdir;   // default working directory (empty: the user's home)
+  std::string start;     // started in the background in every new sandbox
+  std::string ready;     // command that exits 0 once the sandbox is ready
+  int64_t ready_timeout_seconds = 30;
+  std::string description;
+
+  // Whether `from` names a debootstrap root rather than a template.
+  bool FromDebian() const { return from.rfind("debian:", 0) == 0; }
+  std::string DebianSuite() const { return FromDebian() ? from.substr(7) : ""; }
+  // Canonical JSON of everything that shapes the build and the sandbox
+  // defaults (file contents included as hashes), for the cache key.
+  nlohmann::json Normalized() const;
+  // The API's view (file contents left out, their sizes and hashes kept).
+  nlohmann::json ToJson() const;
+};
+
+// Parses a spec given as TOML text.
+Result<TemplateSpec> ParseTemplateToml(const std::string& text);
+// Parses a spec given as a JSON object (the same keys).
+Result<TemplateSpec> ParseTemplateJson(const nlohmann::json& j);
+// TOML or JSON, whichever the text is (a JSON object starts with '{').
+Result<TemplateSpec> ParseTemplateText(const std::string& text);
+// A template name: [a-z0-9][a-z0-9._:-]{0,62}, not "." or "..".
+bool ValidTemplateName(const std::string& name);
+
+}  // namespace hutch
