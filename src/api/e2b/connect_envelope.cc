@@ -78,6 +78,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kRateLimited:
     case Code::kCapacityExhausted:
     case Code::kNoSpace:
+    case Code::kStorageFull:
     case Code::kSandboxResourceExhausted:
       return "resource_exhausted";
     case Code::kUnavailable:
