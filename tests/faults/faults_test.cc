@@ -179,33 +179,6 @@ TEST(Faults, StateDirDiskFullFailsCreatesClearlyAndKeepsRunningSandboxes) {
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
-namespace {
-
-std::string TagOf(const TestServer& s) {
-  std::string log = s.Log();
-  size_t p = log.rfind(" tag=");
-  if (p == std::string::npos) return "";
-  size_t e = log.find_first_of(" \n", p + 5);
-  return log.substr(p + 5, e - p - 5);
-}
-
-std::set<std::string> CgroupIdsOf(const std::string& tag) {
-  std::set<std::string> ids;
-  std::istringstream in(HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '" + tag + "-*' 2>/dev/null"));
-  std::string line;
-  while (std::getline(in, line)) ids.insert(fs::path(line).filename().string().substr(tag.size() + 1));
-  return ids;
-}
-
-std::set<std::string> SandboxDirs(const TestServer& s) {
-  std::set<std::string> out;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator(s.state_dir() + "/state/sandboxes", ec)) out.insert(e.path().filename());
-  return out;
-}
-
-}  // namespace
-
 TEST(Faults, Kill9UnderLoadLosesNothingAcknowledgedAndLeaksNothing) {
   TestServer s({"--max-sandboxes", "64"});
   ASSERT_TRUE(s.ok());
