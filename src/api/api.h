@@ -97,6 +97,10 @@ class Api {
   asio::awaitable<void> VolumeFileGet(HttpContext& ctx, const std::string& name);
   asio::awaitable<void> VolumeFilePut(HttpContext& ctx, const std::string& name);
   nlohmann::json VolumeJson(const VolumeRecord& r);
+  // /v1/templates[/{name}] and /v1/template-aliases[/{name}] (v1_templates.cc)
+  asio::awaitable<void> RouteTemplates(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> BuildTemplate(HttpContext& ctx);
+  asio::awaitable<void> RouteTemplateAliases(HttpContext& ctx, const std::vector<std::string>& seg);
 
   ApiConfig cfg_;
   SandboxManager* mgr_;

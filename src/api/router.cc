@@ -257,10 +257,8 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
   }
   if (n >= 2 && seg[1] == "snapshots") co_return co_await RouteSnapshots(ctx, seg);
   if (n >= 2 && seg[1] == "volumes") co_return co_await RouteVolumes(ctx, seg);
-  if (n >= 2 && seg[1] == "templates") {
-    co_return co_await ctx.SendError(
-        MakeError(Code::kNotSupported, "'/v1/" + seg[1] + "' is not supported by this hutchd yet (see docs/api.md)"));
-  }
+  if (n >= 2 && seg[1] == "templates") co_return co_await RouteTemplates(ctx, seg);
+  if (n >= 2 && seg[1] == "template-aliases") co_return co_await RouteTemplateAliases(ctx, seg);
   co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
 }
 

@@ -12,8 +12,10 @@
 #include <fstream>
 #include <iostream>
 #include <filesystem>
+#include <functional>
 
 #include "cli/shell.h"
+#include "cli/template_spec_file.h"
 #include "client/http_client.h"
 
 namespace {
@@ -209,8 +211,28 @@ int main(int argc, char** argv) {
   std::vector<std::string> vol_rm_names;
   vol_rm->add_option("names", vol_rm_names)->required();
 
-  auto* tmpl = app.add_subcommand("template", "Templates");
-  tmpl->add_subcommand("ls", "List templates");
+  auto* tmpl = app.add_subcommand("template", "Templates: build from a spec, list, remove, alias");
+  tmpl->require_subcommand(1);
+  auto* tmpl_build = tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
+  std::string tmpl_spec, tmpl_name;
+  tmpl_build->add_option("spec", tmpl_spec, "Spec file (templates/*.toml)")->required();
+  tmpl_build->add_option("--name", tmpl_name, "Register it under this name instead of the spec's");
+  bool tmpl_verbose = false;
+  tmpl_build->add_flag("-v,--verbose", tmpl_verbose, "Print every log line of the build");
+  auto* tmpl_ls = tmpl->add_subcommand("list", "List templates and aliases");
+  tmpl_ls->alias("ls");
+  auto* tmpl_show = tmpl->add_subcommand("show", "Show a template (its spec and defaults)");
+  std::string tmpl_show_name;
+  tmpl_show->add_option("name", tmpl_show_name)->required();
+  auto* tmpl_rm = tmpl->add_subcommand("rm", "Remove templates (their files go once no sandbox uses them)");
+  std::vector<std::string> tmpl_rm_names;
+  tmpl_rm->add_option("names", tmpl_rm_names)->required();
+  auto* tmpl_alias = tmpl->add_subcommand("alias", "Point an alias at a template (or --rm it)");
+  std::string alias_name, alias_target;
+  bool alias_rm = false;
+  tmpl_alias->add_option("name", alias_name)->required();
+  tmpl_alias->add_option("template", alias_target);
+  tmpl_alias->add_flag("--rm", alias_rm, "Remove the alias");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -480,10 +502,106 @@ int main(int argc, char** argv) {
       }
       return rc;
     }
-    if (tmpl->parsed()) {
+    if (tmpl_build->parsed()) {
+      std::function<int(const std::string&, const std::string&, int)> build;
+      build = [&](const std::string& spec_path, const std::string& name, int depth) -> int {
+      auto body = hutch::cli::LoadTemplateSpec(spec_path);
+      if (!body) return 2;
+      // A parent template that is not built yet is built first from the
+      // spec of that name beside this one (python.toml -> debian.toml).
+      std::string from = json::parse(*body, nullptr, false).value("from", "");
+      if (!from.empty() && from.rfind("debian:", 0) != 0 && depth < 8) {
+        std::string sibling = (std::filesystem::absolute(spec_path).parent_path() / (from + ".toml")).string();
+        if (std::filesystem::exists(sibling) && c.Request("GET", "/v1/templates/" + Enc(from)).status == 404) {
+          std::cerr << "hutch: building '" << from << "' first (" << sibling << ")\n";
+          if (int rc = build(sibling, "", depth + 1); rc != 0) return rc;
+        }
+      }
+      std::string target = "/v1/templates";
+      if (!name.empty()) target += "?name=" + Enc(name);
+      hutch::cli::BuildProgress bar(!g.json_out, tmpl_verbose);
+      json done, error;
+      auto r = c.SseRequest("POST", target, *body, {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
+                            [&](const hutch::client::SseEvent& e) {
+                              auto d = json::parse(e.data, nullptr, false);
+                              if (!d.is_object()) return true;
+                              if (e.event == "step") bar.Step(d);
+                              else if (e.event == "log") bar.Log(d);
+                              else if (e.event == "done") done = d;
+                              else if (e.event == "error") error = d;
+                              return true;
+                            });
+      bar.Finish();
+      if (r.status != 200) return Fail(r);
+      if (!error.is_null()) {
+        std::cerr << "hutch: template build failed: " << error.value("message", "") << "\n";
+        if (error.value("exit_code", -1) >= 0)
+          std::cerr << "hutch: step " << error.value("step", 0) << " (" << error.value("name", "")
+                    << ") exited with " << error.value("exit_code", -1) << "; last output:\n";
+        std::cerr << error.value("log_tail", "");
+        return 1;
+      }
+      if (done.is_null()) {
+        std::cerr << "hutch: the build stream ended without a result (server died?)\n";
+        return 1;
+      }
+      if (g.json_out) {
+        std::cout << done.dump() << "\n";
+      } else {
+        const json& t = done["template"];
+        std::printf("%s %s (%s, %.1f s)\n", t.value("name", "").c_str(), t.value("hash", "").substr(0, 12).c_str(),
+                    done.value("cached", false) ? "cached" : "built",
+                    static_cast<double>(done.value("duration_ms", int64_t{0})) / 1000.0);
+      }
+      return 0;
+      };
+      return build(tmpl_spec, tmpl_name, 0);
+    }
+    if (tmpl_ls->parsed()) {
       auto r = c.Request("GET", "/v1/templates");
       if (r.status != 200) return Fail(r);
-      std::cout << r.body;
+      auto j = r.json();
+      if (g.json_out) {
+        std::cout << j.dump() << "\n";
+        return 0;
+      }
+      std::printf("%-20s %-12s %-18s %10s  %s\n", "NAME", "HASH", "FROM", "SIZE_MB", "BUILT");
+      for (const auto& t : j["items"])
+        std::printf("%-20s %-12s %-18s %10.1f  %s\n", t.value("name", "").c_str(),
+                    t.value("hash", "").substr(0, 12).c_str(), t.value("from", "").c_str(),
+                    static_cast<double>(t.value("size_bytes", uint64_t{0})) / (1 << 20), t.value("built_at", "").c_str());
+      if (j["aliases"].is_object() && !j["aliases"].empty()) {
+        std::printf("\n%-20s %s\n", "ALIAS", "TEMPLATE");
+        for (const auto& [k, v] : j["aliases"].items()) std::printf("%-20s %s\n", k.c_str(), v.get<std::string>().c_str());
+      }
+      return 0;
+    }
+    if (tmpl_show->parsed()) {
+      auto r = c.Request("GET", "/v1/templates/" + Enc(tmpl_show_name));
+      if (r.status != 200) return Fail(r);
+      std::cout << r.json().dump(g.json_out ? -1 : 2) << "\n";
+      return 0;
+    }
+    if (tmpl_rm->parsed()) {
+      int rc = 0;
+      for (const auto& n : tmpl_rm_names) {
+        auto r = c.Request("DELETE", "/v1/templates/" + Enc(n));
+        if (r.status != 204) rc = Fail(r);
+      }
+      return rc;
+    }
+    if (tmpl_alias->parsed()) {
+      if (alias_rm) {
+        auto r = c.Request("DELETE", "/v1/template-aliases/" + Enc(alias_name));
+        return r.status == 204 ? 0 : Fail(r);
+      }
+      if (alias_target.empty()) {
+        std::cerr << "hutch: template alias NAME TEMPLATE (or --rm NAME)\n";
+        return 2;
+      }
+      auto r = c.Json("PUT", "/v1/template-aliases/" + Enc(alias_name), json{{"template", alias_target}});
+      if (r.status != 200) return Fail(r);
+      if (g.json_out) std::cout << r.body << "\n";
       return 0;
     }
   } catch (const std::exception& e) {

@@ -31,6 +31,7 @@ const char* CodeName(Code c) {
     case Code::kSandboxExpired: return "sandbox_expired";
     case Code::kHeadersTooLarge: return "headers_too_large";
     case Code::kStorageFull: return "storage_full";
+    case Code::kBuildFailed: return "build_failed";
   }
   return "internal";
 }
@@ -55,7 +56,8 @@ int CodeHttpStatus(Code c) {
     case Code::kNotADirectory:
     case Code::kIsADirectory:
     case Code::kPermissionDenied:
-    case Code::kNoSpace: return 422;
+    case Code::kNoSpace:
+    case Code::kBuildFailed: return 422;
     case Code::kRangeNotSatisfiable: return 416;
     case Code::kHeadersTooLarge: return 431;
     case Code::kStorageFull: return 507;

@@ -43,6 +43,7 @@ enum class Code {
   kSandboxExpired,            // the sandbox's TTL ran out (it was deleted)
   kHeadersTooLarge,
   kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
+  kBuildFailed,  // a template build step failed (its step, exit code and log tail go with it)
 };
 
 const char* CodeName(Code c);

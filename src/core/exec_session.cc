@@ -87,8 +87,11 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
       {"stdin", req.stdin_data.has_value()},
       {"detach", req.detach},
   };
-  if (!req.cwd.empty()) spec["cwd"] = req.cwd;
-  if (!req.user.empty()) spec["user"] = req.user;
+  // The template's defaults stand in for what the request leaves out.
+  const std::string& cwd = req.cwd.empty() ? sb->rec.workdir : req.cwd;
+  const std::string& user = req.user.empty() ? sb->rec.user : req.user;
+  if (!cwd.empty()) spec["cwd"] = cwd;
+  if (!user.empty()) spec["user"] = user;
   if (auto st = co_await stream->Send(wire::Type::kExecStart, spec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       !st.ok())
     co_return st.error();

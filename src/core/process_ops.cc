@@ -100,8 +100,11 @@ asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb, c
       {"meta", meta},
   };
   if (req.stdin_data) spec["stdin_data"] = *req.stdin_data;
-  if (!req.cwd.empty()) spec["cwd"] = req.cwd;
-  if (!req.user.empty()) spec["user"] = req.user;
+  // The template's defaults stand in for what the request leaves out.
+  const std::string& cwd = req.cwd.empty() ? sb->rec.workdir : req.cwd;
+  const std::string& user = req.user.empty() ? sb->rec.user : req.user;
+  if (!cwd.empty()) spec["cwd"] = cwd;
+  if (!user.empty()) spec["user"] = user;
   co_return co_await CallForInfo(sb, wire::Type::kProcStart, Dump(spec));
 }
 

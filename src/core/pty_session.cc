@@ -22,8 +22,11 @@ asio::awaitable<Result<std::unique_ptr<PtySession>>> PtySession::Start(std::shar
   for (const auto& [k, v] : req.env) env[k] = v;
   json spec = {{"env", env}, {"cols", req.cols}, {"rows", req.rows}};
   if (!req.argv.empty()) spec["argv"] = req.argv;
-  if (!req.cwd.empty()) spec["cwd"] = req.cwd;
-  if (!req.user.empty()) spec["user"] = req.user;
+  // The template's defaults stand in for what the request leaves out.
+  const std::string& cwd = req.cwd.empty() ? sb->rec.workdir : req.cwd;
+  const std::string& user = req.user.empty() ? sb->rec.user : req.user;
+  if (!cwd.empty()) spec["cwd"] = cwd;
+  if (!user.empty()) spec["user"] = user;
   if (auto st = co_await stream->Send(wire::Type::kPtyStart, spec.dump(-1, ' ', false, json::error_handler_t::replace));
       !st.ok())
     co_return st.error();

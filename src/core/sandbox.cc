@@ -62,6 +62,9 @@ std::string SandboxRecord::ToStoreJson() const {
       {"owner_key", owner_key},
       {"snapshot", snapshot},
       {"layers", layers},
+      {"rootfs", rootfs},
+      {"user", user},
+      {"workdir", workdir},
       {"volumes", VolumeMountsToJson(volumes)},
       {"auto_pause_seconds", auto_pause_seconds},
       {"auto_paused", auto_paused},
@@ -91,6 +94,9 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     r.owner_key = j.value("owner_key", "");
     r.snapshot = j.value("snapshot", "");
     r.layers = j.value("layers", std::vector<std::string>{});
+    r.rootfs = j.value("rootfs", "");
+    r.user = j.value("user", "");
+    r.workdir = j.value("workdir", "");
     if (auto v = j.find("volumes"); v != j.end()) r.volumes = VolumeMountsFromJson(*v);
     r.auto_pause_seconds = j.value("auto_pause_seconds", int64_t{0});
     r.auto_paused = j.value("auto_paused", false);

@@ -35,7 +35,14 @@ struct SandboxRecord {
   std::string driver;
   std::string owner_key;  // hash of the API key that created it
   std::string snapshot;   // the snapshot it was created from ("" if none)
-  std::vector<std::string> layers;  // read-only snapshot layers it runs on
+  // Its read-only stack: layers (topmost first: snapshot layers, then the
+  // template's own) over rootfs (the template's bottom). Kept per sandbox,
+  // so a template rebuilt or removed meanwhile does not move it.
+  std::vector<std::string> layers;
+  std::string rootfs;
+  // Defaults of its commands, from its template (empty: root, the home dir).
+  std::string user;
+  std::string workdir;
   std::vector<VolumeMountRequest> volumes;  // mounted at create, by name
   // Idle policy: pause after this many seconds without a request or an open
   // stream (0: never); the next request resumes it.

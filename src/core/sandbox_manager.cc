@@ -1,5 +1,8 @@
 #include "core/sandbox_manager.h"
 
+#include "core/exec_session.h"
+#include "core/process_ops.h"
+
 #include <algorithm>
 
 #include <boost/asio/co_spawn.hpp>
@@ -130,15 +133,22 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   if (disk < 16 || disk > opts_.max_disk_mb)
     co_return MakeError(Code::kInvalidRequest, "disk_mb must be in [16, " + std::to_string(opts_.max_disk_mb) + "]");
   std::vector<std::string> layers = std::move(o.layers);
+  std::string rootfs = o.rootfs;
+  const bool from_layers = !o.snapshot.empty() || !layers.empty();
   if (!o.snapshot.empty()) {
     auto snap = snapshots_.find(o.snapshot);
     if (snap == snapshots_.end() || snap->second.deleted)
       co_return MakeError(Code::kSnapshotNotFound, "snapshot " + o.snapshot + " not found");
     o.template_name = snap->second.template_name;
     layers = snap->second.layers;
+    rootfs = snap->second.rootfs;
   }
   auto tpl = templates_->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
+  // A snapshot's stack already lists the template's layers; a template's
+  // own create stands on the template's stack.
+  if (!from_layers) layers = tpl->layers;
+  if (rootfs.empty()) rootfs = tpl->rootfs;
   if (auto st = CheckVolumeMounts(o.volumes); !st.ok()) co_return st.error();
   if (o.auto_pause_seconds < 0) co_return MakeError(Code::kInvalidRequest, "auto_pause_seconds must be >= 0");
   // Parents before children: "/a" sorts before "/a/b".
@@ -168,7 +178,11 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.created_at = std::chrono::system_clock::now();
   r.expires_at = r.created_at + std::chrono::seconds(ttl);
   r.metadata = std::move(o.metadata);
-  r.env = std::move(o.env);
+  // The template's env first; the create's own overrides it.
+  r.env = tpl->env;
+  for (auto& [k, v] : o.env) r.env[k] = std::move(v);
+  r.user = tpl->user;
+  r.workdir = tpl->workdir;
   r.cpu = cpu;
   r.memory_mb = mem;
   r.disk_mb = disk;
@@ -176,13 +190,14 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.owner_key = o.owner_key;
   r.snapshot = o.snapshot;
   r.layers = layers;
+  r.rootfs = rootfs;
   r.volumes = o.volumes;
   r.auto_pause_seconds = o.auto_pause_seconds;
   sandboxes_[r.id] = sb;
 
   InstanceSpec spec;
   spec.id = r.id;
-  spec.rootfs = tpl->rootfs;
+  spec.rootfs = rootfs;
   spec.layers = layers;
   spec.mounts = std::move(mounts);
   spec.cpus = cpu;
@@ -204,6 +219,12 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   }
   sb->instance = inst.value();
   r.status = SandboxStatus::kRunning;
+  if (auto st = co_await StartTemplateProcess(sb, *tpl); !st.ok()) {
+    r.status = SandboxStatus::kStopped;
+    sandboxes_.erase(r.id);
+    if (auto i = std::move(sb->instance)) co_await i->Destroy();
+    co_return st.error().Context("create sandbox from template '" + tpl->name + "'");
+  }
   // Acknowledged state must be durable before the client hears of it.
   if (auto st = Persist(*sb); !st.ok()) {
     r.status = SandboxStatus::kStopped;
@@ -215,6 +236,38 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   sb->instance->on_lost = [this, id](const std::string& why) { MarkFailed(id, why); };
   spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={}", r.id, r.template_name, cpu, mem, disk);
   co_return r;
+}
+
+asio::awaitable<Status> SandboxManager::StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl) {
+  if (!tpl.start.empty()) {
+    ExecRequest req;
+    req.argv = {"/bin/sh", "-c", tpl.start};
+    req.timeout_seconds = 0;
+    const std::optional<std::string> tag = std::string("template-start");
+    auto p = co_await StartProcess(sb, req, tag);
+    if (!p.ok()) co_return p.error().Context("start command");
+  }
+  if (tpl.ready.empty()) co_return Status{};
+  // Polled until it exits 0: the start command may take a while to listen.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(tpl.ready_timeout_seconds);
+  asio::steady_timer wait(co_await asio::this_coro::executor);
+  std::string last;
+  while (true) {
+    ExecRequest req;
+    req.argv = {"/bin/sh", "-c", tpl.ready};
+    req.timeout_seconds = std::max<int64_t>(1, tpl.ready_timeout_seconds);
+    auto res = co_await RunExec(sb, req, 4096);
+    if (!res.ok()) co_return res.error().Context("ready check");
+    if (res->exit.exit_code == 0) co_return Status{};
+    last = res->stderr_data.empty() ? res->stdout_data : res->stderr_data;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    wait.expires_after(std::chrono::milliseconds(100));
+    boost::system::error_code ec;
+    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return MakeError(Code::kUnavailable, "ready check '" + tpl.ready + "' did not succeed within " +
+                                              std::to_string(tpl.ready_timeout_seconds) + " s" +
+                                              (last.empty() ? "" : ": " + last));
 }
 
 asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(CreateOptions o, const std::string& key,
@@ -457,6 +510,7 @@ asio::awaitable<Result<SnapshotRecord>> SandboxManager::TakeSnapshot(Sandbox& sb
   }
   snap.layers.push_back(layer);
   for (const auto& l : sb.rec.layers) snap.layers.push_back(l);
+  snap.rootfs = sb.rec.rootfs;
   if (auto ps = PersistSnapshot(snap); !ps.ok()) {
     std::filesystem::remove_all(dir, ec);
     co_return ps.error().Context("snapshot");
@@ -500,6 +554,33 @@ Status SandboxManager::DeleteSnapshot(const std::string& id) {
   }
   CollectSnapshots();
   return Status{};
+}
+
+Status SandboxManager::DeleteTemplate(const std::string& name) {
+  if (name == "base") return MakeError(Code::kConflict, "'base' is hutchd's own template and cannot be removed");
+  if (builder_ && builder_->building(name))
+    return MakeError(Code::kConflict, "template '" + name + "' is being built");
+  if (auto st = templates_->Remove(name); !st.ok()) return st;
+  templates_->Collect(UsedLowerDirs());
+  return Status{};
+}
+
+std::set<std::string> SandboxManager::UsedLowerDirs() const {
+  std::set<std::string> used;
+  for (const auto& [id, sb] : sandboxes_) {
+    auto st = sb->rec.status;
+    if (st == SandboxStatus::kStarting || st == SandboxStatus::kRunning || st == SandboxStatus::kPaused ||
+        sb->instance) {
+      used.insert(sb->rec.layers.begin(), sb->rec.layers.end());
+      used.insert(sb->rec.rootfs);
+    }
+  }
+  for (const auto& [id, s] : snapshots_) {
+    if (s.deleted && !used.count(s.layers.front())) continue;
+    used.insert(s.layers.begin(), s.layers.end());
+    used.insert(s.rootfs);
+  }
+  return used;
 }
 
 void SandboxManager::CollectSnapshots() {
@@ -561,6 +642,7 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     o.metadata["hutch.fork_of"] = id;
     o.auto_pause_seconds = parent->rec.auto_pause_seconds;
     o.layers = snap->layers;  // the internal snapshot, not nameable by the API
+    o.rootfs = snap->rootfs;
     o.volumes = parent->rec.volumes;  // shared, as named volumes are
     auto rec = co_await Create(std::move(o));
     if (!rec.ok()) {

@@ -17,6 +17,7 @@
 #include "core/idempotency.h"
 #include "core/sandbox.h"
 #include "core/snapshot.h"
+#include "core/template_builder.h"
 #include "core/templates.h"
 #include "core/volume_manager.h"
 #include "driver/driver.h"
@@ -58,6 +59,7 @@ struct CreateOptions {
   // Read-only layers to run on when `snapshot` is empty (fork: its
   // internal snapshot's stack, which the API cannot name).
   std::vector<std::string> layers;
+  std::string rootfs;  // with `layers`: the bottom under them
   std::vector<VolumeMountRequest> volumes;
   int64_t auto_pause_seconds = 0;
 };
@@ -82,6 +84,14 @@ class SandboxManager {
   // `store` may be null (nothing persists; for tools and tests of core).
   SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
       : opts_(opts), driver_(driver), templates_(templates), store_(store) {}
+
+  // Templates: the registry, and the builder (null: builds are refused).
+  TemplateRegistry* templates() const { return templates_; }
+  void SetTemplateBuilder(TemplateBuilder* b) { builder_ = b; }
+  TemplateBuilder* template_builder() const { return builder_; }
+  // Removes a built template's name; its build dir goes once no sandbox
+  // or snapshot stands on it.
+  Status DeleteTemplate(const std::string& name);
 
   // Volumes sandboxes may mount (null: a create asking for one fails).
   void SetVolumes(VolumeManager* v) { volumes_ = v; }
@@ -118,6 +128,9 @@ class SandboxManager {
   // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
   asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
   std::vector<SnapshotRecord> ListSnapshots() const;
+  // Host dirs that sandboxes and kept snapshots stand on (template build
+  // dirs among them are not collected while listed here).
+  std::set<std::string> UsedLowerDirs() const;
   Result<SnapshotRecord> GetSnapshot(const std::string& id) const;
   Status DeleteSnapshot(const std::string& id);
   // `count` new sandboxes from the current files of a running or paused
@@ -157,12 +170,16 @@ class SandboxManager {
   // Removes the files and rows of deleted snapshots nothing stands on.
   void CollectSnapshots();
   void Forget(const std::string& id);
+  // A template's start command (in the background) and ready check (polled
+  // until it exits 0), before a create is answered.
+  asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl);
 
   ManagerOptions opts_;
   Driver* driver_;
   TemplateRegistry* templates_;
   store::StateStore* store_;
   VolumeManager* volumes_ = nullptr;
+  TemplateBuilder* builder_ = nullptr;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   std::map<std::string, SnapshotRecord> snapshots_;
   int starting_ = 0;

@@ -17,6 +17,7 @@ std::string SnapshotRecord::ToStoreJson() const {
                       {"sandbox_id", sandbox_id},
                       {"template", template_name},
                       {"layers", layers},
+                      {"rootfs", rootfs},
                       {"created_at_ms", ToUnixMs(created_at)},
                       {"size_bytes", size_bytes},
                       {"internal", internal},
@@ -33,6 +34,7 @@ bool SnapshotRecord::FromStoreJson(const std::string& text, SnapshotRecord* out)
     r.sandbox_id = j.at("sandbox_id").get<std::string>();
     r.template_name = j.at("template").get<std::string>();
     r.layers = j.at("layers").get<std::vector<std::string>>();
+    r.rootfs = j.value("rootfs", "");
     r.created_at = FromUnixMs(j.at("created_at_ms").get<int64_t>());
     r.size_bytes = j.value("size_bytes", uint64_t{0});
     r.internal = j.value("internal", false);

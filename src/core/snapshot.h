@@ -24,6 +24,7 @@ struct SnapshotRecord {
   std::string sandbox_id;           // the sandbox it was taken of
   std::string template_name;        // the template under every layer
   std::vector<std::string> layers;  // host dirs, topmost first; layers[0] is its own
+  std::string rootfs;               // the template's bottom under them ("" in old records)
   SysTime created_at;
   uint64_t size_bytes = 0;          // of its own layer
   bool internal = false;            // made by a fork: never listed

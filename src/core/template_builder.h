@@ -42,12 +42,14 @@ struct TemplateBuildOptions {
   double cpus = 2;
   int64_t pids_max = 4096;
   int64_t step_timeout_seconds = 3600;
+  // Where the host's apt sources are (debian:<suite> takes its mirror there).
+  std::string apt_dir = "/etc/apt";
 };
 
 // Progress, in the order it happens: "step" {index, of, name, detail,
-// percent}, "log" {step, stream, text} (one line each), then "done"
-// {template, cached, duration_ms} or "error" {code, message, step, name,
-// exit_code, log_tail}.
+// percent}, "log" {step, stream, text} (one line each), "ping" {} during
+// quiet stretches, then "done" {template, cached, duration_ms} or "error"
+// {code, message, step, name, exit_code, log_tail}.
 using TemplateBuildSink = std::function<asio::awaitable<void>(const std::string& event, const nlohmann::json& data)>;
 
 // What a build failure says (besides the Error it returns).
@@ -67,12 +69,19 @@ class TemplateBuilder {
   // receives progress, ending with "done" or "error".
   asio::awaitable<Result<TemplateRecord>> Build(TemplateSpec spec, TemplateBuildSink sink);
   bool building(const std::string& name) const { return active_.count(name) > 0; }
+  // Where the last failed build stopped.
+  const TemplateBuildFailure& last_failure() const { return failure_; }
 
  private:
+  asio::awaitable<Result<TemplateRecord>> Run(const TemplateSpec& spec, TemplateBuildSink& sink, bool* cached);
+  // Notes where the build stopped; returns `e`.
+  Error Fail(Error e, TemplateBuildFailure f);
+
   TemplateBuildOptions o_;
   Driver* driver_;
   TemplateRegistry* reg_;
   std::set<std::string> active_;
+  TemplateBuildFailure failure_;
 };
 
 }  // namespace hutch

@@ -110,7 +110,9 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
   } else if (!ValidTemplateName(s.from)) {
     return Bad("'from' must be debian:<suite> or a template name (got '" + s.from + "')");
   }
-  if (s.from == s.name) return Bad("a template cannot be built from itself");
+  // base.toml names base itself: hutchd assembles base, building it only
+  // reports it.
+  if (s.from == s.name && s.name != "base") return Bad("a template cannot be built from itself");
   auto pk = StrList(j, "packages");
   if (!pk.ok()) return pk.error();
   s.packages = *pk;
@@ -233,6 +235,14 @@ json TemplateSpec::Normalized() const {
   return json{{"from", from},       {"packages", packages}, {"files", files_j}, {"run", run},
               {"env", env},         {"user", user},         {"workdir", workdir}, {"start", start},
               {"ready", ready},     {"ready_timeout_seconds", ready_timeout_seconds}};
+}
+
+std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity, uint32_t uid_base) {
+  // Bumped when what a build puts into its dir changes, so older builds of
+  // the same spec are not taken for current ones.
+  constexpr int kBuildLayout = 1;
+  json key = {{"spec", spec.Normalized()}, {"parent", parent_identity}, {"uid_base", uid_base}, {"layout", kBuildLayout}};
+  return Sha256Hex(key.dump());
 }
 
 json TemplateSpec::ToJson() const {

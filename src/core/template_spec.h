@@ -58,6 +58,10 @@ Result<TemplateSpec> ParseTemplateToml(const std::string& text);
 Result<TemplateSpec> ParseTemplateJson(const nlohmann::json& j);
 // TOML or JSON, whichever the text is (a JSON object starts with '{').
 Result<TemplateSpec> ParseTemplateText(const std::string& text);
+// The build cache key: SHA-256 (hex) over the normalized spec, the
+// identity of what it is built on (a parent's build hash, base's record,
+// or debootstrap's suite and mirror), the uid base and the build layout.
+std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity, uint32_t uid_base);
 // A template name: [a-z0-9][a-z0-9._:-]{0,62}, not "." or "..".
 bool ValidTemplateName(const std::string& name);
 

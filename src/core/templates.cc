@@ -298,6 +298,8 @@ int TemplateRegistry::Collect(const std::set<std::string>& used) {
   for (const auto& e : fs::directory_iterator(o_.builds_dir, ec)) {
     std::string h = e.path().filename().string();
     if (h.rfind(".tmp-", 0) == 0 || keep.count(h)) continue;
+    // A debootstrap root is the cache of every debian:<suite> build: kept.
+    if (fs::exists(e.path() / "debootstrap.json", ec)) continue;
     std::error_code rec;
     fs::remove_all(e.path(), rec);
     ++removed;

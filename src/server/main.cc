@@ -290,6 +290,8 @@ int main(int argc, char** argv) {
   vopts.uid_base = uid_base;
   VolumeManager volumes(vopts, db->get());
   mgr.SetVolumes(&volumes);
+  TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), &templates);
+  mgr.SetTemplateBuilder(&template_builder);
   api::Api api(acfg, &mgr);
   api::HttpServer server(io, &api);
   auto ep = server.Listen(listen);

@@ -71,6 +71,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kNotADirectory:
     case Code::kIsADirectory:
     case Code::kRangeNotSatisfiable:
+    case Code::kBuildFailed:
       return "failed_precondition";
     case Code::kPermissionDenied:
       return "permission_denied";

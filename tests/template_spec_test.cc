@@ -1,0 +1,180 @@
+// Template specs: TOML and JSON parse into the same spec, bad specs are
+// refused with the reason, the cache key follows what shapes the build
+// (and not the name), and the Debian mirror comes from the host's apt
+// source files in either format.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/debootstrap.h"
+#include "core/template_spec.h"
+
+using namespace hutch;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kToml = R"(
+name = "python"
+from = "debian:bookworm"
+packages = ["python3", "python3-numpy"]
+run = ["echo hi", "useradd -m user"]
+user = "user"
+workdir = "/home/user"
+start = "sleep infinity"
+ready = "true"
+ready_timeout_seconds = 5
+
+[env]
+A = "1"
+
+[[files]]
+dest = "/etc/motd"
+content = "hello\n"
+mode = "0600"
+owner = "user"
+
+[[files]]
+dest = "/opt/bin.dat"
+content_b64 = "AAEC"
+)";
+
+std::string WriteFile(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST(TemplateSpec, TomlParsesEveryField) {
+  auto s = ParseTemplateText(kToml);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->name, "python");
+  EXPECT_TRUE(s->FromDebian());
+  EXPECT_EQ(s->DebianSuite(), "bookworm");
+  EXPECT_EQ(s->packages, (std::vector<std::string>{"python3", "python3-numpy"}));
+  EXPECT_EQ(s->run.size(), 2u);
+  EXPECT_EQ(s->user, "user");
+  EXPECT_EQ(s->workdir, "/home/user");
+  EXPECT_EQ(s->start, "sleep infinity");
+  EXPECT_EQ(s->ready_timeout_seconds, 5);
+  EXPECT_EQ(s->env.at("A"), "1");
+  ASSERT_EQ(s->files.size(), 2u);
+  EXPECT_EQ(s->files[0].mode, 0600u);
+  EXPECT_EQ(s->files[0].owner, "user");
+  EXPECT_EQ(s->files[0].content, "hello\n");
+  EXPECT_EQ(s->files[1].content, std::string("\x00\x01\x02", 3));
+  EXPECT_EQ(s->files[1].mode, 0644u);
+}
+
+TEST(TemplateSpec, JsonAndTomlGiveTheSameSpec) {
+  auto t = ParseTemplateText(kToml);
+  ASSERT_TRUE(t.ok());
+  auto j = ParseTemplateText(t->ToJson().dump());
+  // ToJson carries hashes, not contents: compare through a JSON spec.
+  nlohmann::json spec = {{"name", "python"},
+                         {"from", "debian:bookworm"},
+                         {"packages", {"python3", "python3-numpy"}},
+                         {"run", {"echo hi", "useradd -m user"}},
+                         {"user", "user"},
+                         {"workdir", "/home/user"},
+                         {"start", "sleep infinity"},
+                         {"ready", "true"},
+                         {"ready_timeout_seconds", 5},
+                         {"env", {{"A", "1"}}},
+                         {"files",
+                          {{{"dest", "/etc/motd"}, {"content", "hello\n"}, {"mode", "0600"}, {"owner", "user"}},
+                           {{"dest", "/opt/bin.dat"}, {"content_b64", "AAEC"}}}}};
+  auto fromj = ParseTemplateJson(spec);
+  ASSERT_TRUE(fromj.ok()) << fromj.error().message;
+  EXPECT_EQ(fromj->Normalized(), t->Normalized());
+  EXPECT_FALSE(j.ok());  // ToJson is a view (sha256, size), not a spec
+}
+
+TEST(TemplateSpec, BadSpecsSayWhy) {
+  struct Case {
+    const char* text;
+    const char* why;
+  } cases[] = {
+      {"from = \"base\"\n", "name"},
+      {"name = \"UPPER\"\n", "name"},
+      {"name = \"a\"\nfrom = \"a\"\n", "itself"},
+      {"name = \"a\"\nfrom = \"debian:\"\n", "suite"},
+      {"name = \"a\"\npackages = [\"bad pkg\"]\n", "package"},
+      {"name = \"a\"\nrun = \"echo\"\nbogus = true\n", "unknown key 'bogus'"},
+      {"name = \"a\"\nworkdir = \"rel\"\n", "absolute"},
+      {"name = \"a\"\n[[files]]\ndest = \"/x/../../etc\"\n", "dest"},
+      {"name = \"a\"\n[[files]]\ndest = \"/x\"\nsrc = \"local\"\n", "src"},
+      {"name = \"a\"\n[[files]]\ndest = \"/x\"\nmode = \"999\"\n", "mode"},
+      {"name = \"a\"\n[[files]]\ndest = \"/x\"\ncontent_b64 = \"!!\"\n", "base64"},
+      {"name = \"a\"\nready_timeout_seconds = 0\n", "ready_timeout_seconds"},
+      {"name = \"a\"\nrun = [\n", "TOML"},
+      {"{\"name\": ", "JSON"},
+  };
+  for (const auto& c : cases) {
+    auto s = ParseTemplateText(c.text);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_EQ(s.error().code, Code::kInvalidRequest);
+    EXPECT_NE(s.error().message.find(c.why), std::string::npos) << c.text << " -> " << s.error().message;
+  }
+  // A single string is one run entry.
+  auto one = ParseTemplateText("name = \"a\"\nrun = \"make\"\n");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(one->run, std::vector<std::string>{"make"});
+  EXPECT_EQ(one->from, "base");
+}
+
+TEST(TemplateSpec, CacheKeyFollowsContentNotName) {
+  auto a = ParseTemplateText(kToml);
+  ASSERT_TRUE(a.ok());
+  const std::string h = TemplateBuildHash(*a, "debootstrap:bookworm:m", 1000000);
+  EXPECT_EQ(h.size(), 64u);
+  EXPECT_EQ(h, TemplateBuildHash(*a, "debootstrap:bookworm:m", 1000000));
+  TemplateSpec renamed = *a;
+  renamed.name = "other";
+  renamed.description = "words";
+  EXPECT_EQ(TemplateBuildHash(renamed, "debootstrap:bookworm:m", 1000000), h);
+  TemplateSpec pkg = *a;
+  pkg.packages.push_back("python3-scipy");
+  EXPECT_NE(TemplateBuildHash(pkg, "debootstrap:bookworm:m", 1000000), h);
+  TemplateSpec file = *a;
+  file.files[0].content = "hello!\n";
+  EXPECT_NE(TemplateBuildHash(file, "debootstrap:bookworm:m", 1000000), h);
+  TemplateSpec env = *a;
+  env.env["B"] = "2";
+  EXPECT_NE(TemplateBuildHash(env, "debootstrap:bookworm:m", 1000000), h);
+  EXPECT_NE(TemplateBuildHash(*a, "parent-hash-2", 1000000), h);
+  EXPECT_NE(TemplateBuildHash(*a, "debootstrap:bookworm:m", 2000000), h);
+}
+
+TEST(DebianMirror, ReadFromDeb822AndOneLineSources) {
+  fs::path dir = fs::temp_directory_path() / ("hutch-apt-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  WriteFile(dir / "sources.list.d/debian.sources",
+            "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+            "Components: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
+            "Suites: bookworm-security\nComponents: main\n");
+  WriteFile(dir / "sources.list.d/other.list", "deb [arch=amd64] https://vendor.example/apt stable main\n");
+  auto m = FindDebianMirror("bookworm", dir.string());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(*m, "http://mirror.example/debian");
+  // A suite no source names: the Debian archive the host uses serves it.
+  auto t = FindDebianMirror("trixie", dir.string());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(*t, "http://mirror.example/debian");
+
+  fs::remove_all(dir);
+  WriteFile(dir / "sources.list", "# comment\ndeb http://one.example/debian bookworm main\n"
+                                  "deb-src http://src.example/debian bookworm main\n");
+  auto l = FindDebianMirror("bookworm", dir.string());
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(*l, "http://one.example/debian");
+
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto none = FindDebianMirror("bookworm", dir.string());
+  EXPECT_FALSE(none.ok());
+  fs::remove_all(dir);
+}
