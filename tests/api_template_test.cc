@@ -54,7 +54,8 @@ std::vector<std::string> TempBuildDirs(const TestServer& s) {
 bool Listed(const TestServer& s, const std::string& name) {
   auto r = s.Client().Request("GET", "/v1/templates");
   EXPECT_EQ(r.status, 200) << r.body;
-  for (const auto& t : r.json()["items"])
+  const json j = r.json();
+  for (const auto& t : j["items"])
     if (t.value("name", "") == name) return true;
   return false;
 }
