@@ -372,6 +372,37 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   for (int i = 0; i < n; ++i) fork_round(1, &fork1_ms);
   for (int i = 0; i < std::max(5, n / 5); ++i) fork_round(5, &fork5_ms);
 
+  // 7: create from a built template (one extra read-only layer with 20 MB
+  // of files) against base, interleaved; and an unchanged rebuild (cache hit).
+  std::cerr << "hutch_bench: template build, create from a template vs base\n";
+  const std::string spec =
+      "name = \"bench-tpl\"\nfrom = \"base\"\n"
+      "run = [\"mkdir -p /opt/bench && head -c 20000000 /dev/urandom > /opt/bench/data.bin && echo ok > /opt/bench/ok\"]\n";
+  auto build = c.Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
+  if (build.status != 201) throw std::runtime_error("template build: HTTP " + std::to_string(build.status) + " " + build.body);
+  std::vector<double> tpl_create_ms, base_create_ms, cache_hit_ms;
+  const json from_tpl = {{"template", "bench-tpl"}};
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    std::string id = CreateSandbox(c);
+    Exec(c, id, echo_hi, "hi\n");
+    base_create_ms.push_back(MsSince(t0));
+    DeleteSandbox(c, id);
+    auto t1 = Clock::now();
+    auto made = c.Json("POST", "/v1/sandboxes", from_tpl);
+    if (made.status != 201) throw std::runtime_error("create from template: HTTP " + std::to_string(made.status));
+    std::string tid = made.json().value("id", "");
+    Exec(c, tid, echo_hi, "hi\n");
+    tpl_create_ms.push_back(MsSince(t1));
+    DeleteSandbox(c, tid);
+  }
+  for (int i = 0; i < std::max(5, n / 5); ++i) {
+    auto t0 = Clock::now();
+    auto again = c.Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
+    cache_hit_ms.push_back(MsSince(t0));
+    if (again.status != 201) throw std::runtime_error("template rebuild: HTTP " + std::to_string(again.status));
+  }
+
   std::vector<Row> rows;
   rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
                   "sequential, each deleted after (untimed)"});
@@ -386,6 +417,11 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec", Summarize(restore_ms), ""});
   rows.push_back({"fork1_to_exec", "hutch: fork of 1 -> child answers exec", Summarize(fork1_ms), "target p50 <= 50 ms"});
   rows.push_back({"fork5_to_exec", "hutch: fork of 5 -> all answer exec", Summarize(fork5_ms), ""});
+  rows.push_back({"base_create_to_exec_paired", "hutch: create from base -> first exec (paired)", Summarize(base_create_ms), ""});
+  rows.push_back({"template_create_to_exec", "hutch: create from a built template -> first exec", Summarize(tpl_create_ms),
+                  "target p50 <= 1.2x base (paired row above)"});
+  rows.push_back({"template_cache_hit", "hutch: POST /v1/templates, unchanged spec (cache hit)", Summarize(cache_hit_ms),
+                  "target < 1 s"});
 
   // 5a: stream throughput. Counts decoded stdout bytes (text or b64), from
   // the request until the `exit` event; one run each. NUL bytes are valid
