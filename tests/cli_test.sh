@@ -71,6 +71,36 @@ VID2=$(hutch create --ttl 120 --volume cache:/data:ro)
 hutch rm "$VID2"
 hutch volume rm cache || fail "volume rm"
 
+# Templates: build a spec from base (a `src` file read by the CLI), use it,
+# a second build is a cache hit, a failing step's exit code and log tail
+# are shown, list/alias/rm.
+mkdir -p "$T/spec"
+echo "from-src-file" >"$T/spec/note.txt"
+cat >"$T/spec/clitpl.toml" <<'SPEC'
+name = "clitpl"
+from = "base"
+run = ["echo built > /opt/built.txt"]
+[[files]]
+dest = "/opt/note.txt"
+src = "note.txt"
+SPEC
+hutch template build "$T/spec/clitpl.toml" >"$T/build.out" 2>&1 || fail "template build: $(cat "$T/build.out")"
+grep -q "clitpl .* (built" "$T/build.out" || fail "template build printed '$(cat "$T/build.out")'"
+hutch template build "$T/spec/clitpl.toml" | grep -q "(cached" || fail "second template build was not a cache hit"
+TID=$(hutch create --template clitpl --ttl 120)
+[[ $(hutch exec "$TID" -- cat /opt/built.txt /opt/note.txt) == $'built\nfrom-src-file' ]] || fail "template files not in the sandbox"
+hutch rm "$TID"
+hutch template list | grep -q "^clitpl " || fail "template list lacks clitpl"
+hutch template alias clitpl:1 clitpl || fail "template alias"
+hutch template list | grep -q "^clitpl:1 *clitpl" || fail "template list lacks the alias"
+printf 'name = "clibad"\nfrom = "base"\nrun = ["echo going-down; exit 5"]\n' >"$T/spec/bad.toml"
+set +e
+msg=$(hutch template build "$T/spec/bad.toml" 2>&1); rc=$?
+set -e
+[[ $rc != 0 && $msg == *"exited with 5"* && $msg == *going-down* ]] || fail "failed build: rc=$rc msg=$msg"
+hutch template rm clitpl || fail "template rm"
+hutch template list | grep -q "^clitpl " && fail "template rm left clitpl"
+
 hutch rm "$ID" || fail "rm"
 hutch ls --status running | grep -q "$ID" && fail "rm left $ID running"
 
