@@ -238,3 +238,37 @@ TEST(Template, DeleteAliasAndRestart) {
   ASSERT_EQ(s.Client().Request("DELETE", "/v1/template-aliases/hello:1").status, 204);
   EXPECT_EQ(s.Client().Request("DELETE", "/v1/template-aliases/hello:1").status, 404);
 }
+
+TEST(Template, StartCommandRunsAndReadyCheckGatesCreate) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  // The start command needs a moment before it is ready; the create is
+  // answered only once the ready check passes.
+  auto b = Build(s, R"(
+name = "served"
+from = "base"
+start = "sleep 1; echo up > /tmp/started; exec sleep 1000"
+ready = "test -e /tmp/started"
+ready_timeout_seconds = 30
+)");
+  ASSERT_FALSE(b.done.is_null()) << b.body << b.error.dump();
+  std::string id = s.CreateSandbox({{"template", "served"}});
+  auto r = s.Exec(id, "cat /tmp/started");
+  EXPECT_EQ(r.value("stdout", ""), "up\n") << r.dump();
+
+  // A ready check that never passes fails the create and leaves no sandbox.
+  auto never = Build(s, R"(
+name = "never-ready"
+from = "base"
+ready = "false"
+ready_timeout_seconds = 1
+)");
+  ASSERT_FALSE(never.done.is_null()) << never.body;
+  auto c = s.Client();
+  auto create = c.Json("POST", "/v1/sandboxes", {{"template", "never-ready"}});
+  EXPECT_EQ(create.status, 503) << create.body;
+  EXPECT_NE(create.body.find("ready check"), std::string::npos) << create.body;
+  auto list = c.Request("GET", "/v1/sandboxes?status=running");
+  const json lj = list.json();
+  EXPECT_EQ(lj["items"].size(), 1u) << list.body;
+}
