@@ -372,6 +372,29 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   for (int i = 0; i < n; ++i) fork_round(1, &fork1_ms);
   for (int i = 0; i < std::max(5, n / 5); ++i) fork_round(5, &fork5_ms);
 
+  // 7: networking (issue: 50 creates with mode all within 1.5x of mode
+  // none). 50 sandboxes are created one after another and kept, so the
+  // last creates run next to 49 live namespaces; then all are deleted.
+  // Rounds alternate so both modes see the same machine noise.
+  std::vector<double> net_none_ms, net_all_ms;
+  const bool networking = c.Request("GET", "/healthz").json().value("capabilities", json::object()).value("network", false);
+  if (networking) {
+    std::cerr << "hutch_bench: create with network none vs all, 50 kept alive, 2 rounds each\n";
+    for (int round = 0; round < 4; ++round) {
+      const bool all = round % 2 == 1;
+      const json body = {{"network", {{"mode", all ? "all" : "none"}}}};
+      std::vector<std::string> ids;
+      for (int i = 0; i < 50; ++i) {
+        auto t0 = Clock::now();
+        auto r = c.Json("POST", "/v1/sandboxes", body);
+        (all ? net_all_ms : net_none_ms).push_back(MsSince(t0));
+        if (r.status != 201) throw std::runtime_error("create (network): HTTP " + std::to_string(r.status) + " " + r.body);
+        ids.push_back(r.json().at("id").get<std::string>());
+      }
+      for (const auto& id : ids) DeleteSandbox(c, id);
+    }
+  }
+
   std::vector<Row> rows;
   rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
                   "sequential, each deleted after (untimed)"});
@@ -386,6 +409,13 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec", Summarize(restore_ms), ""});
   rows.push_back({"fork1_to_exec", "hutch: fork of 1 -> child answers exec", Summarize(fork1_ms), "target p50 <= 50 ms"});
   rows.push_back({"fork5_to_exec", "hutch: fork of 5 -> all answer exec", Summarize(fork5_ms), ""});
+  if (networking) {
+    auto none = Summarize(net_none_ms), all = Summarize(net_all_ms);
+    char ratio[64];
+    snprintf(ratio, sizeof ratio, "p50 ratio all/none %.2f (target <= 1.5)", all.p50 / none.p50);
+    rows.push_back({"create_net_none", "hutch: create, network none (50 kept alive)", none, ""});
+    rows.push_back({"create_net_all", "hutch: create, network all (50 kept alive)", all, ratio});
+  }
 
   // 5a: stream throughput. Counts decoded stdout bytes (text or b64), from
   // the request until the `exit` event; one run each. NUL bytes are valid

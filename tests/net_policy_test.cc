@@ -105,7 +105,7 @@ TEST(NftRuleset, NftAcceptsTheScripts) {
     ASSERT_TRUE(p.ok());
     script += SlotPolicyScript(n, 3, *p, true);
   }
-  script += ResolvedScript(n, 3, {0x0a000001, 0x0a000002}, {}, 30);
+  script += ResolvedScript(n, 3, {0x0a000001, 0x0a000002}, 30);
   char path[] = "/tmp/nft-check-XXXXXX";
   int fd = mkstemp(path);
   ASSERT_GE(fd, 0);

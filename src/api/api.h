@@ -74,6 +74,8 @@ class Api {
   asio::awaitable<void> ForkSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   // The running sandbox; a paused one is resumed first when the request
   // asked for it ("auto_resume": true), else refused with 409 conflict.

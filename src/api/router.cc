@@ -18,12 +18,6 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 }
 
 // Routes of the contract that this build answers with not_supported.
-bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"network"};
-  for (const char* l : kLater)
-    if (sub == l) return true;
-  return false;
-}
 
 // The token of "Authorization: Bearer <token>", empty when absent.
 std::string BearerToken(const HttpContext& ctx) {
@@ -244,15 +238,10 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
     }
     if (sub == "processes") co_return co_await Processes(ctx, id, seg);
     if (n == 4 && sub == "pty") co_return co_await Pty(ctx, id);
-    // Routes of the contract that this build does not implement yet.
-    {
-      if (IsLaterRoute(sub)) {
-        // Still validate the sandbox id first, so a typo reads as a 404.
-        auto rec = mgr_->Get(id);
-        if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
-        co_return co_await ctx.SendError(
-            MakeError(Code::kNotSupported, "'" + sub + "' is not supported by this hutchd yet (see docs/api.md)"));
-      }
+    if (n == 4 && sub == "network") {
+      if (m == V::get) co_return co_await GetNetwork(ctx, id);
+      if (m == V::put) co_return co_await PutNetwork(ctx, id);
+      co_return co_await ctx.SendError(MethodNotAllowed(m));
     }
   }
   if (n >= 2 && seg[1] == "snapshots") co_return co_await RouteSnapshots(ctx, seg);

@@ -20,6 +20,7 @@
 #include "core/templates.h"
 #include "core/volume_manager.h"
 #include "driver/driver.h"
+#include "net/network_manager.h"
 #include "store/state_store.h"
 
 namespace hutch {
@@ -60,6 +61,7 @@ struct CreateOptions {
   std::vector<std::string> layers;
   std::vector<VolumeMountRequest> volumes;
   int64_t auto_pause_seconds = 0;
+  net::NetworkPolicy network;
 };
 
 struct ListFilter {
@@ -86,6 +88,16 @@ class SandboxManager {
   // Volumes sandboxes may mount (null: a create asking for one fails).
   void SetVolumes(VolumeManager* v) { volumes_ = v; }
   VolumeManager* volumes() const { return volumes_; }
+  // Sandbox networking (null: only mode none is available; `why` says why
+  // in errors).
+  void SetNetwork(net::NetworkManager* n, std::string why) {
+    net_ = n;
+    net_unavailable_ = std::move(why);
+  }
+  net::NetworkManager* network() const { return net_; }
+  // Replaces a running or paused sandbox's egress policy; new connections
+  // follow it at once.
+  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
   // Sandboxes that have the volume mounted (starting, running or paused).
   std::vector<std::string> VolumeUsers(const std::string& name) const;
 
@@ -157,12 +169,16 @@ class SandboxManager {
   // Removes the files and rows of deleted snapshots nothing stands on.
   void CollectSnapshots();
   void Forget(const std::string& id);
+  // Destroys a sandbox's instance, then frees its network slot.
+  asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
 
   ManagerOptions opts_;
   Driver* driver_;
   TemplateRegistry* templates_;
   store::StateStore* store_;
   VolumeManager* volumes_ = nullptr;
+  net::NetworkManager* net_ = nullptr;
+  std::string net_unavailable_ = "networking is not configured";
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   std::map<std::string, SnapshotRecord> snapshots_;
   int starting_ = 0;

@@ -31,6 +31,11 @@ struct InstanceSpec {
   int64_t memory_mb = 512;
   int64_t disk_mb = 2048;
   int64_t pids_max = 512;
+  // The network namespace to run in (prepared by the net layer, with its
+  // interface and routes); empty: a fresh one with loopback only.
+  std::string netns_path;
+  // /etc/resolv.conf inside, when the sandbox has a network.
+  std::string resolv_conf;
 };
 
 struct InstanceStats {

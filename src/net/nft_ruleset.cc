@@ -110,19 +110,16 @@ std::string SlotRemoveScript(const NftNames& n, int slot) {
   return s;
 }
 
-std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& add,
-                           const std::vector<uint32_t>& refresh, uint32_t ttl_seconds) {
+std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs, uint32_t ttl_seconds) {
+  if (addrs.empty()) return "";
   const std::string set = "inet " + n.table() + " r" + std::to_string(slot);
-  std::string s;
-  if (!refresh.empty()) {
-    std::string e;
-    for (uint32_t a : refresh) e += (e.empty() ? "" : ", ") + Ipv4ToString(a);
-    s += "delete element " + set + " { " + e + " }\n";
+  std::string timed, plain;
+  for (uint32_t a : addrs) {
+    timed += (timed.empty() ? "" : ", ") + Ipv4ToString(a) + " timeout " + std::to_string(ttl_seconds) + "s";
+    plain += (plain.empty() ? "" : ", ") + Ipv4ToString(a);
   }
-  std::string e;
-  for (uint32_t a : add) e += (e.empty() ? "" : ", ") + Ipv4ToString(a) + " timeout " + std::to_string(ttl_seconds) + "s";
-  if (!e.empty()) s += "add element " + set + " { " + e + " }\n";
-  return s;
+  return "add element " + set + " { " + timed + " }\ndelete element " + set + " { " + plain + " }\nadd element " +
+         set + " { " + timed + " }\n";
 }
 
 std::string DeleteTableScript(const NftNames& n) { return "delete table inet " + n.table() + "\n"; }

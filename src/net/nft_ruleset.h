@@ -35,11 +35,12 @@ std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p
 // callers fall back to SlotRemoveCommands one by one).
 std::string SlotRemoveScript(const NftNames& n, int slot);
 std::vector<std::string> SlotRemoveCommands(const NftNames& n, int slot);
-// Adds addresses an allowed name resolved to, each for `ttl_seconds`; an
-// address listed in `refresh` is deleted first (re-adding an element does
-// not extend its timeout).
-std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& add,
-                           const std::vector<uint32_t>& refresh, uint32_t ttl_seconds);
+// Puts addresses an allowed name resolved to in the slot's resolved set,
+// each for `ttl_seconds` from now (an address already there gets the new
+// timeout: re-adding an element does not extend it, so each is added,
+// deleted and added again in the one transaction; the first add makes the
+// delete safe when the element had just timed out).
+std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs, uint32_t ttl_seconds);
 std::string DeleteTableScript(const NftNames& n);
 
 }  // namespace hutch::net

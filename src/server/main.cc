@@ -29,6 +29,7 @@
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/jail/jail_driver.h"
+#include "net/network_manager.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -151,6 +152,9 @@ int main(int argc, char** argv) {
   mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
+  std::string net_pool = "10.201.0.0/16", dns_upstream;
+  int net_warm = 2;
+  bool no_network = false;
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
@@ -171,6 +175,12 @@ int main(int argc, char** argv) {
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
   app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
+  app.add_option("--net-pool", net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
+      ->capture_default_str();
+  app.add_option("--dns-upstream", dns_upstream,
+                 "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
+  app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates")->capture_default_str();
+  app.add_flag("--no-network", no_network, "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
   std::string log_format = "text";
@@ -275,7 +285,52 @@ int main(int argc, char** argv) {
   mopts.snapshots_dir = state_dir + "/snapshots";
   fs::create_directories(mopts.snapshots_dir, ec);
   asio::io_context io(1);
+
+  // Networking is optional: a host without nftables or iproute2 still
+  // serves sandboxes with mode none, and says why the others fail.
+  std::unique_ptr<net::NetworkManager> network;
+  std::string net_why = "disabled with --no-network";
+  if (!no_network) {
+    net::NetworkOptions nopts;
+    nopts.tag = dopts.instance_tag;
+    nopts.warm = std::max(0, net_warm);
+    auto pool = net::ParseCidr(net_pool);
+    if (!pool.ok()) {
+      std::cerr << "hutchd: --net-pool: " << pool.error().message << "\n";
+      return 2;
+    }
+    nopts.pool = *pool;
+    if (!dns_upstream.empty()) {
+      std::string host = dns_upstream;
+      uint16_t port = 53;
+      if (auto c = host.find(':'); c != std::string::npos) {
+        port = static_cast<uint16_t>(std::atoi(host.c_str() + c + 1));
+        host.resize(c);
+      }
+      uint32_t a;
+      if (!net::ParseIpv4(host, &a) || port == 0) {
+        std::cerr << "hutchd: --dns-upstream must be IPv4[:port]\n";
+        return 2;
+      }
+      nopts.dns_upstream = asio::ip::udp::endpoint(asio::ip::address_v4(a), port);
+    }
+    bool done = false;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+      auto m = co_await net::NetworkManager::Start(io, nopts);
+      if (m.ok()) network = std::move(m).value();
+      else net_why = m.error().message;
+      done = true;
+    }, asio::detached);
+    while (!done && io.run_one() > 0) {
+    }
+    io.restart();
+    if (!network) spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", net_why);
+  }
+  acfg.capabilities["network"] = network != nullptr;
+  if (!network) acfg.capabilities["network_unavailable"] = net_why;
+
   SandboxManager mgr(mopts, driver->get(), &templates, db->get());
+  mgr.SetNetwork(network.get(), net_why);
   vopts.dir = state_dir + "/volumes";
   vopts.uid_base = uid_base;
   VolumeManager volumes(vopts, db->get());
@@ -330,6 +385,7 @@ int main(int argc, char** argv) {
     server.Stop();
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
       co_await mgr.Shutdown();
+      if (network) co_await network->Shutdown();
       volumes.Shutdown();
       io.stop();
     }, asio::detached);

@@ -31,6 +31,7 @@ namespace {
 
 enum Step : uint32_t {
   kStepWaitParent = 1,
+  kStepNetNs,
   kStepPrivateRoot,
   kStepScratchTmpfs,
   kStepUpperDirs,
@@ -61,7 +62,7 @@ enum Step : uint32_t {
 };
 
 constexpr const char* kStepNames[] = {
-    "none", "wait for parent", "make / private", "mount scratch tmpfs", "create upper dirs",
+    "none", "wait for parent", "enter network namespace", "make / private", "mount scratch tmpfs", "create upper dirs",
     "mount overlay", "mount volumes", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
     "mount /dev/shm", "mount /sys", "mask /proc paths", "set hostname", "bring up loopback",
     "bind agent socket", "pivot_root", "unshare cgroup ns", "unshare user ns",
@@ -160,6 +161,11 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   close(p.parent_sync_fd);
   char b;
   if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitParent, errno);
+  // A sandbox with a network joins the namespace hutchd prepared (its
+  // veth and routes already set, owned by the host's user namespace, so
+  // the sandbox's root cannot change them); before anything is mounted, so
+  // /sys below shows this namespace's interfaces.
+  if (c.netns_fd >= 0 && setns(c.netns_fd, CLONE_NEWNET) != 0) Fail(sfd, kStepNetNs, errno);
 
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     Fail(sfd, kStepPrivateRoot, errno);
@@ -414,7 +420,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   // Raw clone without a new stack behaves like fork() but takes namespace
   // flags; glibc's fork handlers do not run, which is what we want.
   long pid = syscall(SYS_clone,
-                     CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+                     CLONE_NEWPID | CLONE_NEWNS | (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) | CLONE_NEWIPC |
+                         CLONE_NEWUTS | SIGCHLD,
                      nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return ErrnoError("clone");
   if (pid == 0) ChildMain(p);
