@@ -1,5 +1,7 @@
 #include "net/network_manager.h"
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -151,10 +153,39 @@ int NetworkManager::SlotOfSandboxAddress(uint32_t a) const {
 }
 
 std::optional<int> NetworkManager::FreeSlot() const {
-  std::set<int> warm(warm_.begin(), warm_.end());
+  std::set<int> taken(warm_.begin(), warm_.end());
+  taken.insert(making_.begin(), making_.end());
+  taken.insert(foreign_.begin(), foreign_.end());
+  for (const auto& [s, p] : leased_) taken.insert(s);
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+      uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      if (opts_.pool.Contains(a)) taken.insert(static_cast<int>((a - opts_.pool.addr) / 4));
+    }
+    freeifaddrs(ifs);
+  }
   for (int s = 0; s < max_slots(); ++s)
-    if (!leased_.count(s) && !warm.count(s) && !making_.count(s)) return s;
+    if (!taken.count(s)) return s;
   return std::nullopt;
+}
+
+asio::awaitable<Result<int>> NetworkManager::MakeAnySlot() {
+  Error last = MakeError(Code::kCapacityExhausted,
+                         "every subnet of the network pool " + opts_.pool.ToString() + " is in use");
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto slot = FreeSlot();
+    if (!slot) break;
+    making_.insert(*slot);
+    auto st = co_await MakeSlot(*slot);
+    making_.erase(*slot);
+    if (st.ok()) co_return *slot;
+    last = st.error();
+    foreign_.insert(*slot);
+    spdlog::warn("net slot={} unusable, trying another err=\"{}\"", *slot, last.message);
+  }
+  co_return last;
 }
 
 asio::awaitable<Status> NetworkManager::Nft(const std::string& script) {
@@ -218,14 +249,10 @@ void NetworkManager::RefillWarm() {
   std::weak_ptr<bool> alive = alive_;
   asio::co_spawn(io_, [this, alive]() -> asio::awaitable<void> {
     while (!alive.expired() && !stopped_ && static_cast<int>(warm_.size() + making_.size()) < opts_.warm) {
-      auto slot = FreeSlot();
-      if (!slot) break;
-      making_.insert(*slot);
-      auto st = co_await MakeSlot(*slot);
+      auto slot = co_await MakeAnySlot();
       if (alive.expired()) co_return;
-      making_.erase(*slot);
-      if (!st.ok()) {
-        spdlog::error("net warm_slot_failed err=\"{}\"", st.error().message);
+      if (!slot.ok()) {
+        spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
         break;
       }
       if (stopped_) {
@@ -245,15 +272,9 @@ asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& p
     slot = warm_.front();
     warm_.pop_front();
   } else {
-    auto free = FreeSlot();
-    if (!free)
-      co_return MakeError(Code::kCapacityExhausted,
-                          "every subnet of the network pool " + opts_.pool.ToString() + " is in use");
-    slot = *free;
-    making_.insert(slot);
-    auto st = co_await MakeSlot(slot);
-    making_.erase(slot);
-    if (!st.ok()) co_return st.error();
+    auto made = co_await MakeAnySlot();
+    if (!made.ok()) co_return made.error();
+    slot = *made;
   }
   leased_[slot] = policy;
   if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok()) {

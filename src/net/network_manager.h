@@ -111,7 +111,12 @@ class NetworkManager {
   int max_slots() const { return 1 << (32 - opts_.pool.prefix - 2); }
   // The slot whose sandbox address is `a`, or -1.
   int SlotOfSandboxAddress(uint32_t a) const;
+  // A slot nobody uses: not ours, and none of its addresses on any host
+  // interface (another hutchd sharing the pool, or anything else there).
   std::optional<int> FreeSlot() const;
+  // MakeSlot on free slots until one works (a slot another server took at
+  // the same moment fails on its DNS listener and is skipped).
+  asio::awaitable<Result<int>> MakeAnySlot();
   asio::awaitable<Status> MakeSlot(int slot);
   asio::awaitable<void> RemoveSlot(int slot);
   asio::awaitable<Status> Nft(const std::string& script);
@@ -126,6 +131,7 @@ class NetworkManager {
   std::unique_ptr<DnsProxy> dns_;
   std::deque<int> warm_;
   std::set<int> making_;  // being made (warm refill in flight)
+  std::set<int> foreign_;  // failed to make: someone else's (skipped)
   std::map<int, NetworkPolicy> leased_;
   bool refilling_ = false;
   bool stopped_ = false;
