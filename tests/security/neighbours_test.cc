@@ -80,7 +80,7 @@ TEST_F(Neighbour, MemoryIsUnreachable) {
   // B holds a secret in a process's memory (its environment and argv).
   const std::string secret = "NEIGHBOUR-SECRET-" + RandomHex(16);
   ASSERT_EQ(StartDetached(server(), b_, "env HOLD=" + secret + " sleep 2345")["_status"], 200);
-  ASSERT_TRUE(WaitInB("pgrep -xc sleep", "1\n"));
+  ASSERT_TRUE(WaitInB("pgrep -fc 'slee[p] 2345'", "1\n"));
   // A reads every process view it can name (environ, cmdline, the memory
   // of every mapping). The needle travels reversed and the scanner skips
   // itself and its shell, which hold it.
@@ -161,7 +161,8 @@ TEST_F(Neighbour, ForksGetTheirOwnIdsHostnamesAndRandomState) {
   auto f = c.Json("POST", "/v1/sandboxes/" + sandbox() + "/fork", {{"count", 2}});
   ASSERT_EQ(f.status, 201) << f.body;
   std::vector<std::string> ids = {sandbox()};
-  for (const auto& k : f.json()["sandboxes"]) ids.push_back(k["id"]);
+  const json forks = f.json();
+  for (const auto& k : forks["sandboxes"]) ids.push_back(k["id"]);
   ASSERT_EQ(ids.size(), 3u) << f.body;
   std::set<std::string> unique_ids, hosts, machine_ids, boot_ids, random;
   const std::string host_boot_id = HostSh("cat /proc/sys/kernel/random/boot_id");
