@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -173,6 +174,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-volume-mb", vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
+  size_t max_connections = 0;
+  app.add_option("--max-connections", max_connections,
+                 "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
+                 "kept for sandboxes, or half of a limit below 2048)");
   app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
   app.add_option("--net-pool", net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
@@ -337,6 +342,21 @@ int main(int argc, char** argv) {
   mgr.SetVolumes(&volumes);
   api::Api api(acfg, &mgr);
   api::HttpServer server(io, &api);
+  {
+    // Every open connection holds an fd: take the whole open-file limit we
+    // may, and keep part of it for sandboxes, agents and files.
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const size_t nofile = rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+    if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
+    server.set_max_connections(max_connections);
+    spdlog::info("connections max={} nofile={}", max_connections, nofile);
+  }
   auto ep = server.Listen(listen);
   if (!ep.ok()) {
     std::cerr << "hutchd: " << ep.error().message << "\n";

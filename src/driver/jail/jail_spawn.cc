@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -83,6 +84,9 @@ struct Plan {
   std::vector<std::string> dev_nodes_src, dev_nodes_dst;
   std::vector<std::array<std::string, 2>> dev_links;  // {target, linkpath}
   std::vector<std::string> proc_masked_files, proc_ro_dirs, proc_masked_dirs;
+  // The sandbox's own /proc/sys/kernel/random/boot_id: text, file in the
+  // scratch tmpfs, and the path it is bound over.
+  std::string boot_id, boot_id_src, boot_id_dst;
   // Per bind: the mount point's path components under the root.
   std::vector<std::vector<std::string>> bind_components;
   std::string dev_null_in_root;
@@ -110,9 +114,28 @@ constexpr int kDroppedCaps[] = {
     CAP_SYS_RESOURCE,   CAP_IPC_LOCK,
 };
 
+// RLIMIT_NOFILE of every process in a sandbox (docs/security.md).
+constexpr rlim_t kSandboxNofile = 4096;
+
 bool Exists(const char* p) {
   struct stat st;
   return lstat(p, &st) == 0;
+}
+
+// A random (version 4) UUID as the kernel prints boot_id, with its newline.
+Result<std::string> RandomUuid() {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return ErrnoError("getrandom");
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[b[i] >> 4];
+    out += kHex[b[i] & 15];
+  }
+  return out + "\n";
 }
 
 // Binds a volume at its mount point inside the new root. The root's
@@ -226,6 +249,23 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
               "size=0,nr_inodes=1") != 0)
       Fail(sfd, kStepMaskProc, errno);
   }
+  // boot_id is the host kernel's: every sandbox, and two forks of one
+  // snapshot, would read the same id, and it names the host's boot. Each
+  // sandbox reads its own from a file in its scratch tmpfs (out of reach
+  // once pivot_root hides the scratch; owned by the host's root, so the
+  // sandbox's root cannot write it either). Bound before /proc/sys turns
+  // read-only; the recursive bind below carries it along.
+  if (Exists(p.boot_id_dst.c_str())) {
+    int fd = open(p.boot_id_src.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+    if (fd < 0) Fail(sfd, kStepMaskProc, errno);
+    if (write(fd, p.boot_id.data(), p.boot_id.size()) != static_cast<ssize_t>(p.boot_id.size()))
+      Fail(sfd, kStepMaskProc, errno ? errno : EIO);
+    close(fd);
+    if (mount(p.boot_id_src.c_str(), p.boot_id_dst.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nullptr, p.boot_id_dst.c_str(), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      Fail(sfd, kStepMaskProc, errno);
+  }
   for (const auto& d : p.proc_ro_dirs) {
     if (!Exists(d.c_str())) continue;
     if (mount(d.c_str(), d.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
@@ -332,6 +372,13 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
       (keep_hi - keep_lo > 1 && syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
       syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0)
     Fail(hi_sync, kStepFds, errno);
+  // Open files: the sandbox's own limit, not whatever hutchd was started
+  // with (a service manager may give hutchd a million). Soft = hard, so a
+  // program that raises its soft limit gets no more. Set only now: the
+  // fds inherited from a busy hutchd are closed, so the dups above never
+  // ran into the lower limit.
+  struct rlimit nofile = {kSandboxNofile, kSandboxNofile};
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Fail(hi_sync, kStepRlimits, errno);
 
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.seccomp->program(), 0, 0) != 0)
     Fail(hi_sync, kStepSeccomp, errno);
@@ -406,6 +453,11 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
     p.proc_masked_files.push_back(p.proc + "/" + f);
   for (const char* f : {"acpi", "scsi", "driver"}) p.proc_masked_dirs.push_back(p.proc + "/" + f);
   for (const char* f : {"sys", "bus", "fs", "irq"}) p.proc_ro_dirs.push_back(p.proc + "/" + f);
+  auto boot_id = RandomUuid();
+  if (!boot_id.ok()) return boot_id.error();
+  p.boot_id = std::move(*boot_id);
+  p.boot_id_src = p.scratch + "/boot_id";
+  p.boot_id_dst = p.proc + "/sys/kernel/random/boot_id";
 
   UniqueFd log(open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log) return ErrnoError("open agent log " + cfg.log_path);
