@@ -11,6 +11,7 @@
 #include "api/api_metrics.h"
 #include "api/e2b/e2b_api.h"
 #include "api/http_context.h"
+#include "api/port_proxy.h"
 #include "api/rate_limiter.h"
 #include "core/sandbox_manager.h"
 
@@ -39,6 +40,7 @@ class Api {
       : cfg_(std::move(cfg)),
         mgr_(mgr),
         limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst),
+        ports_(mgr),
         e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {}
   // Handles one request; the response has been sent when it returns.
   // Counts it, logs its access line, and answers 500 if a handler throws.
@@ -92,6 +94,18 @@ class Api {
   // /pty, a WebSocket (v1_pty.cc)
   asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> ServeMetrics(HttpContext& ctx);
+  // Exposed ports (v1_ports.cc): /v1/sandboxes/{id}/ports/{port}/...; the
+  // E2B forms (a Host of the form {port}-{id}.<domain>, and /e2b requests
+  // with an E2b-Sandbox-Port other than envd's) also accept the sandbox's
+  // own tokens. Their targets go on raw, so the router skips its URL
+  // checks for them (IsV1PortsPath, IsE2bPortRequest).
+  static bool IsV1PortsPath(const std::vector<std::string>& seg);
+  static bool IsE2bPortRequest(const HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> PortsByHost(HttpContext& ctx, const std::string& id, const std::string& port_text);
+  asio::awaitable<void> PortsByE2bHeader(HttpContext& ctx);
+  asio::awaitable<void> PortsE2b(HttpContext& ctx, const std::string& id, const std::string& port_text,
+                                 std::string target, std::string prefix);
   // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
   asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> CreateVolume(HttpContext& ctx);
@@ -104,6 +118,7 @@ class Api {
   SandboxManager* mgr_;
   ApiMetrics metrics_;
   RateLimiter limiter_;
+  PortProxy ports_;  // exposed ports (port_proxy.h)
   e2b::E2bApi e2b_;  // the /e2b dialect (src/api/e2b)
 };
 

@@ -122,7 +122,8 @@ asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   auto seg = ctx.segments();
   std::string sandbox;
-  if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) sandbox = " sandbox=" + ph->id;
+  else if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
   else if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
     sandbox = " sandbox=" + LogSafe(ctx.Header("E2b-Sandbox-Id"));
   spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
@@ -136,7 +137,13 @@ void Api::CountMalformedRequest(int status, Code code) {
 
 asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
   auto seg = ctx.segments();
-  if (!ctx.query_ok()) {
+  // A Host naming a sandbox's port (E2B getHost) owns every path: the
+  // request is the sandbox server's, whatever it looks like.
+  if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) co_return co_await PortsByHost(ctx, ph->id, ph->port);
+  if (IsE2bPortRequest(ctx, seg)) co_return co_await PortsByE2bHeader(ctx);
+  // A relayed target's query (and path after the port) is the sandbox
+  // server's business, not checked here.
+  if (!ctx.query_ok() && !IsV1PortsPath(seg)) {
     co_await ctx.SendError(MakeError(Code::kInvalidRequest, "malformed percent-encoding in URL"));
   } else if (seg.size() == 1 && seg[0] == "healthz") {
     if (ctx.method() != http::verb::get && ctx.method() != http::verb::head)
@@ -238,6 +245,7 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
     }
     if (sub == "processes") co_return co_await Processes(ctx, id, seg);
     if (n == 4 && sub == "pty") co_return co_await Pty(ctx, id);
+    if (sub == "ports") co_return co_await Ports(ctx, id, seg);
     if (n == 4 && sub == "network") {
       if (m == V::get) co_return co_await GetNetwork(ctx, id);
       if (m == V::put) co_return co_await PutNetwork(ctx, id);

@@ -31,6 +31,7 @@ const char* CodeName(Code c) {
     case Code::kSandboxExpired: return "sandbox_expired";
     case Code::kHeadersTooLarge: return "headers_too_large";
     case Code::kStorageFull: return "storage_full";
+    case Code::kPortUnreachable: return "port_unreachable";
   }
   return "internal";
 }
@@ -59,6 +60,7 @@ int CodeHttpStatus(Code c) {
     case Code::kRangeNotSatisfiable: return 416;
     case Code::kHeadersTooLarge: return 431;
     case Code::kStorageFull: return 507;
+    case Code::kPortUnreachable: return 502;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kNotSupported: return 501;
@@ -70,7 +72,7 @@ int CodeHttpStatus(Code c) {
 
 bool CodeRetryable(Code c) {
   return c == Code::kRateLimited || c == Code::kCapacityExhausted || c == Code::kUnavailable ||
-         c == Code::kInternal || c == Code::kStorageFull;
+         c == Code::kInternal || c == Code::kStorageFull || c == Code::kPortUnreachable;
 }
 
 Code CodeFromErrno(int err) {

@@ -43,6 +43,7 @@ enum class Code {
   kSandboxExpired,            // the sandbox's TTL ran out (it was deleted)
   kHeadersTooLarge,
   kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
+  kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
 };
 
 const char* CodeName(Code c);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "driver/agent_connection.h"
 
 namespace hutch {
@@ -67,6 +68,10 @@ class Instance {
   // empty directory `dst`, consistently: its processes are frozen while
   // the copy runs (a paused sandbox stays paused).
   virtual asio::awaitable<Status> CaptureLayer(const std::string& dst) = 0;
+  // An fd of the sandbox's network namespace (O_CLOEXEC; setns(2) with
+  // CLONE_NEWNET takes it), for hutchd to open sockets in it (the port
+  // proxy). The one place that knows where a sandbox's netns comes from.
+  virtual Result<UniqueFd> NetNamespace() = 0;
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
   // What the driver needs to find this instance again after hutchd

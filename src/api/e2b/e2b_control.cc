@@ -83,6 +83,7 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["state"] = E2bState(r.status);
   } else {
     j["envdAccessToken"] = EnvdAccessToken(r.owner_key, r.id);
+    j["trafficAccessToken"] = TrafficAccessToken(r.owner_key, r.id);
   }
   return j;
 }
@@ -275,6 +276,7 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   Json j = SandboxJson(*rec, true);
   j["envdAccessToken"] = EnvdAccessToken(rec->owner_key, rec->id);
+  j["trafficAccessToken"] = TrafficAccessToken(rec->owner_key, rec->id);
   co_await ctx.SendJson(200, j);
 }
 

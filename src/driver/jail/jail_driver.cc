@@ -196,6 +196,19 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     co_return st;
   }
 
+  Result<UniqueFd> NetNamespace() override {
+    if (destroyed_ || destroying_ || !pidfd_.valid()) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    // The agent (PID 1 of the sandbox) lives in the sandbox's netns. Open
+    // through /proc first, then check the pidfd still names a live process:
+    // if it does, the pid was not recycled in between, so the namespace
+    // opened is our agent's (the same argument as Adopt's start time).
+    const std::string path = "/proc/" + std::to_string(pid_) + "/ns/net";
+    UniqueFd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) return ErrnoError("open " + path).Context("sandbox " + id_);
+    if (PidfdSendSignal(pidfd_.get(), 0) != 0) return MakeError(Code::kSandboxNotRunning, "sandbox agent is gone");
+    return ns;
+  }
+
   asio::awaitable<void> Destroy() override {
     if (destroyed_) co_return;
     destroying_ = true;
