@@ -66,7 +66,9 @@ json MakeEntry(const std::string& path, const struct stat& st, int dirfd, const 
             {"type", type},
             {"size", static_cast<int64_t>(st.st_size)},
             {"mode", static_cast<int>(st.st_mode & 07777)},
-            {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)}};
+            {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)},
+            {"uid", static_cast<int64_t>(st.st_uid)},
+            {"gid", static_cast<int64_t>(st.st_gid)}};
   if (S_ISLNK(st.st_mode)) {
     char buf[4096];
     ssize_t n = readlinkat(dirfd, name, buf, sizeof(buf));
