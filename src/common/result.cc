@@ -30,6 +30,7 @@ const char* CodeName(Code c) {
     case Code::kSandboxResourceExhausted: return "sandbox_resource_exhausted";
     case Code::kSandboxExpired: return "sandbox_expired";
     case Code::kHeadersTooLarge: return "headers_too_large";
+    case Code::kStorageFull: return "storage_full";
   }
   return "internal";
 }
@@ -57,6 +58,7 @@ int CodeHttpStatus(Code c) {
     case Code::kNoSpace: return 422;
     case Code::kRangeNotSatisfiable: return 416;
     case Code::kHeadersTooLarge: return 431;
+    case Code::kStorageFull: return 507;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kNotSupported: return 501;
@@ -68,7 +70,7 @@ int CodeHttpStatus(Code c) {
 
 bool CodeRetryable(Code c) {
   return c == Code::kRateLimited || c == Code::kCapacityExhausted || c == Code::kUnavailable ||
-         c == Code::kInternal;
+         c == Code::kInternal || c == Code::kStorageFull;
 }
 
 Code CodeFromErrno(int err) {

@@ -42,6 +42,7 @@ enum class Code {
   kSandboxResourceExhausted,  // the sandbox hit its own process/memory limit
   kSandboxExpired,            // the sandbox's TTL ran out (it was deleted)
   kHeadersTooLarge,
+  kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
 };
 
 const char* CodeName(Code c);

@@ -89,8 +89,15 @@ std::vector<VolumeMountRequest> VolumeMountsFromJson(const nlohmann::json& j) {
   std::vector<VolumeMountRequest> out;
   if (!j.is_array()) return out;
   for (const auto& e : j) {
+    // Records come from our own store, but a damaged row must not throw
+    // out of recovery: an entry with a wrong-typed field is skipped.
     if (!e.is_object()) continue;
-    out.push_back({e.value("name", ""), e.value("path", ""), e.value("read_only", false)});
+    auto name = e.find("name");
+    auto path = e.find("path");
+    auto ro = e.find("read_only");
+    if (name == e.end() || !name->is_string() || path == e.end() || !path->is_string()) continue;
+    if (ro != e.end() && !ro->is_boolean()) continue;
+    out.push_back({name->get<std::string>(), path->get<std::string>(), ro != e.end() && ro->get<bool>()});
   }
   return out;
 }

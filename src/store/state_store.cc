@@ -11,7 +11,11 @@ namespace hutch::store {
 namespace {
 
 Error DbError(sqlite3* db, const std::string& what) {
-  return MakeError(Code::kInternal, "state store: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+  // A full disk under the state dir is the operator's to fix, and clients
+  // should see it for what it is (507 storage_full), not as a hutch bug.
+  const int ext = db ? sqlite3_extended_errcode(db) : 0;
+  const bool full = db && ((ext & 0xff) == SQLITE_FULL || ext == SQLITE_IOERR_WRITE || ext == SQLITE_IOERR_FSYNC);
+  return MakeError(full ? Code::kStorageFull : Code::kInternal, "state store: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
 }
 
 // A prepared statement, finalized on scope exit. Binds are 1-based.

@@ -124,4 +124,32 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
 }
 
+// This server's cgroup name prefix, from its start line ("tag=h1234abcd").
+std::string TagOf(const TestServer& s) {
+  std::string log = s.Log();
+  size_t p = log.rfind(" tag=");
+  if (p == std::string::npos) return "";
+  size_t e = log.find_first_of(" \n", p + 5);
+  return log.substr(p + 5, e - p - 5);
+}
+
+// Sandbox ids that have a cgroup of this server on the host.
+std::set<std::string> CgroupIdsOf(const std::string& tag) {
+  std::set<std::string> ids;
+  std::istringstream in(HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '" + tag + "-*' 2>/dev/null"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string base = fs::path(line).filename().string();
+    ids.insert(base.substr(tag.size() + 1));
+  }
+  return ids;
+}
+
+std::set<std::string> SandboxDirs(const TestServer& s) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(s.state_dir() + "/state/sandboxes", ec)) out.insert(e.path().filename());
+  return out;
+}
+
 }  // namespace hutch::testing::probe

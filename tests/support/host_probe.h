@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,12 @@ Footprint FootprintOf(const TestServer& s, const std::string& id);
 // their silence after deletion means something.
 void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_procs);
 void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footprint& before);
+
+// This server's cgroup name prefix, from its start line ("tag=h1234abcd").
+std::string TagOf(const TestServer& s);
+// Sandbox ids that have a cgroup of this server (by tag) on the host.
+std::set<std::string> CgroupIdsOf(const std::string& tag);
+// Sandbox ids that have a directory in the server's state dir.
+std::set<std::string> SandboxDirs(const TestServer& s);
 
 }  // namespace hutch::testing::probe

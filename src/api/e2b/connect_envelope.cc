@@ -37,9 +37,13 @@ Result<std::optional<Envelope>> EnvelopeReader::Next() {
   e.flags = p[0];
   e.payload = buf_.substr(pos_ + 5, n);
   pos_ += 5 + n;
-  // Keep the buffer from growing with consumed bytes.
+  // Keep the buffer from growing with consumed bytes, also on a long stream
+  // that always has a partial envelope pending.
   if (pos_ == buf_.size()) {
     buf_.clear();
+    pos_ = 0;
+  } else if (pos_ > 64 * 1024) {
+    buf_.erase(0, pos_);
     pos_ = 0;
   }
   return std::optional<Envelope>(std::move(e));
@@ -74,6 +78,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kRateLimited:
     case Code::kCapacityExhausted:
     case Code::kNoSpace:
+    case Code::kStorageFull:
     case Code::kSandboxResourceExhausted:
       return "resource_exhausted";
     case Code::kUnavailable:
