@@ -88,6 +88,7 @@ class OpenSandboxApi {
 
   // osb_files.cc: /files..., /directories...
   asio::awaitable<void> Files(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::vector<std::string>& s);
+  asio::awaitable<void> Upload(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
 
   // osb_metrics.cc: /metrics, /metrics/watch
   asio::awaitable<void> Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb, bool watch);

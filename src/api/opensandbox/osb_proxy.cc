@@ -90,9 +90,15 @@ asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxReco
   if (Is(s, {"policy"})) {
     if (m == V::get) co_return co_await ctx.SendJson(200, EgressPolicyOf(rec));
     if (m == V::patch || m == V::delete_) {
-      auto body = co_await ctx.ReadJson(json_limit_);
-      if (!body.ok()) co_return co_await SendError(ctx, body.error());
-      auto st = ApplyEgressChange(rec, *body);
+      // The bodies are arrays (rules, targets): ReadJson takes objects only.
+      auto text = co_await ctx.ReadBody(json_limit_);
+      if (!text.ok()) co_return co_await SendError(ctx, text.error());
+      const Json body = Json::parse(*text, nullptr, false);
+      if (body.is_discarded()) {
+        Error e = MakeError(Code::kInvalidRequest, "malformed JSON body");
+        co_return co_await SendError(ctx, e);
+      }
+      auto st = ApplyEgressChange(rec, body);
       if (!st.ok()) co_return co_await SendError(ctx, st.error());
       co_return co_await ctx.SendJson(200, EgressPolicyOf(rec));
     }
