@@ -10,6 +10,7 @@
 
 #include "api/api_metrics.h"
 #include "api/e2b/e2b_api.h"
+#include "api/opensandbox/osb_api.h"
 #include "api/http_context.h"
 #include "api/port_proxy.h"
 #include "api/rate_limiter.h"
@@ -29,6 +30,8 @@ struct ApiConfig {
   // What this server can do, as /healthz reports it (driver, memory
   // snapshots, the CRIU probe's finding).
   nlohmann::json capabilities = nlohmann::json::object();
+  // OpenSandbox image URI -> template (--opensandbox-images over the defaults).
+  opensandbox::ImageTable opensandbox_images = opensandbox::ImageTable::Defaults();
 };
 
 // 405 for a known path asked with the wrong method.
@@ -41,7 +44,10 @@ class Api {
         mgr_(mgr),
         limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst),
         ports_(mgr),
-        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {}
+        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }),
+        osb_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {
+    osb_.SetImages(cfg_.opensandbox_images);
+  }
   // Handles one request; the response has been sent when it returns.
   // Counts it, logs its access line, and answers 500 if a handler throws.
   asio::awaitable<void> Handle(HttpContext& ctx);
@@ -60,6 +66,7 @@ class Api {
   // E2B dialect's `e2b_<hex>` form); "" when none matches.
   std::string MatchKeyHash(const std::vector<std::string>& candidates) const;
   asio::awaitable<void> RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> RouteOpenSandbox(HttpContext& ctx, const std::vector<std::string>& seg);
   // Takes a token of the key (by its hash); 0 if allowed, else Retry-After seconds.
   int RateLimitWait(const std::string& key_hash);
   asio::awaitable<void> RouteV1(HttpContext& ctx, const std::vector<std::string>& seg);
@@ -120,6 +127,7 @@ class Api {
   RateLimiter limiter_;
   PortProxy ports_;  // exposed ports (port_proxy.h)
   e2b::E2bApi e2b_;  // the /e2b dialect (src/api/e2b)
+  opensandbox::OpenSandboxApi osb_;  // the /opensandbox dialect (src/api/opensandbox)
 };
 
 }  // namespace hutch::api

@@ -401,6 +401,25 @@ Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_
   return (*sb)->rec;
 }
 
+Result<SandboxRecord> SandboxManager::PatchMetadata(const std::string& id,
+                                                    const std::map<std::string, std::optional<std::string>>& patch) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found");
+  auto& rec = it->second->rec;
+  if (rec.status == SandboxStatus::kStopped || rec.status == SandboxStatus::kFailed)
+    return MakeError(Code::kSandboxNotFound, "sandbox " + id + " is " + StatusName(rec.status));
+  auto before = rec.metadata;
+  for (const auto& [k, v] : patch) {
+    if (v) rec.metadata[k] = *v;
+    else rec.metadata.erase(k);
+  }
+  if (auto st = Persist(*it->second); !st.ok()) {
+    rec.metadata = std::move(before);
+    return st.error().Context("patch metadata");
+  }
+  return rec;
+}
+
 int64_t SandboxManager::committed_memory_mb() const {
   int64_t mb = 0;
   for (const auto& [id, sb] : sandboxes_) {

@@ -127,6 +127,10 @@ class SandboxManager {
   // ids never issued.
   asio::awaitable<Status> Delete(const std::string& id, const std::string& reason = "deleted");
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  // Merges `patch` into the sandbox's metadata (a nullopt value removes the
+  // key) and persists it; running and paused sandboxes only.
+  Result<SandboxRecord> PatchMetadata(const std::string& id,
+                                      const std::map<std::string, std::optional<std::string>>& patch);
   // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
   asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
   std::vector<SnapshotRecord> ListSnapshots() const;

@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
   std::string log_format = "text";
+  std::string osb_images;
+  app.add_option("--opensandbox-images", osb_images,
+                 "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to templates (over the defaults)");
   app.add_option("--rate-limit", acfg.rate_limit_rps, "Requests a second per API key on /v1 (0: no limit)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
@@ -255,6 +258,14 @@ int main(int argc, char** argv) {
     if (!fs::exists(builder)) builder = ExeDir() + "/../share/hutch/build-base-template";
   }
   acfg.exec_output_cap = output_cap_mb << 20;
+  if (!osb_images.empty()) {
+    auto t = api::opensandbox::ImageTable::LoadOver(osb_images);
+    if (!t.ok()) {
+      std::cerr << "hutchd: --opensandbox-images: " << t.error().message << "\n";
+      return 2;
+    }
+    acfg.opensandbox_images = std::move(*t);
+  }
 
   auto keys = LoadKeyHashes(keys_file, db->get(), true);
   if (!keys.ok()) {
