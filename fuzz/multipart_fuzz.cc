@@ -14,8 +14,8 @@
 
 #include "api/common/multipart.h"
 
-using hutch::api::e2b::MultipartBoundary;
-using hutch::api::e2b::MultipartReader;
+using hutch::api::MultipartBoundary;
+using hutch::api::MultipartReader;
 
 namespace {
 
