@@ -340,6 +340,39 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     rt_argv.push_back(MsSince(t1));
   }
 
+  // Exposed ports: a GET through /ports/{port}/ to python's http.server in
+  // the sandbox (a 13-byte file, keep-alive to hutchd, one new upstream
+  // connection per request), next to the exec round trip on the same
+  // sandbox. Same number of runs, interleaved.
+  std::cerr << "hutch_bench: port proxy round trip, " << 4 * n << " runs\n";
+  Exec(c, sb, {{"cmd", "mkdir -p /tmp/www && printf 'hello, proxy\\n' > /tmp/www/f.txt"}, {"timeout_seconds", 30}});
+  {
+    auto r = c.Json("POST", "/v1/sandboxes/" + sb + "/processes",
+                    {{"cmd", "cd /tmp/www && exec python3 -m http.server 8000 --bind 127.0.0.1"}});
+    if (r.status != 201) throw std::runtime_error("start http.server: HTTP " + std::to_string(r.status) + " " + r.body);
+  }
+  const std::string port_target = "/v1/sandboxes/" + sb + "/ports/8000/f.txt";
+  for (int i = 0; i < 300; ++i) {
+    if (c.Request("GET", port_target).status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  auto proxy_get = [&] {
+    auto r = c.Request("GET", port_target);
+    if (r.status != 200 || r.body != "hello, proxy\n")
+      throw std::runtime_error("port proxy GET: HTTP " + std::to_string(r.status) + " " + r.body);
+  };
+  for (int i = 0; i < 5; ++i) proxy_get();
+  std::vector<double> rt_proxy, rt_exec_cat;
+  const json exec_cat = {{"argv", {"/bin/cat", "/tmp/www/f.txt"}}, {"timeout_seconds", 30}};
+  for (int i = 0; i < 4 * n; ++i) {
+    auto t0 = Clock::now();
+    proxy_get();
+    rt_proxy.push_back(MsSince(t0));
+    auto t1 = Clock::now();
+    Exec(c, sb, exec_cat, "hello, proxy\n");
+    rt_exec_cat.push_back(MsSince(t1));
+  }
+
   // 6: snapshots and fork (issue: fork of 1 <= 50 ms p50). The parent has
   // 10 MB of its own files, so the copy-on-write layer is not empty.
   std::cerr << "hutch_bench: snapshot, restore, fork of 1 and of 5\n";
@@ -403,6 +436,29 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     if (again.status != 201) throw std::runtime_error("template rebuild: HTTP " + std::to_string(again.status));
   }
 
+  // 8: networking (issue: 50 creates with mode all within 1.5x of mode
+  // none). 50 sandboxes are created one after another and kept, so the
+  // last creates run next to 49 live namespaces; then all are deleted.
+  // Rounds alternate so both modes see the same machine noise.
+  std::vector<double> net_none_ms, net_all_ms;
+  const bool networking = c.Request("GET", "/healthz").json().value("capabilities", json::object()).value("network", false);
+  if (networking) {
+    std::cerr << "hutch_bench: create with network none vs all, 50 kept alive, 2 rounds each\n";
+    for (int round = 0; round < 4; ++round) {
+      const bool all = round % 2 == 1;
+      const json body = {{"network", {{"mode", all ? "all" : "none"}}}};
+      std::vector<std::string> ids;
+      for (int i = 0; i < 50; ++i) {
+        auto t0 = Clock::now();
+        auto r = c.Json("POST", "/v1/sandboxes", body);
+        (all ? net_all_ms : net_none_ms).push_back(MsSince(t0));
+        if (r.status != 201) throw std::runtime_error("create (network): HTTP " + std::to_string(r.status) + " " + r.body);
+        ids.push_back(r.json().at("id").get<std::string>());
+      }
+      for (const auto& id : ids) DeleteSandbox(c, id);
+    }
+  }
+
   std::vector<Row> rows;
   rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
                   "sequential, each deleted after (untimed)"});
@@ -412,6 +468,10 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
                   "one running sandbox, keep-alive"});
   rows.push_back({"exec_round_trip_argv", "hutch: exec round trip argv [/bin/true]", Summarize(rt_argv),
                   "same, no shell"});
+  rows.push_back({"port_proxy_get", "hutch: GET /ports/8000/f.txt (python http.server)", Summarize(rt_proxy),
+                  "keep-alive to hutchd"});
+  rows.push_back({"exec_cat_same_file", "  vs exec argv [cat f.txt], same sandbox", Summarize(rt_exec_cat),
+                  "interleaved with the row above"});
   for (const auto& b : baselines) rows.push_back(b.ToRow());
   rows.push_back({"snapshot", "hutch: snapshot (10 MB changed files)", Summarize(snap_ms), "frozen while copied"});
   rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec", Summarize(restore_ms), ""});
@@ -422,6 +482,13 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
                   "target p50 <= 1.2x base (paired row above)"});
   rows.push_back({"template_cache_hit", "hutch: POST /v1/templates, unchanged spec (cache hit)", Summarize(cache_hit_ms),
                   "target < 1 s"});
+  if (networking) {
+    auto none = Summarize(net_none_ms), all = Summarize(net_all_ms);
+    char ratio[64];
+    snprintf(ratio, sizeof ratio, "p50 ratio all/none %.2f (target <= 1.5)", all.p50 / none.p50);
+    rows.push_back({"create_net_none", "hutch: create, network none (50 kept alive)", none, ""});
+    rows.push_back({"create_net_all", "hutch: create, network all (50 kept alive)", all, ratio});
+  }
 
   // 5a: stream throughput. Counts decoded stdout bytes (text or b64), from
   // the request until the `exit` event; one run each. NUL bytes are valid
@@ -524,6 +591,17 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       });
       if (r.status != 201) throw std::runtime_error("upload: HTTP " + std::to_string(r.status) + " " + r.body);
       return size;
+    });
+    measure("proxy_download", "hutch: GET /ports/8000/ 100 MB (http.server)", [&] {
+      // The file PUT above, served by python's http.server and relayed.
+      Exec(c, sb, {{"cmd", "ln -sf /tmp/bench.bin /tmp/www/bench.bin"}, {"timeout_seconds", 30}});
+      hutch::client::HttpClient pc = server.Client();
+      uint64_t got = 0;
+      auto r = pc.Download("/v1/sandboxes/" + sb + "/ports/8000/bench.bin", [&](const char*, size_t k) { got += k; });
+      if (r.status != 200 || got != size)
+        throw std::runtime_error("proxy download: HTTP " + std::to_string(r.status) + ", " + std::to_string(got) +
+                                 " bytes " + r.body);
+      return got;
     });
     measure("download", "hutch: GET /fs 100 MB", [&] {
       hutch::client::HttpClient dc = server.Client();

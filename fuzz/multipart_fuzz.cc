@@ -1,4 +1,4 @@
-// The multipart/form-data reader (src/api/e2b/multipart): upload bodies are
+// The multipart/form-data reader (src/api/common/multipart): upload bodies are
 // untrusted and arrive in arbitrary pieces. Two modes, chosen by the first
 // byte:
 //  - raw: the input is a body; events must be well nested (a part begins,
@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "api/e2b/multipart.h"
+#include "api/common/multipart.h"
 
-using hutch::api::e2b::MultipartBoundary;
-using hutch::api::e2b::MultipartReader;
+using hutch::api::MultipartBoundary;
+using hutch::api::MultipartReader;
 
 namespace {
 

@@ -202,18 +202,22 @@ TEST(ApiSmoke, TtlExpiryReapsAndRenewExtends) {
   EXPECT_EQ(c.Json("POST", "/v1/sandboxes", {{"ttl_seconds", -5}}).status, 400);
 }
 
-TEST(ApiSmoke, NotYetSupportedRoutesSayNotSupported) {
-  TestServer s;
+TEST(ApiSmoke, WithoutNetworkingOnlyModeNoneIsServedAndHealthzSaysWhy) {
+  TestServer s({"--no-network"});
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
   auto c = s.Client();
   auto r = c.Request("GET", "/v1/sandboxes/" + id + "/network");
-  EXPECT_EQ(r.status, 501);
-  EXPECT_EQ(r.json()["code"], "not_supported");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.json()["mode"], "none");
   r = c.Request("GET", "/v1/sandboxes/sb_nope/network");
   EXPECT_EQ(r.status, 404);
   r = c.Json("POST", "/v1/sandboxes", {{"network", {{"mode", "all"}}}});
+  EXPECT_EQ(r.status, 501);
   EXPECT_EQ(r.json()["code"], "not_supported");
+  auto h = c.Request("GET", "/healthz").json();
+  EXPECT_EQ(h["capabilities"]["network"], false);
+  EXPECT_EQ(h["capabilities"]["network_unavailable"], "disabled with --no-network");
 }
 
 TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {

@@ -272,3 +272,28 @@ ready_timeout_seconds = 1
   const json lj = list.json();
   EXPECT_EQ(lj["items"].size(), 1u) << list.body;
 }
+
+TEST(Template, BuildSandboxHasItsOwnNetworkButNotTheHost) {
+  // Build steps need the network (apt-get, pip, npm) but run code nobody
+  // reviewed as root: they get a slot in network mode `all`, so they have
+  // an interface of their own and cannot reach hutchd on the host (which
+  // they could if they shared the host's network namespace).
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  const std::string port = std::to_string(s.port());
+  const std::string spec = "name = \"netcheck\"\nfrom = \"base\"\nrun = [\n"
+                           "  \"grep -q eth0 /proc/net/dev && echo has-eth0\",\n"
+                           "  \"python3 -c \\\"import socket; s=socket.socket(); s.settimeout(3); "
+                           "r=s.connect_ex(('127.0.0.1', " + port + ")); print('hutchd-connect', r); "
+                           "raise SystemExit(7 if r == 0 else 0)\\\"\",\n]\n";
+  auto b = Build(s, spec);
+  ASSERT_EQ(b.status, 200) << b.body;
+  ASSERT_TRUE(b.error.is_null()) << b.error.dump();
+  ASSERT_FALSE(b.done.is_null()) << b.body;
+  std::string logs;
+  for (const auto& [ev, d] : b.events)
+    if (ev == "log") logs += d.value("text", "") + "\n";
+  EXPECT_NE(logs.find("has-eth0"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("hutchd-connect"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("hutchd-connect 0"), std::string::npos) << logs;
+}

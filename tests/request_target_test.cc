@@ -27,3 +27,21 @@ TEST(RequestTarget, RejectsMalformedEscapesAndNulBytes) {
   EXPECT_FALSE(ParseRequestTarget(std::string_view("/sa\0b", 5)).ok);
   EXPECT_FALSE(ParseRequestTarget(std::string_view("/v1?path=a\0b", 12)).ok);
 }
+
+TEST(RequestTarget, SplitKeepsTheRawRemainderAndQuery) {
+  using hutch::api::SplitRequestTarget;
+  auto s = SplitRequestTarget("/v1/sandboxes/sb_1/ports/8000/a%20b//c?x=%zz&y=1", 5);
+  ASSERT_TRUE(s.ok);
+  EXPECT_EQ(s.prefix, (std::vector<std::string>{"v1", "sandboxes", "sb_1", "ports", "8000"}));
+  EXPECT_EQ(s.rest, "/a%20b//c?x=%zz&y=1");
+  // Nothing after the prefix: the root of the relayed server.
+  EXPECT_EQ(SplitRequestTarget("/v1/sandboxes/sb_1/ports/8000", 5).rest, "/");
+  EXPECT_EQ(SplitRequestTarget("/v1/sandboxes/sb_1/ports/8000?q", 5).rest, "/?q");
+  EXPECT_EQ(SplitRequestTarget("//v1//sandboxes/sb_1/ports/8000/", 5).rest, "/");
+  // Counted like PathSegments; an escaped '/' stays inside its segment.
+  auto e = SplitRequestTarget("/v1/sandboxes/sb%2F1/ports/80/", 5);
+  ASSERT_TRUE(e.ok);
+  EXPECT_EQ(e.prefix[2], "sb/1");
+  EXPECT_FALSE(SplitRequestTarget("/v1/sandboxes/sb_1/ports", 5).ok);
+  EXPECT_FALSE(SplitRequestTarget("/v1/sandboxes/sb_1/ports/8%zz/", 5).ok);
+}

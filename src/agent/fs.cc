@@ -87,6 +87,10 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
       auto e = Move(r, req->path, req->to);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
+    if (req->op == "chmod") {
+      auto e = SetAttributes(r, req->path, j.value("mode", -1), j.value("uid", int64_t{-1}), j.value("gid", int64_t{-1}));
+      return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
+    }
     if (req->op == "read") {
       auto src = OpenForRead(r, req->path, j.value("offset", int64_t{0}), j.value("length", int64_t{-1}));
       if (!src.ok()) return SendError(c, s, src.error());

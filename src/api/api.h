@@ -10,7 +10,9 @@
 
 #include "api/api_metrics.h"
 #include "api/e2b/e2b_api.h"
+#include "api/opensandbox/osb_api.h"
 #include "api/http_context.h"
+#include "api/port_proxy.h"
 #include "api/rate_limiter.h"
 #include "core/sandbox_manager.h"
 
@@ -28,6 +30,8 @@ struct ApiConfig {
   // What this server can do, as /healthz reports it (driver, memory
   // snapshots, the CRIU probe's finding).
   nlohmann::json capabilities = nlohmann::json::object();
+  // OpenSandbox image URI -> template (--opensandbox-images over the defaults).
+  opensandbox::ImageTable opensandbox_images = opensandbox::ImageTable::Defaults();
 };
 
 // 405 for a known path asked with the wrong method.
@@ -39,7 +43,11 @@ class Api {
       : cfg_(std::move(cfg)),
         mgr_(mgr),
         limiter_(cfg_.rate_limit_rps, cfg_.rate_limit_burst),
-        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {}
+        ports_(mgr),
+        e2b_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }),
+        osb_(mgr, cfg_.json_body_limit, [this](const std::string& key_hash) { return RateLimitWait(key_hash); }) {
+    osb_.SetImages(cfg_.opensandbox_images);
+  }
   // Handles one request; the response has been sent when it returns.
   // Counts it, logs its access line, and answers 500 if a handler throws.
   asio::awaitable<void> Handle(HttpContext& ctx);
@@ -58,6 +66,7 @@ class Api {
   // E2B dialect's `e2b_<hex>` form); "" when none matches.
   std::string MatchKeyHash(const std::vector<std::string>& candidates) const;
   asio::awaitable<void> RouteE2b(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> RouteOpenSandbox(HttpContext& ctx, const std::vector<std::string>& seg);
   // Takes a token of the key (by its hash); 0 if allowed, else Retry-After seconds.
   int RateLimitWait(const std::string& key_hash);
   asio::awaitable<void> RouteV1(HttpContext& ctx, const std::vector<std::string>& seg);
@@ -74,6 +83,8 @@ class Api {
   asio::awaitable<void> ForkSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   // The running sandbox; a paused one is resumed first when the request
   // asked for it ("auto_resume": true), else refused with 409 conflict.
@@ -90,6 +101,18 @@ class Api {
   // /pty, a WebSocket (v1_pty.cc)
   asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> ServeMetrics(HttpContext& ctx);
+  // Exposed ports (v1_ports.cc): /v1/sandboxes/{id}/ports/{port}/...; the
+  // E2B forms (a Host of the form {port}-{id}.<domain>, and /e2b requests
+  // with an E2b-Sandbox-Port other than envd's) also accept the sandbox's
+  // own tokens. Their targets go on raw, so the router skips its URL
+  // checks for them (IsV1PortsPath, IsE2bPortRequest).
+  static bool IsV1PortsPath(const std::vector<std::string>& seg);
+  static bool IsE2bPortRequest(const HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> PortsByHost(HttpContext& ctx, const std::string& id, const std::string& port_text);
+  asio::awaitable<void> PortsByE2bHeader(HttpContext& ctx);
+  asio::awaitable<void> PortsE2b(HttpContext& ctx, const std::string& id, const std::string& port_text,
+                                 std::string target, std::string prefix);
   // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
   asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> CreateVolume(HttpContext& ctx);
@@ -106,7 +129,9 @@ class Api {
   SandboxManager* mgr_;
   ApiMetrics metrics_;
   RateLimiter limiter_;
+  PortProxy ports_;  // exposed ports (port_proxy.h)
   e2b::E2bApi e2b_;  // the /e2b dialect (src/api/e2b)
+  opensandbox::OpenSandboxApi osb_;  // the /opensandbox dialect (src/api/opensandbox)
 };
 
 }  // namespace hutch::api

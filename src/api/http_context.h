@@ -84,6 +84,23 @@ class HttpContext {
   // and speaks another protocol on it; no HTTP request is read after it.
   beast::tcp_stream& TakeStream(int status);
 
+  // --- relaying (the port proxy): raw access to the connection. The
+  // relay reads the body through parser() (moving it into a parser of
+  // another body type, as ReadBody does) and writes its own response;
+  // MarkRelayed then records what it did.
+  std::string_view target() const { return {header_.target().data(), header_.target().size()}; }
+  beast::tcp_stream& stream() { return stream_; }
+  beast::flat_buffer& buffer() { return buf_; }
+  http::request_parser<http::empty_body>& parser() { return hp_; }
+  // A response of `status` went out by other means than this object; the
+  // body was read to its end only if `body_complete`.
+  void MarkRelayed(int status, bool body_complete) {
+    responded_ = true;
+    status_ = status;
+    body_read_ = true;
+    if (!body_complete) keep_alive_ = false;
+  }
+
   // Whether the connection can carry another request after this one.
   bool keep_alive() const { return keep_alive_; }
   // Closes the connection after this request (e.g. a response that broke

@@ -15,6 +15,18 @@ namespace {
 constexpr auto kHeaderTimeout = std::chrono::seconds(30);
 // Headers beyond this are refused (431) instead of buffered.
 constexpr uint32_t kHeaderLimit = 64 * 1024;
+
+// Counts a coroutine in a counter for as long as it runs.
+class CountWhileAlive {
+ public:
+  explicit CountWhileAlive(size_t& n) : n_(n) { ++n_; }
+  ~CountWhileAlive() { --n_; }
+  CountWhileAlive(const CountWhileAlive&) = delete;
+  CountWhileAlive& operator=(const CountWhileAlive&) = delete;
+
+ private:
+  size_t& n_;
+};
 }  // namespace
 
 Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port) {
@@ -64,11 +76,52 @@ asio::awaitable<void> HttpServer::AcceptLoop() {
       continue;
     }
     sock.set_option(asio::ip::tcp::no_delay(true), ec);
+    if (open_ >= max_connections_) {
+      // A flood of refusals must not take the fds the cap protects: past
+      // a few hundred in flight, close at once.
+      if (refusing_ >= 256) continue;
+      asio::co_spawn(io_, Refuse(std::move(sock)), asio::detached);
+      continue;
+    }
     asio::co_spawn(io_, Session(std::move(sock)), asio::detached);
   }
 }
 
+asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
+  CountWhileAlive count(refusing_);
+  static size_t warned = 0;
+  if (warned++ % 1000 == 0)
+    spdlog::warn("connection_refused reason=max_connections open={} max={}", open_, max_connections_);
+  api_->CountMalformedRequest(503, Code::kCapacityExhausted);
+  nlohmann::json j = {{"code", "capacity_exhausted"},
+                      {"message", "too many open connections (" + std::to_string(max_connections_) +
+                                      "); retry when some have closed"},
+                      {"request_id", "r_" + RandomHex(10)},
+                      {"retryable", true}};
+  http::response<http::string_body> res{http::status::service_unavailable, 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::retry_after, "1");
+  res.set(http::field::connection, "close");
+  res.body() = j.dump() + "\n";
+  res.prepare_payload();
+  beast::tcp_stream stream(std::move(sock));
+  boost::system::error_code ec;
+  stream.expires_after(std::chrono::seconds(2));
+  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  // Read (and drop) what the client sent until it closes, for at most a
+  // second: closing with its request unread would reset the connection,
+  // and the client might lose the answer.
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  stream.expires_after(std::chrono::seconds(1));
+  char sink[1024];
+  while (!ec) {
+    co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+  }
+  stream.close();
+}
+
 asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
+  CountWhileAlive count(open_);
   beast::tcp_stream stream(std::move(sock));
   beast::flat_buffer buf;
   while (true) {

@@ -73,4 +73,27 @@ std::vector<std::string> PathSegments(const std::string& path) {
   return out;
 }
 
+SplitTarget SplitRequestTarget(std::string_view target, size_t n) {
+  SplitTarget out;
+  const size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  // Segments are counted as PathSegments counts them: runs of '/' are one
+  // separator, so the prefix matches what the router matched.
+  size_t i = 0;
+  while (out.prefix.size() < n) {
+    while (i < path.size() && path[i] == '/') ++i;
+    if (i == path.size()) return out;
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string seg;
+    if (!UrlDecode(path.substr(i, j - i), false, &seg)) return out;
+    out.prefix.push_back(std::move(seg));
+    i = j;
+  }
+  out.rest = i < path.size() ? std::string(path.substr(i)) : std::string("/");
+  if (q != std::string_view::npos) out.rest.append(target.substr(q));
+  out.ok = true;
+  return out;
+}
+
 }  // namespace hutch::api

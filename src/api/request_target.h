@@ -26,4 +26,18 @@ RequestTarget ParseRequestTarget(std::string_view target);
 // "/v1//sandboxes/x/" -> {"v1", "sandboxes", "x"}.
 std::vector<std::string> PathSegments(const std::string& path);
 
+// A raw request target cut after its first `n` path segments, for a route
+// that relays the rest elsewhere (the port proxy): `prefix` holds those
+// segments decoded, `rest` the raw remainder exactly as the client sent it
+// (path from its '/', "/" when the path ended, then the raw query if any),
+// so escapes and oddities the relayed server may care about survive.
+// ok=false when the path has fewer than `n` segments or one of them is a
+// malformed escape.
+struct SplitTarget {
+  std::vector<std::string> prefix;
+  std::string rest;
+  bool ok = false;
+};
+SplitTarget SplitRequestTarget(std::string_view target, size_t n);
+
 }  // namespace hutch::api

@@ -18,12 +18,6 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 }
 
 // Routes of the contract that this build answers with not_supported.
-bool IsLaterRoute(const std::string& sub) {
-  static const char* const kLater[] = {"network"};
-  for (const char* l : kLater)
-    if (sub == l) return true;
-  return false;
-}
 
 // The token of "Authorization: Bearer <token>", empty when absent.
 std::string BearerToken(const HttpContext& ctx) {
@@ -107,6 +101,37 @@ asio::awaitable<void> Api::RouteE2b(HttpContext& ctx, const std::vector<std::str
   co_await e2b_.HandleControl(ctx, seg, hash);
 }
 
+asio::awaitable<void> Api::RouteOpenSandbox(HttpContext& ctx, const std::vector<std::string>& seg) {
+  // The lifecycle API authenticates with OPEN-SANDBOX-API-KEY; the proxy
+  // routes with the sandbox's access token (or a key), checked by the dialect.
+  const std::string presented = ctx.Header("OPEN-SANDBOX-API-KEY");
+  const std::vector<std::string> candidates = presented.empty() ? std::vector<std::string>{}
+                                                                : std::vector<std::string>{presented};
+  const std::string hash = MatchKeyHash(candidates);
+  if (seg.size() >= 5 && seg[1] == "sandboxes" && seg[3] == "proxy")
+    co_return co_await osb_.HandleProxy(ctx, seg, hash);
+  if (seg.size() < 2 || seg[1] != "v1") {
+    Error e = MakeError(Code::kNotFound, "no OpenSandbox route for " + ctx.path());
+    co_return co_await opensandbox::OpenSandboxApi::SendError(ctx, e);
+  }
+  if (hash.empty()) {
+    // OpenSandbox's own codes for these two, which its SDKs show as is.
+    ctx.NoteError(MakeError(Code::kUnauthorized, "api key"));
+    const nlohmann::json body = {
+        {"code", presented.empty() ? "MISSING_API_KEY" : "INVALID_API_KEY"},
+        {"message", presented.empty() ? "OPEN-SANDBOX-API-KEY header is required (a hutch API key)"
+                                      : "OPEN-SANDBOX-API-KEY is not a valid hutch API key"}};
+    co_return co_await ctx.SendJson(401, body);
+  }
+  if (int wait = RateLimitWait(hash); wait > 0) {
+    ctx.AddHeader("Retry-After", std::to_string(wait));
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
+    co_return co_await opensandbox::OpenSandboxApi::SendError(ctx, e);
+  }
+  co_await osb_.HandleLifecycle(ctx, seg, hash);
+}
+
 asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   ctx.set_error_observer([this](const Error& e) { metrics_.CountError(e.code); });
@@ -128,7 +153,12 @@ asio::awaitable<void> Api::Handle(HttpContext& ctx) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   auto seg = ctx.segments();
   std::string sandbox;
-  if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) sandbox = " sandbox=" + ph->id;
+  else if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") sandbox = " sandbox=" + LogSafe(seg[2]);
+  else if (seg.size() >= 3 && seg[0] == opensandbox::kPrefix && seg[1] == "sandboxes")
+    sandbox = " sandbox=" + LogSafe(seg[2]);
+  else if (seg.size() >= 4 && seg[0] == opensandbox::kPrefix && seg[2] == "sandboxes")
+    sandbox = " sandbox=" + LogSafe(seg[3]);
   else if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
     sandbox = " sandbox=" + LogSafe(ctx.Header("E2b-Sandbox-Id"));
   spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
@@ -142,7 +172,13 @@ void Api::CountMalformedRequest(int status, Code code) {
 
 asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
   auto seg = ctx.segments();
-  if (!ctx.query_ok()) {
+  // A Host naming a sandbox's port (E2B getHost) owns every path: the
+  // request is the sandbox server's, whatever it looks like.
+  if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) co_return co_await PortsByHost(ctx, ph->id, ph->port);
+  if (IsE2bPortRequest(ctx, seg)) co_return co_await PortsByE2bHeader(ctx);
+  // A relayed target's query (and path after the port) is the sandbox
+  // server's business, not checked here.
+  if (!ctx.query_ok() && !IsV1PortsPath(seg)) {
     co_await ctx.SendError(MakeError(Code::kInvalidRequest, "malformed percent-encoding in URL"));
   } else if (seg.size() == 1 && seg[0] == "healthz") {
     if (ctx.method() != http::verb::get && ctx.method() != http::verb::head)
@@ -174,6 +210,8 @@ asio::awaitable<void> Api::Dispatch(HttpContext& ctx) {
     }
   } else if (!seg.empty() && seg[0] == "e2b") {
     co_await RouteE2b(ctx, seg);
+  } else if (!seg.empty() && seg[0] == opensandbox::kPrefix) {
+    co_await RouteOpenSandbox(ctx, seg);
   } else {
     co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
   }
@@ -244,15 +282,11 @@ asio::awaitable<void> Api::RouteV1(HttpContext& ctx, const std::vector<std::stri
     }
     if (sub == "processes") co_return co_await Processes(ctx, id, seg);
     if (n == 4 && sub == "pty") co_return co_await Pty(ctx, id);
-    // Routes of the contract that this build does not implement yet.
-    {
-      if (IsLaterRoute(sub)) {
-        // Still validate the sandbox id first, so a typo reads as a 404.
-        auto rec = mgr_->Get(id);
-        if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
-        co_return co_await ctx.SendError(
-            MakeError(Code::kNotSupported, "'" + sub + "' is not supported by this hutchd yet (see docs/api.md)"));
-      }
+    if (sub == "ports") co_return co_await Ports(ctx, id, seg);
+    if (n == 4 && sub == "network") {
+      if (m == V::get) co_return co_await GetNetwork(ctx, id);
+      if (m == V::put) co_return co_await PutNetwork(ctx, id);
+      co_return co_await ctx.SendError(MethodNotAllowed(m));
     }
   }
   if (n >= 2 && seg[1] == "snapshots") co_return co_await RouteSnapshots(ctx, seg);

@@ -25,12 +25,11 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   if (*snapshot && *tpl)
     co_return co_await ctx.SendError(
         MakeError(Code::kInvalidRequest, "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
+  net::NetworkPolicy network;
   if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'network' must be an object"));
-    HUTCH_FIELD(mode, OptString(*it, "mode"));
-    if (*mode && **mode != "none")
-      co_return co_await ctx.SendError(MakeError(
-          Code::kNotSupported, "network mode '" + **mode + "' is not supported yet; only 'none' (loopback only)"));
+    auto p = net::ParseNetworkPolicy(*it);
+    if (!p.ok()) co_return co_await ctx.SendError(p.error());
+    network = std::move(p).value();
   }
   if (env.value()) {
     for (const auto& [k, v] : **env)
@@ -56,6 +55,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
       o.volumes.push_back({**vname, **vpath, ro->value_or(false)});
     }
   }
+  o.network = std::move(network);
   if (*tpl) o.template_name = **tpl;
   if (*auto_pause) o.auto_pause_seconds = **auto_pause;
   if (*ttl) o.ttl_seconds = **ttl;

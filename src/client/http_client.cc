@@ -88,6 +88,8 @@ Response HttpClient::Request(const std::string& method, const std::string& targe
     http::write(*stream_, req, ec);
     http::response_parser<http::string_body> p;
     p.body_limit(std::numeric_limits<std::uint64_t>::max());
+    // A HEAD answer's Content-Length describes the GET: no body follows.
+    if (req.method() == http::verb::head) p.skip(true);
     if (!ec) http::read(*stream_, buf_, p, ec);
     if (ec) {
       Close();

@@ -32,6 +32,7 @@ const char* CodeName(Code c) {
     case Code::kHeadersTooLarge: return "headers_too_large";
     case Code::kStorageFull: return "storage_full";
     case Code::kBuildFailed: return "build_failed";
+    case Code::kPortUnreachable: return "port_unreachable";
   }
   return "internal";
 }
@@ -61,6 +62,7 @@ int CodeHttpStatus(Code c) {
     case Code::kRangeNotSatisfiable: return 416;
     case Code::kHeadersTooLarge: return 431;
     case Code::kStorageFull: return 507;
+    case Code::kPortUnreachable: return 502;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kNotSupported: return 501;
@@ -72,7 +74,7 @@ int CodeHttpStatus(Code c) {
 
 bool CodeRetryable(Code c) {
   return c == Code::kRateLimited || c == Code::kCapacityExhausted || c == Code::kUnavailable ||
-         c == Code::kInternal || c == Code::kStorageFull;
+         c == Code::kInternal || c == Code::kStorageFull || c == Code::kPortUnreachable;
 }
 
 Code CodeFromErrno(int err) {

@@ -44,6 +44,7 @@ enum class Code {
   kHeadersTooLarge,
   kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
   kBuildFailed,  // a template build step failed (its step, exit code and log tail go with it)
+  kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
 };
 
 const char* CodeName(Code c);

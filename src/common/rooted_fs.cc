@@ -66,7 +66,9 @@ json MakeEntry(const std::string& path, const struct stat& st, int dirfd, const 
             {"type", type},
             {"size", static_cast<int64_t>(st.st_size)},
             {"mode", static_cast<int>(st.st_mode & 07777)},
-            {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)}};
+            {"mtime", static_cast<int64_t>(st.st_mtim.tv_sec)},
+            {"uid", static_cast<int64_t>(st.st_uid)},
+            {"gid", static_cast<int64_t>(st.st_gid)}};
   if (S_ISLNK(st.st_mode)) {
     char buf[4096];
     ssize_t n = readlinkat(dirfd, name, buf, sizeof(buf));
@@ -280,6 +282,27 @@ Result<json> Move(int root, const std::string& from, const std::string& to) {
   if (renameat(src->dir.get(), src->name.c_str(), dst_dir->get(), to_name.c_str()) < 0)
     return FsError("move " + from + " to", to, errno);
   return EntryAt(dst_dir->get(), to_name, to);
+}
+
+Result<json> SetAttributes(int root, const std::string& path, int mode, int64_t uid, int64_t gid) {
+  if (mode > 07777) return MakeError(Code::kInvalidRequest, "mode must be at most 07777");
+  auto fd = OpenAt(root, path, O_PATH);
+  if (!fd.ok()) return fd.error();
+  // chown first: it clears set-id bits that the chmod may then set.
+  if (uid >= 0 || gid >= 0) {
+    if (fchownat(fd->get(), "", uid < 0 ? static_cast<uid_t>(-1) : static_cast<uid_t>(uid),
+                 gid < 0 ? static_cast<gid_t>(-1) : static_cast<gid_t>(gid), AT_EMPTY_PATH) < 0)
+      return FsError("chown", path, errno);
+  }
+  if (mode >= 0) {
+    // fchmod() refuses O_PATH descriptors; the descriptor's /proc link is
+    // the inode already resolved inside the tree, with no second path walk.
+    const std::string link = "/proc/self/fd/" + std::to_string(fd->get());
+    if (chmod(link.c_str(), static_cast<mode_t>(mode)) < 0) return FsError("chmod", path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd->get(), &st) < 0) return FsError("stat", path, errno);
+  return MakeEntry(path, st, fd->get(), "");
 }
 
 Result<ReadSource> OpenForRead(int root, const std::string& path, int64_t offset, int64_t length) {

@@ -40,6 +40,11 @@ asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
 }
 
 asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  co_return co_await RunToolWithInput(argv, nullptr, timeout);
+}
+
+asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, const std::string* input,
+                                         std::chrono::milliseconds timeout) {
   if (argv.empty()) co_return MakeError(Code::kInternal, "RunTool: empty argv");
   const std::string& tool = argv[0];
   // Output goes to an anonymous file, not a pipe: a chatty tool can never
@@ -50,9 +55,24 @@ asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chron
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", nullptr};
+  // Input comes from an anonymous file too: written whole before the tool
+  // starts, so nothing here waits on the tool reading it.
+  UniqueFd in;
+  if (input) {
+    in.reset(memfd_create("tool-input", MFD_CLOEXEC));
+    if (!in) co_return ErrnoError("memfd_create");
+    size_t off = 0;
+    while (off < input->size()) {
+      ssize_t n = write(in.get(), input->data() + off, input->size() - off);
+      if (n <= 0) co_return ErrnoError("write tool input");
+      off += static_cast<size_t>(n);
+    }
+    if (lseek(in.get(), 0, SEEK_SET) != 0) co_return ErrnoError("rewind tool input");
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (in) posix_spawn_file_actions_adddup2(&fa, in.get(), 0);
+  else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, out.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, out.get(), 2);
   pid_t pid = -1;

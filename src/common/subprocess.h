@@ -24,6 +24,10 @@ asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout);
 // /dev/null and stdout/stderr captured (the last 2 KiB go into the error
 // message). Fails unless it exits 0 within `timeout` (it is killed then).
 asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+// The same with `*input` (if not null) as the tool's stdin (`nft -f -`,
+// `ip -batch -`).
+asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, const std::string* input,
+                                         std::chrono::milliseconds timeout);
 
 // Runs argv[0] (an absolute path) with exactly `env`, stdin from
 // /dev/null, and hands its stdout+stderr to `on_output` as they arrive

@@ -134,4 +134,35 @@ asio::awaitable<Result<nlohmann::json>> FileUpload::Finish() {
   }
 }
 
+asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
+                                                   const std::string& user, int64_t max_bytes) {
+  auto dl = co_await FileDownload::Start(std::move(sb), path, user, 0, -1);
+  if (!dl.ok()) co_return dl.error();
+  auto& d = **dl;
+  if (d.file_size() > max_bytes)
+    co_return MakeError(Code::kInvalidRequest, path + " is " + std::to_string(d.file_size()) +
+                                                   " bytes, more than the " + std::to_string(max_bytes) +
+                                                   " this operation reads whole");
+  std::string out;
+  out.reserve(static_cast<size_t>(d.length()));
+  while (true) {
+    auto chunk = co_await d.Next();
+    if (!chunk.ok()) co_return chunk.error();
+    if (!chunk->has_value()) break;
+    out += **chunk;
+    d.Consumed((*chunk)->size());
+    if (static_cast<int64_t>(out.size()) > max_bytes)
+      co_return MakeError(Code::kInvalidRequest, path + " grew past " + std::to_string(max_bytes) + " bytes");
+  }
+  co_return out;
+}
+
+asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
+                                                       const std::string& user, int mode, std::string_view data) {
+  auto up = co_await FileUpload::Start(std::move(sb), path, user, mode);
+  if (!up.ok()) co_return up.error();
+  if (auto st = co_await (*up)->Write(data); !st.ok()) co_return st.error();
+  co_return co_await (*up)->Finish();
+}
+
 }  // namespace hutch

@@ -60,4 +60,13 @@ class FileUpload {
   uint64_t written_ = 0;
 };
 
+// A whole small file (config files, a file to edit in place): refuses one
+// larger than `max_bytes` instead of holding it.
+asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
+                                                   const std::string& user, int64_t max_bytes);
+// Writes `data` as the whole new content of `path` (temp file + rename);
+// returns the API entry of the file.
+asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
+                                                       const std::string& user, int mode, std::string_view data);
+
 }  // namespace hutch

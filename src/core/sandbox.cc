@@ -41,6 +41,7 @@ nlohmann::json SandboxRecord::ToJson() const {
   if (!snapshot.empty()) j["snapshot"] = snapshot;
   if (!volumes.empty()) j["volumes"] = VolumeMountsToJson(volumes);
   if (auto_pause_seconds > 0) j["auto_pause_seconds"] = auto_pause_seconds;
+  j["network"] = network.ToJson();
   if (status == SandboxStatus::kPaused) j["paused_by"] = auto_paused ? "idle" : "api";
   return j;
 }
@@ -68,6 +69,8 @@ std::string SandboxRecord::ToStoreJson() const {
       {"volumes", VolumeMountsToJson(volumes)},
       {"auto_pause_seconds", auto_pause_seconds},
       {"auto_paused", auto_paused},
+      {"network", network.ToJson()},
+      {"net_slot", net_slot},
   };
   // Metadata and env values are client strings that may hold invalid UTF-8
   // only if the API let them in; replace rather than throw if so.
@@ -100,6 +103,8 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     if (auto v = j.find("volumes"); v != j.end()) r.volumes = VolumeMountsFromJson(*v);
     r.auto_pause_seconds = j.value("auto_pause_seconds", int64_t{0});
     r.auto_paused = j.value("auto_paused", false);
+    if (auto n = j.find("network"); n != j.end() && !net::PolicyFromStoreJson(*n, &r.network)) return false;
+    r.net_slot = j.value("net_slot", -1);
     *out = std::move(r);
     return true;
   } catch (const nlohmann::json::exception&) {

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "core/volume.h"
+#include "net/net_policy.h"
 #include "driver/driver.h"
 
 namespace hutch {
@@ -48,6 +49,8 @@ struct SandboxRecord {
   // stream (0: never); the next request resumes it.
   int64_t auto_pause_seconds = 0;
   bool auto_paused = false;  // paused by the idle policy, not by the API
+  net::NetworkPolicy network;  // mode none: loopback only
+  int net_slot = -1;           // its subnet in the network pool (-1: none)
 
   // The API's view (no env, no owner).
   nlohmann::json ToJson() const;

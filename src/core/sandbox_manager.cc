@@ -4,6 +4,7 @@
 #include "core/process_ops.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -83,6 +84,19 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
           spec.disk_mb = r.disk_mb;
           spec.pids_max = opts_.pids_max;
           auto inst = co_await driver_->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
+          if (inst.ok() && r.net_slot >= 0) {
+            // Its processes live on in the slot's namespace; the slot's
+            // rules and DNS listener must come back with them.
+            Status net_ok = MakeError(Code::kUnavailable, net_unavailable_);
+            if (net_) {
+              auto lease = co_await net_->Adopt(r.net_slot, r.network);
+              net_ok = lease.ok() ? Status{} : Status(lease.error());
+            }
+            if (!net_ok.ok()) {
+              co_await inst.value()->Destroy();
+              inst = net_ok.error().Context("network");
+            }
+          }
           if (inst.ok()) {
             sb->instance = inst.value();
             std::string id = r.id;
@@ -105,6 +119,7 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
     if (auto st = idempotency_.Attach(store_); !st.ok()) co_return st.error().Context("recover idempotency keys");
   }
   rep.removed = driver_->ReconcileAtStart(keep);
+  if (net_) rep.removed += co_await net_->ReconcileAtStart();
   // Layer dirs without a row were being captured when hutchd died.
   if (!opts_.snapshots_dir.empty()) {
     std::error_code ec;
@@ -170,6 +185,10 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
                             std::to_string(committed_memory_mb()) + " of " +
                             std::to_string(opts_.max_memory_committed_mb) + " MB committed)");
 
+  if (o.network.mode != net::NetMode::kNone && !net_)
+    co_return MakeError(Code::kNotSupported, "network mode " + std::string(net::NetModeName(o.network.mode)) +
+                                                 " is not available on this server: " + net_unavailable_);
+
   auto sb = std::make_shared<Sandbox>();
   SandboxRecord& r = sb->rec;
   r.id = "sb_" + RandomHex(8);
@@ -193,6 +212,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.rootfs = rootfs;
   r.volumes = o.volumes;
   r.auto_pause_seconds = o.auto_pause_seconds;
+  r.network = o.network;
   sandboxes_[r.id] = sb;
 
   InstanceSpec spec;
@@ -205,16 +225,29 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   spec.disk_mb = disk;
   spec.pids_max = opts_.pids_max;
   ++starting_;
+  if (r.network.mode != net::NetMode::kNone) {
+    auto lease = co_await net_->Acquire(r.network);
+    if (!lease.ok()) {
+      --starting_;
+      sandboxes_.erase(r.id);
+      spdlog::error("sandbox={} create_failed err=\"{}\"", r.id, lease.error().message);
+      co_return lease.error().Context("create sandbox: network");
+    }
+    r.net_slot = lease->slot;
+    spec.netns_path = lease->netns_path;
+    spec.resolv_conf = lease->resolv_conf;
+  }
   auto inst = co_await driver_->Create(spec);
   --starting_;
   if (!inst.ok()) {
     sandboxes_.erase(r.id);
+    if (r.net_slot >= 0) co_await net_->Release(r.net_slot);
     spdlog::error("sandbox={} create_failed err=\"{}\"", r.id, inst.error().message);
     co_return inst.error().Context("create sandbox");
   }
   if (sb->deleting || r.status != SandboxStatus::kStarting) {
     // Deleted while starting: tear down what we just made.
-    co_await inst.value()->Destroy();
+    co_await Teardown(inst.value(), r.net_slot);
     co_return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting");
   }
   sb->instance = inst.value();
@@ -229,12 +262,13 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   if (auto st = Persist(*sb); !st.ok()) {
     r.status = SandboxStatus::kStopped;
     sandboxes_.erase(r.id);
-    if (auto i = std::move(sb->instance)) co_await i->Destroy();
+    co_await Teardown(std::move(sb->instance), r.net_slot);
     co_return st.error().Context("create sandbox");
   }
   std::string id = r.id;
   sb->instance->on_lost = [this, id](const std::string& why) { MarkFailed(id, why); };
-  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={}", r.id, r.template_name, cpu, mem, disk);
+  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id, r.template_name, cpu,
+               mem, disk, net::NetModeName(r.network.mode));
   co_return r;
 }
 
@@ -320,10 +354,12 @@ void SandboxManager::MarkFailed(const std::string& id, const std::string& reason
   sb->rec.status = SandboxStatus::kFailed;
   sb->rec.reason = reason;
   auto inst = std::move(sb->instance);
+  const int slot = std::exchange(sb->rec.net_slot, -1);
   (void)Persist(*sb);
   // Free the kernel resources now; the record stays until deleted.
-  if (inst) {
-    asio::co_spawn(ex_, [inst]() -> asio::awaitable<void> { co_await inst->Destroy(); }, asio::detached);
+  if (inst || slot >= 0) {
+    asio::co_spawn(ex_, [this, inst, slot]() -> asio::awaitable<void> { co_await Teardown(inst, slot); },
+                   asio::detached);
   }
 }
 
@@ -387,10 +423,12 @@ asio::awaitable<Status> SandboxManager::Delete(const std::string& id, const std:
   if (sb->rec.reason.empty() || reason != "deleted") sb->rec.reason = reason;
   sb->rec.expires_at = std::chrono::system_clock::now() + opts_.tombstone_ttl;
   auto inst = std::move(sb->instance);
+  // A starting sandbox's create frees its own slot when it sees `deleting`.
+  const int slot = was_starting ? -1 : std::exchange(sb->rec.net_slot, -1);
   // Record the deletion first: if hutchd dies while destroying, the next
   // run must not adopt this sandbox (it removes what is left instead).
   (void)Persist(*sb);
-  if (!was_starting && inst) co_await inst->Destroy();
+  if (!was_starting) co_await Teardown(std::move(inst), slot);
   CollectSnapshots();
   spdlog::info("sandbox={} stopped reason=\"{}\"", id, reason);
   co_return Status{};
@@ -414,6 +452,25 @@ Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_
     return st.error().Context("renew ttl");
   }
   return (*sb)->rec;
+}
+
+Result<SandboxRecord> SandboxManager::PatchMetadata(const std::string& id,
+                                                    const std::map<std::string, std::optional<std::string>>& patch) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found");
+  auto& rec = it->second->rec;
+  if (rec.status == SandboxStatus::kStopped || rec.status == SandboxStatus::kFailed)
+    return MakeError(Code::kSandboxNotFound, "sandbox " + id + " is " + StatusName(rec.status));
+  auto before = rec.metadata;
+  for (const auto& [k, v] : patch) {
+    if (v) rec.metadata[k] = *v;
+    else rec.metadata.erase(k);
+  }
+  if (auto st = Persist(*it->second); !st.ok()) {
+    rec.metadata = std::move(before);
+    return st.error().Context("patch metadata");
+  }
+  return rec;
 }
 
 int64_t SandboxManager::committed_memory_mb() const {
@@ -644,6 +701,7 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     o.layers = snap->layers;  // the internal snapshot, not nameable by the API
     o.rootfs = snap->rootfs;
     o.volumes = parent->rec.volumes;  // shared, as named volumes are
+    o.network = parent->rec.network;  // each child gets its own subnet
     auto rec = co_await Create(std::move(o));
     if (!rec.ok()) {
       // All or nothing: a fork that made some children deletes them.
@@ -655,6 +713,32 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
   }
   CollectSnapshots();
   co_return out;
+}
+
+asio::awaitable<void> SandboxManager::Teardown(std::shared_ptr<Instance> inst, int net_slot) {
+  if (inst) co_await inst->Destroy();
+  // After the processes: nothing is left to use the namespace.
+  if (net_slot >= 0 && net_) co_await net_->Release(net_slot);
+}
+
+asio::awaitable<Result<SandboxRecord>> SandboxManager::SetNetworkPolicy(const std::string& id, net::NetworkPolicy p) {
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) co_return NotFound(id);
+  auto sb = it->second;
+  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) || !sb->instance)
+    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+  if (sb->rec.net_slot < 0) {
+    if (p.mode == net::NetMode::kNone) co_return sb->rec;
+    co_return MakeError(Code::kNotSupported,
+                        "sandbox " + id +
+                            " was created with network mode none and has no network interface; create it with "
+                            "mode all or policy to change its policy later (policy with default deny allows nothing)");
+  }
+  if (auto st = co_await net_->SetPolicy(sb->rec.net_slot, p); !st.ok()) co_return st.error();
+  sb->rec.network = std::move(p);
+  if (auto st = Persist(*sb); !st.ok()) co_return st.error().Context("network policy applied but not stored");
+  spdlog::info("sandbox={} network_policy mode={}", id, net::NetModeName(sb->rec.network.mode));
+  co_return sb->rec;
 }
 
 std::vector<std::string> SandboxManager::VolumeUsers(const std::string& name) const {

@@ -21,6 +21,7 @@
 #include "core/templates.h"
 #include "core/volume_manager.h"
 #include "driver/driver.h"
+#include "net/network_manager.h"
 #include "store/state_store.h"
 
 namespace hutch {
@@ -62,6 +63,7 @@ struct CreateOptions {
   std::string rootfs;  // with `layers`: the bottom under them
   std::vector<VolumeMountRequest> volumes;
   int64_t auto_pause_seconds = 0;
+  net::NetworkPolicy network;
 };
 
 struct ListFilter {
@@ -96,6 +98,16 @@ class SandboxManager {
   // Volumes sandboxes may mount (null: a create asking for one fails).
   void SetVolumes(VolumeManager* v) { volumes_ = v; }
   VolumeManager* volumes() const { return volumes_; }
+  // Sandbox networking (null: only mode none is available; `why` says why
+  // in errors).
+  void SetNetwork(net::NetworkManager* n, std::string why) {
+    net_ = n;
+    net_unavailable_ = std::move(why);
+  }
+  net::NetworkManager* network() const { return net_; }
+  // Replaces a running or paused sandbox's egress policy; new connections
+  // follow it at once.
+  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
   // Sandboxes that have the volume mounted (starting, running or paused).
   std::vector<std::string> VolumeUsers(const std::string& name) const;
 
@@ -125,6 +137,10 @@ class SandboxManager {
   // ids never issued.
   asio::awaitable<Status> Delete(const std::string& id, const std::string& reason = "deleted");
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  // Merges `patch` into the sandbox's metadata (a nullopt value removes the
+  // key) and persists it; running and paused sandboxes only.
+  Result<SandboxRecord> PatchMetadata(const std::string& id,
+                                      const std::map<std::string, std::optional<std::string>>& patch);
   // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
   asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
   std::vector<SnapshotRecord> ListSnapshots() const;
@@ -173,6 +189,8 @@ class SandboxManager {
   // A template's start command (in the background) and ready check (polled
   // until it exits 0), before a create is answered.
   asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl);
+  // Destroys a sandbox's instance, then frees its network slot.
+  asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
 
   ManagerOptions opts_;
   Driver* driver_;
@@ -180,6 +198,8 @@ class SandboxManager {
   store::StateStore* store_;
   VolumeManager* volumes_ = nullptr;
   TemplateBuilder* builder_ = nullptr;
+  net::NetworkManager* net_ = nullptr;
+  std::string net_unavailable_ = "networking is not configured";
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
   std::map<std::string, SnapshotRecord> snapshots_;
   int starting_ = 0;

@@ -119,6 +119,12 @@ struct TmpDir {
 
 }  // namespace
 
+asio::awaitable<void> TemplateBuilder::Teardown(std::shared_ptr<Instance>& inst, int& net_slot) {
+  if (inst) co_await inst->Destroy();
+  inst.reset();
+  if (const int slot = std::exchange(net_slot, -1); slot >= 0 && net_) co_await net_->Release(slot);
+}
+
 Error TemplateBuilder::Fail(Error e, TemplateBuildFailure f) {
   failure_ = std::move(f);
   return e;
@@ -246,6 +252,7 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
 
   // The build sandbox, started before the first step that needs it.
   std::shared_ptr<Instance> inst;
+  int net_slot = -1;
   auto sb = std::make_shared<Sandbox>();
 
   const int total = static_cast<int>(plan.size());
@@ -319,9 +326,23 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
       is.memory_mb = o_.memory_mb;
       is.disk_mb = o_.disk_mb;
       is.pids_max = o_.pids_max;
-      is.build_host_network = true;
+      if (!net_) {
+        co_return Fail(MakeError(Code::kUnavailable,
+                                 "template builds need sandbox networking (apt-get, run steps): " + net_unavailable_),
+                       where);
+      }
+      net::NetworkPolicy all;
+      all.mode = net::NetMode::kAll;
+      auto lease = co_await net_->Acquire(all);
+      if (!lease.ok()) co_return Fail(lease.error().Context("network of the build sandbox"), where);
+      net_slot = lease->slot;
+      is.netns_path = lease->netns_path;
+      is.resolv_conf = lease->resolv_conf;
       auto created = co_await driver_->Create(is);
-      if (!created.ok()) co_return Fail(created.error().Context("start the build sandbox"), where);
+      if (!created.ok()) {
+        co_await Teardown(inst, net_slot);
+        co_return Fail(created.error().Context("start the build sandbox"), where);
+      }
       inst = *created;
       sb->rec.id = is.id;
       sb->rec.status = SandboxStatus::kRunning;
@@ -331,8 +352,7 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
     if (step.kind == Step::kCapture) {
       const std::string layer = tmp + "/layer";
       auto st = co_await inst->CaptureLayer(layer);
-      co_await inst->Destroy();
-      inst.reset();
+      co_await Teardown(inst, net_slot);
       sb->instance.reset();
       if (!st.ok()) co_return Fail(st.error().Context("capture the template's layer"), where);
       continue;
@@ -400,8 +420,7 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
       co_await log.Flush(kOut);
       if (exit && exit->exit_code == 0 && !exit->timed_out) continue;
       where.log_tail = log.Tail();
-      co_await inst->Destroy();
-      inst.reset();
+      co_await Teardown(inst, net_slot);
       sb->instance.reset();
       if (!exit) co_return Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
       where.exit_code = exit->exit_code;
@@ -414,7 +433,7 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
                      where);
     }
   }
-  if (inst) co_await inst->Destroy();
+  co_await Teardown(inst, net_slot);
 
   // Complete: record it and move it into place under its hash.
   const std::string dest = reg_->BuildDir(hash);

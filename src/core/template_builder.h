@@ -2,9 +2,10 @@
 //
 // The steps: (1) the bottom: the parent template's overlay stack, or a
 // fresh debootstrap root for `from = "debian:<suite>"`; (2) a build
-// sandbox on that stack — the jail driver, as for any sandbox, but sharing
-// the host's network (InstanceSpec::build_host_network: operator-only,
-// see docs/security.md) — in which `packages` are installed with apt-get,
+// sandbox on that stack — the jail driver, as for any sandbox, with its
+// own network slot in mode `all` (the internet through NAT; the host,
+// link-local and other sandboxes stay unreachable, as for API sandboxes)
+// — in which `packages` are installed with apt-get,
 // `files` written and `run` commands executed, each as its own step; (3)
 // the sandbox's writable layer is captured (Instance::CaptureLayer, as for
 // snapshots) as the template's own read-only layer.
@@ -24,6 +25,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <set>
+#include <utility>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@
 #include "core/template_spec.h"
 #include "core/templates.h"
 #include "driver/driver.h"
+#include "net/network_manager.h"
 
 namespace hutch {
 
@@ -68,18 +71,28 @@ class TemplateBuilder {
   // Builds (or finds in the cache) and registers the template. The sink
   // receives progress, ending with "done" or "error".
   asio::awaitable<Result<TemplateRecord>> Build(TemplateSpec spec, TemplateBuildSink sink);
+  // Build sandboxes get a network slot from `n` (mode `all`); without one
+  // (`why` says why), steps that need the network fail with that reason.
+  void SetNetwork(net::NetworkManager* n, std::string why) {
+    net_ = n;
+    net_unavailable_ = std::move(why);
+  }
   bool building(const std::string& name) const { return active_.count(name) > 0; }
   // Where the last failed build stopped.
   const TemplateBuildFailure& last_failure() const { return failure_; }
 
  private:
   asio::awaitable<Result<TemplateRecord>> Run(const TemplateSpec& spec, TemplateBuildSink& sink, bool* cached);
+  // Destroys the build sandbox (if any), then frees its network slot.
+  asio::awaitable<void> Teardown(std::shared_ptr<Instance>& inst, int& net_slot);
   // Notes where the build stopped; returns `e`.
   Error Fail(Error e, TemplateBuildFailure f);
 
   TemplateBuildOptions o_;
   Driver* driver_;
   TemplateRegistry* reg_;
+  net::NetworkManager* net_ = nullptr;
+  std::string net_unavailable_ = "networking is not configured";
   std::set<std::string> active_;
   TemplateBuildFailure failure_;
 };

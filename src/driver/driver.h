@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "driver/agent_connection.h"
 
 namespace hutch {
@@ -31,11 +32,11 @@ struct InstanceSpec {
   int64_t memory_mb = 512;
   int64_t disk_mb = 2048;
   int64_t pids_max = 512;
-  // Internal, operator-only: template build steps (apt-get, `run`) share
-  // the host's network namespace, because sandboxes have no network of
-  // their own yet. Never set for API sandboxes (docs/security.md). To
-  // become network mode `all` once sandboxes have one.
-  bool build_host_network = false;
+  // The network namespace to run in (prepared by the net layer, with its
+  // interface and routes); empty: a fresh one with loopback only.
+  std::string netns_path;
+  // /etc/resolv.conf inside, when the sandbox has a network.
+  std::string resolv_conf;
 };
 
 struct InstanceStats {
@@ -67,6 +68,10 @@ class Instance {
   // empty directory `dst`, consistently: its processes are frozen while
   // the copy runs (a paused sandbox stays paused).
   virtual asio::awaitable<Status> CaptureLayer(const std::string& dst) = 0;
+  // An fd of the sandbox's network namespace (O_CLOEXEC; setns(2) with
+  // CLONE_NEWNET takes it), for hutchd to open sockets in it (the port
+  // proxy). The one place that knows where a sandbox's netns comes from.
+  virtual Result<UniqueFd> NetNamespace() = 0;
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
   // What the driver needs to find this instance again after hutchd

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/jail/jail_driver.h"
+#include "net/network_manager.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -151,6 +153,9 @@ int main(int argc, char** argv) {
   mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
+  std::string net_pool = "10.201.0.0/16", dns_upstream;
+  int net_warm = 2;
+  bool no_network = false;
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
@@ -169,11 +174,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-volume-mb", vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
+  size_t max_connections = 0;
+  app.add_option("--max-connections", max_connections,
+                 "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
+                 "kept for sandboxes, or half of a limit below 2048)");
   app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
+  app.add_option("--net-pool", net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
+      ->capture_default_str();
+  app.add_option("--dns-upstream", dns_upstream,
+                 "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
+  app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates")->capture_default_str();
+  app.add_flag("--no-network", no_network, "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
   std::string log_format = "text";
+  std::string osb_images;
+  app.add_option("--opensandbox-images", osb_images,
+                 "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to templates (over the defaults)");
   app.add_option("--rate-limit", acfg.rate_limit_rps, "Requests a second per API key on /v1 (0: no limit)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
@@ -240,6 +258,14 @@ int main(int argc, char** argv) {
     if (!fs::exists(builder)) builder = ExeDir() + "/../share/hutch/build-base-template";
   }
   acfg.exec_output_cap = output_cap_mb << 20;
+  if (!osb_images.empty()) {
+    auto t = api::opensandbox::ImageTable::LoadOver(osb_images);
+    if (!t.ok()) {
+      std::cerr << "hutchd: --opensandbox-images: " << t.error().message << "\n";
+      return 2;
+    }
+    acfg.opensandbox_images = std::move(*t);
+  }
 
   auto keys = LoadKeyHashes(keys_file, db->get(), true);
   if (!keys.ok()) {
@@ -285,15 +311,76 @@ int main(int argc, char** argv) {
   mopts.snapshots_dir = state_dir + "/snapshots";
   fs::create_directories(mopts.snapshots_dir, ec);
   asio::io_context io(1);
+
+  // Networking is optional: a host without nftables or iproute2 still
+  // serves sandboxes with mode none, and says why the others fail.
+  std::unique_ptr<net::NetworkManager> network;
+  std::string net_why = "disabled with --no-network";
+  if (!no_network) {
+    net::NetworkOptions nopts;
+    nopts.tag = dopts.instance_tag;
+    nopts.warm = std::max(0, net_warm);
+    auto pool = net::ParseCidr(net_pool);
+    if (!pool.ok()) {
+      std::cerr << "hutchd: --net-pool: " << pool.error().message << "\n";
+      return 2;
+    }
+    nopts.pool = *pool;
+    if (!dns_upstream.empty()) {
+      std::string host = dns_upstream;
+      uint16_t port = 53;
+      if (auto c = host.find(':'); c != std::string::npos) {
+        port = static_cast<uint16_t>(std::atoi(host.c_str() + c + 1));
+        host.resize(c);
+      }
+      uint32_t a;
+      if (!net::ParseIpv4(host, &a) || port == 0) {
+        std::cerr << "hutchd: --dns-upstream must be IPv4[:port]\n";
+        return 2;
+      }
+      nopts.dns_upstream = asio::ip::udp::endpoint(asio::ip::address_v4(a), port);
+    }
+    bool done = false;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+      auto m = co_await net::NetworkManager::Start(io, nopts);
+      if (m.ok()) network = std::move(m).value();
+      else net_why = m.error().message;
+      done = true;
+    }, asio::detached);
+    while (!done && io.run_one() > 0) {
+    }
+    io.restart();
+    if (!network) spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", net_why);
+  }
+  acfg.capabilities["network"] = network != nullptr;
+  if (!network) acfg.capabilities["network_unavailable"] = net_why;
+
   SandboxManager mgr(mopts, driver->get(), &templates, db->get());
+  mgr.SetNetwork(network.get(), net_why);
   vopts.dir = state_dir + "/volumes";
   vopts.uid_base = uid_base;
   VolumeManager volumes(vopts, db->get());
   mgr.SetVolumes(&volumes);
   TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), &templates);
+  template_builder.SetNetwork(network.get(), net_why);
   mgr.SetTemplateBuilder(&template_builder);
   api::Api api(acfg, &mgr);
   api::HttpServer server(io, &api);
+  {
+    // Every open connection holds an fd: take the whole open-file limit we
+    // may, and keep part of it for sandboxes, agents and files.
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const size_t nofile = rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+    if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
+    server.set_max_connections(max_connections);
+    spdlog::info("connections max={} nofile={}", max_connections, nofile);
+  }
   auto ep = server.Listen(listen);
   if (!ep.ok()) {
     std::cerr << "hutchd: " << ep.error().message << "\n";
@@ -342,6 +429,7 @@ int main(int argc, char** argv) {
     server.Stop();
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
       co_await mgr.Shutdown();
+      if (network) co_await network->Shutdown();
       volumes.Shutdown();
       io.stop();
     }, asio::detached);

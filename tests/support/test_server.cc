@@ -1,7 +1,9 @@
 #include "tests/support/test_server.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +47,23 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
   }
   state_dir_ = TempDir("hutch-test");
   log_path_ = state_dir_ + ".log";
+  // Servers that run at once (ctest -j) must not share a network pool:
+  // their host-side addresses would collide.
+  for (int i = 0; i < 256 && net_index_ < 0; ++i) {
+    std::string lock = "/tmp/hutch-test-netpool-" + std::to_string(i) + ".lock";
+    int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      net_index_ = i;
+      net_lock_fd_ = fd;
+    } else {
+      close(fd);
+    }
+  }
+  if (net_index_ < 0) {
+    ADD_FAILURE() << "no free test network pool (256 test servers at once?)";
+    return;
+  }
   Launch(false);
 }
 
@@ -58,6 +77,13 @@ void TestServer::Launch(bool append_log) {
   // happens to send requests fast must not pass or fail by machine speed.
   if (std::find(extra_args_.begin(), extra_args_.end(), "--rate-limit") == extra_args_.end()) {
     args.push_back("--rate-limit");
+    args.push_back("0");
+  }
+  args.push_back("--net-pool");
+  args.push_back(NetPool());
+  // No warm namespaces unless a test asks: most tests never use a network.
+  if (std::find(extra_args_.begin(), extra_args_.end(), "--net-warm") == extra_args_.end()) {
+    args.push_back("--net-warm");
     args.push_back("0");
   }
   for (auto& a : extra_args_) args.push_back(a);
@@ -154,6 +180,7 @@ TestServer::~TestServer() {
   std::error_code ec;
   if (!state_dir_.empty()) fs::remove_all(state_dir_, ec);
   if (!log_path_.empty() && !::testing::Test::HasFailure()) fs::remove(log_path_, ec);
+  if (net_lock_fd_ >= 0) close(net_lock_fd_);
 }
 
 std::string TestServer::Log() const {

@@ -46,8 +46,16 @@ class TestServer {
   // Starts hutchd again on the same state dir (after Kill9 or Stop); the
   // new port is in port().
   void Restart();
+  // Replaces the extra arguments the next Restart() passes.
+  void SetArgs(std::vector<std::string> extra_args) { extra_args_ = std::move(extra_args); }
   // The log hutchd wrote so far (stdout+stderr).
   std::string Log() const;
+  // This server's index among the test servers running on the host
+  // (0-255, held by a lock file while it lives): its sandbox network pool
+  // is 198.18.<index>.0/24, and a test may build its own hosts in
+  // 198.19.<index>.0/24 without meeting another test's.
+  int net_index() const { return net_index_; }
+  std::string NetPool() const { return "198.18." + std::to_string(net_index_) + ".0/24"; }
 
  private:
   void Launch(bool append_log);
@@ -58,6 +66,8 @@ class TestServer {
   std::string key_ = "test-key-0123456789";
   std::string state_dir_;
   std::string log_path_;
+  int net_index_ = -1;
+  int net_lock_fd_ = -1;
 };
 
 // hutchd's memory bound while it streams data many times its size: the

@@ -121,7 +121,7 @@ func TestCreateErrors(t *testing.T) {
 		t.Fatalf("unknown template: %v", err)
 	}
 	_, err = c.Create(ctx, hutch.CreateOptions{Network: &hutch.Network{Mode: "full"}})
-	if !hutch.IsNotSupported(err) {
+	if !hutch.IsInvalidRequest(err) {
 		t.Fatalf("network mode full: %v", err)
 	}
 	_, err = c.Create(ctx, hutch.CreateOptions{MemoryMB: -5})

@@ -83,6 +83,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kSandboxResourceExhausted:
       return "resource_exhausted";
     case Code::kUnavailable:
+    case Code::kPortUnreachable:
       return "unavailable";
     case Code::kNotSupported:
     case Code::kMethodNotAllowed:

@@ -22,6 +22,10 @@ std::string EnvdAccessToken(const std::string& owner_key_hash, const std::string
   return Sha256Hex("hutch-e2b-envd-access-token\n" + owner_key_hash + "\n" + id);
 }
 
+std::string TrafficAccessToken(const std::string& owner_key_hash, const std::string& id) {
+  return Sha256Hex("hutch-e2b-traffic-access-token\n" + owner_key_hash + "\n" + id);
+}
+
 bool SecretEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char d = 0;

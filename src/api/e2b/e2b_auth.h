@@ -17,6 +17,10 @@ std::vector<std::string> KeyCandidates(std::string_view presented);
 // The envd access token of sandbox `id` owned by the key whose SHA-256 hex
 // is `owner_key_hash`.
 std::string EnvdAccessToken(const std::string& owner_key_hash, const std::string& id);
+// The token that opens the sandbox's exposed ports (getHost URLs) and
+// nothing else: sent as `e2b-traffic-access-token`, as E2B's proxy wants
+// it for sandboxes whose ports are not public. Derived like the envd token.
+std::string TrafficAccessToken(const std::string& owner_key_hash, const std::string& id);
 // Constant-time comparison of equal-length secrets.
 bool SecretEquals(std::string_view a, std::string_view b);
 // The user of "Authorization: Basic base64(user:)"; "" if absent/malformed.

@@ -3,6 +3,7 @@
 // pause, connect (resumes a paused sandbox), metrics. Errors are E2B's
 // {"code":<http status>,"message":...}; the SDK reads `code` from the body.
 #include <cmath>
+#include <optional>
 
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
@@ -82,6 +83,7 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["state"] = E2bState(r.status);
   } else {
     j["envdAccessToken"] = EnvdAccessToken(r.owner_key, r.id);
+    j["trafficAccessToken"] = TrafficAccessToken(r.owner_key, r.id);
   }
   return j;
 }
@@ -126,16 +128,56 @@ asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<
   co_await SendControlError(ctx, NoRoute(ctx));
 }
 
+// E2B's egress settings as a hutch policy. E2B sandboxes reach the
+// internet unless told otherwise, so an absent allow_internet_access means
+// mode all (or none when this server has no networking: creates keep
+// working, and /healthz says why). `network.denyOut` listing 0.0.0.0/0
+// (E2B's "all traffic") makes the default deny, with `allowOut` as the
+// exceptions; otherwise the default is allow and `denyOut` is blocked.
+// E2B lets an allowOut entry beat a denyOut entry; hutch lets deny win, which
+// differs only when an allowed entry lies inside a denied CIDR
+// (docs/compat-e2b.md).
+namespace {
+Result<net::NetworkPolicy> E2bNetworkPolicy(const Json& j, bool networking) {
+  std::optional<bool> internet;
+  if (auto it = j.find("allow_internet_access"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return MakeError(Code::kInvalidRequest, "'allow_internet_access' must be a boolean");
+    internet = it->get<bool>();
+  }
+  auto nw = j.find("network");
+  if (nw == j.end() || nw->is_null()) {
+    net::NetworkPolicy p;
+    p.mode = internet.value_or(networking) ? net::NetMode::kAll : net::NetMode::kNone;
+    return p;
+  }
+  if (!nw->is_object()) return MakeError(Code::kInvalidRequest, "'network' must be an object");
+  Json allow = Json::array(), deny = Json::array();
+  bool deny_all = internet.has_value() && !*internet;
+  for (const auto& [k, v] : nw->items()) {
+    if (v.is_null()) continue;
+    if (k == "allowPublicTraffic") continue;  // about reaching the sandbox's ports, not egress
+    if (k != "allowOut" && k != "denyOut")
+      return MakeError(Code::kNotSupported, "'network." + k + "' is not supported by hutch (docs/compat-e2b.md)");
+    if (!v.is_array()) return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
+    for (const auto& e : v) {
+      if (!e.is_string()) return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
+      const std::string s = e.get<std::string>();
+      if (k == "denyOut" && s == "0.0.0.0/0") deny_all = true;
+      else (k == "allowOut" ? allow : deny).push_back(s);
+    }
+  }
+  Json p = {{"mode", "policy"}, {"default", deny_all ? "deny" : "allow"}, {"allow", allow}, {"deny", deny}};
+  return net::ParseNetworkPolicy(p);
+}
+}  // namespace
+
 asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_hash) {
   auto body = co_await ctx.ReadJson(json_limit_);
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
   const Json& j = *body;
   // Fields the SDK sends that hutch cannot honour are refused by name
   // rather than silently dropped; absent/null/false ones are fine.
-  // allow_internet_access is not among them: SDKs before 2.51 send true by
-  // default. Sandboxes have loopback only until hutch has networking
-  // (docs/compat-e2b.md says so); false is what they get anyway.
-  for (const char* f : {"autoPause", "network", "mcp", "volumeMounts", "autoResume"}) {
+  for (const char* f : {"autoPause", "mcp", "volumeMounts", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     {
@@ -151,7 +193,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   for (const Error* e : {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
                          meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
     if (e) co_return co_await SendControlError(ctx, *e);
+  auto network = E2bNetworkPolicy(j, mgr_->network() != nullptr);
+  if (!network.ok()) co_return co_await SendControlError(ctx, network.error());
   CreateOptions o;
+  o.network = std::move(network).value();
   o.template_name = tpl->value_or("base");
   o.ttl_seconds = timeout->value_or(300);
   if (*meta) o.metadata = **meta;
@@ -231,6 +276,7 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   Json j = SandboxJson(*rec, true);
   j["envdAccessToken"] = EnvdAccessToken(rec->owner_key, rec->id);
+  j["trafficAccessToken"] = TrafficAccessToken(rec->owner_key, rec->id);
   co_await ctx.SendJson(200, j);
 }
 

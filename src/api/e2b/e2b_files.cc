@@ -4,7 +4,7 @@
 // core's FileDownload / FileUpload so no file is ever held whole.
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/gzip_stream.h"
-#include "api/e2b/multipart.h"
+#include "api/common/multipart.h"
 #include "core/file_ops.h"
 
 namespace hutch::api::e2b {

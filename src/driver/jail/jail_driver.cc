@@ -91,7 +91,7 @@ int PidfdSendSignal(int pidfd, int sig) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
 }
 
-Status WriteIdentityLayer(const std::string& dir, uid_t uid) {
+Status WriteIdentityLayer(const std::string& dir, uid_t uid, const std::string& resolv_conf) {
   std::error_code ec;
   fs::create_directories(dir + "/etc", ec);
   if (ec) return MakeError(Code::kInternal, "create " + dir + "/etc: " + ec.message());
@@ -104,6 +104,12 @@ Status WriteIdentityLayer(const std::string& dir, uid_t uid) {
   if (chmod((dir + "/etc").c_str(), 0755) != 0 || chmod(dir.c_str(), 0755) != 0 ||
       chmod((dir + "/etc/machine-id").c_str(), 0444) != 0)
     return ErrnoError("chmod " + dir);
+  if (!resolv_conf.empty()) {
+    // The sandbox's resolver is hutchd's DNS proxy on its gateway.
+    const std::string p = dir + "/etc/resolv.conf";
+    std::ofstream(p) << resolv_conf;
+    if (chown(p.c_str(), uid, uid) != 0 || chmod(p.c_str(), 0644) != 0) return ErrnoError("chown " + p);
+  }
   return Status{};
 }
 
@@ -188,6 +194,19 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     auto st = co_await CopyTree("/proc/" + std::to_string(pid_) + "/fd/4/upper", dst);
     if (!was_paused && !destroyed_) (void)Resume();
     co_return st;
+  }
+
+  Result<UniqueFd> NetNamespace() override {
+    if (destroyed_ || destroying_ || !pidfd_.valid()) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    // The agent (PID 1 of the sandbox) lives in the sandbox's netns. Open
+    // through /proc first, then check the pidfd still names a live process:
+    // if it does, the pid was not recycled in between, so the namespace
+    // opened is our agent's (the same argument as Adopt's start time).
+    const std::string path = "/proc/" + std::to_string(pid_) + "/ns/net";
+    UniqueFd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns) return ErrnoError("open " + path).Context("sandbox " + id_);
+    if (PidfdSendSignal(pidfd_.get(), 0) != 0) return MakeError(Code::kSandboxNotRunning, "sandbox agent is gone");
+    return ns;
   }
 
   asio::awaitable<void> Destroy() override {
@@ -319,7 +338,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   // Each sandbox's own identity, as the topmost read-only layer: a fresh
   // /etc/machine-id (a fork or a snapshot's child must not share its
   // parent's); the hostname is the sandbox id.
-  if (auto st = WriteIdentityLayer(dir + "/identity", opts_.uid_base); !st.ok()) {
+  if (auto st = WriteIdentityLayer(dir + "/identity", opts_.uid_base, spec.resolv_conf); !st.ok()) {
     fail_cleanup();
     co_return st.error();
   }
@@ -333,7 +352,19 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   cfg.disk_mb = spec.disk_mb;
   cfg.seccomp = &seccomp_;
   cfg.agent_memfd = agent_memfd_.get();
-  cfg.share_host_network = spec.build_host_network;
+  // The child inherits this fd across clone() and joins the namespace;
+  // ours closes when Create returns.
+  UniqueFd netns;
+  if (!spec.netns_path.empty()) {
+    netns.reset(open(spec.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns) {
+      Error e = ErrnoError("open network namespace " + spec.netns_path);
+      cg.value()->Remove().ok();
+      fail_cleanup();
+      co_return e;
+    }
+    cfg.netns_fd = netns.get();
+  }
   auto child = SpawnJail(cfg);
   if (!child.ok()) {
     fail_cleanup();

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@ namespace {
 
 enum Step : uint32_t {
   kStepWaitParent = 1,
+  kStepNetNs,
   kStepPrivateRoot,
   kStepScratchTmpfs,
   kStepUpperDirs,
@@ -61,7 +63,7 @@ enum Step : uint32_t {
 };
 
 constexpr const char* kStepNames[] = {
-    "none", "wait for parent", "make / private", "mount scratch tmpfs", "create upper dirs",
+    "none", "wait for parent", "enter network namespace", "make / private", "mount scratch tmpfs", "create upper dirs",
     "mount overlay", "mount volumes", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
     "mount /dev/shm", "mount /sys", "mask /proc paths", "set hostname", "bring up loopback",
     "bind agent socket", "pivot_root", "unshare cgroup ns", "unshare user ns",
@@ -82,6 +84,9 @@ struct Plan {
   std::vector<std::string> dev_nodes_src, dev_nodes_dst;
   std::vector<std::array<std::string, 2>> dev_links;  // {target, linkpath}
   std::vector<std::string> proc_masked_files, proc_ro_dirs, proc_masked_dirs;
+  // The sandbox's own /proc/sys/kernel/random/boot_id: text, file in the
+  // scratch tmpfs, and the path it is bound over.
+  std::string boot_id, boot_id_src, boot_id_dst;
   // Per bind: the mount point's path components under the root.
   std::vector<std::vector<std::string>> bind_components;
   std::string dev_null_in_root;
@@ -109,9 +114,28 @@ constexpr int kDroppedCaps[] = {
     CAP_SYS_RESOURCE,   CAP_IPC_LOCK,
 };
 
+// RLIMIT_NOFILE of every process in a sandbox (docs/security.md).
+constexpr rlim_t kSandboxNofile = 4096;
+
 bool Exists(const char* p) {
   struct stat st;
   return lstat(p, &st) == 0;
+}
+
+// A random (version 4) UUID as the kernel prints boot_id, with its newline.
+Result<std::string> RandomUuid() {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return ErrnoError("getrandom");
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[b[i] >> 4];
+    out += kHex[b[i] & 15];
+  }
+  return out + "\n";
 }
 
 // Binds a volume at its mount point inside the new root. The root's
@@ -160,6 +184,11 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   close(p.parent_sync_fd);
   char b;
   if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitParent, errno);
+  // A sandbox with a network joins the namespace hutchd prepared (its
+  // veth and routes already set, owned by the host's user namespace, so
+  // the sandbox's root cannot change them); before anything is mounted, so
+  // /sys below shows this namespace's interfaces.
+  if (c.netns_fd >= 0 && setns(c.netns_fd, CLONE_NEWNET) != 0) Fail(sfd, kStepNetNs, errno);
 
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     Fail(sfd, kStepPrivateRoot, errno);
@@ -220,6 +249,23 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
               "size=0,nr_inodes=1") != 0)
       Fail(sfd, kStepMaskProc, errno);
   }
+  // boot_id is the host kernel's: every sandbox, and two forks of one
+  // snapshot, would read the same id, and it names the host's boot. Each
+  // sandbox reads its own from a file in its scratch tmpfs (out of reach
+  // once pivot_root hides the scratch; owned by the host's root, so the
+  // sandbox's root cannot write it either). Bound before /proc/sys turns
+  // read-only; the recursive bind below carries it along.
+  if (Exists(p.boot_id_dst.c_str())) {
+    int fd = open(p.boot_id_src.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+    if (fd < 0) Fail(sfd, kStepMaskProc, errno);
+    if (write(fd, p.boot_id.data(), p.boot_id.size()) != static_cast<ssize_t>(p.boot_id.size()))
+      Fail(sfd, kStepMaskProc, errno ? errno : EIO);
+    close(fd);
+    if (mount(p.boot_id_src.c_str(), p.boot_id_dst.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nullptr, p.boot_id_dst.c_str(), nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      Fail(sfd, kStepMaskProc, errno);
+  }
   for (const auto& d : p.proc_ro_dirs) {
     if (!Exists(d.c_str())) continue;
     if (mount(d.c_str(), d.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
@@ -248,7 +294,7 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
       close(fd);
     }
   }
-  if (!p.cfg->share_host_network) {
+  {
     // A new net namespace has only `lo`, and it starts down.
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) Fail(sfd, kStepLoopback, errno);
@@ -326,6 +372,13 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
       (keep_hi - keep_lo > 1 && syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
       syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0)
     Fail(hi_sync, kStepFds, errno);
+  // Open files: the sandbox's own limit, not whatever hutchd was started
+  // with (a service manager may give hutchd a million). Soft = hard, so a
+  // program that raises its soft limit gets no more. Set only now: the
+  // fds inherited from a busy hutchd are closed, so the dups above never
+  // ran into the lower limit.
+  struct rlimit nofile = {kSandboxNofile, kSandboxNofile};
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Fail(hi_sync, kStepRlimits, errno);
 
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.seccomp->program(), 0, 0) != 0)
     Fail(hi_sync, kStepSeccomp, errno);
@@ -400,6 +453,11 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
     p.proc_masked_files.push_back(p.proc + "/" + f);
   for (const char* f : {"acpi", "scsi", "driver"}) p.proc_masked_dirs.push_back(p.proc + "/" + f);
   for (const char* f : {"sys", "bus", "fs", "irq"}) p.proc_ro_dirs.push_back(p.proc + "/" + f);
+  auto boot_id = RandomUuid();
+  if (!boot_id.ok()) return boot_id.error();
+  p.boot_id = std::move(*boot_id);
+  p.boot_id_src = p.scratch + "/boot_id";
+  p.boot_id_dst = p.proc + "/sys/kernel/random/boot_id";
 
   UniqueFd log(open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log) return ErrnoError("open agent log " + cfg.log_path);
@@ -413,8 +471,9 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
 
   // Raw clone without a new stack behaves like fork() but takes namespace
   // flags; glibc's fork handlers do not run, which is what we want.
-  const long net_flag = cfg.share_host_network ? 0 : CLONE_NEWNET;
-  long pid = syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | net_flag | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+  long pid = syscall(SYS_clone,
+                     CLONE_NEWPID | CLONE_NEWNS | (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) | CLONE_NEWIPC |
+                         CLONE_NEWUTS | SIGCHLD,
                      nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return ErrnoError("clone");
   if (pid == 0) ChildMain(p);

@@ -52,9 +52,9 @@ struct JailConfig {
   int64_t inodes = 0;        // 0: derived from disk_mb
   const SeccompPolicy* seccomp = nullptr;
   int agent_memfd = -1;      // sealed memfd holding the hutch-agent binary
-  // Template builds only (InstanceSpec::build_host_network): stay in the
-  // host's network namespace instead of a new one.
-  bool share_host_network = false;
+  // A prepared network namespace to join (the sandbox has a network);
+  // -1: a fresh one with loopback only.
+  int netns_fd = -1;
 };
 
 // A child that has been cloned and is waiting for the parent's steps.

@@ -5,6 +5,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
 import * as latest from 'e2b';
 import * as pre251 from 'e2b-pre251';
 
@@ -25,6 +26,24 @@ async function waitFor(pred, what, ms = 20000) {
 }
 
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
+
+// A GET sent to hutchd with `host` as its Host header, as a client whose
+// DNS resolves the sandbox host names of getHost() to hutchd would send it.
+function viaHost(host, path, headers) {
+  const api = new URL(process.env.E2B_API_URL);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: api.hostname, port: api.port, path, headers: { Host: host, ...headers } },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 for (const { name, sdk } of SDKS) {
   const { Sandbox, CommandExitError } = sdk;
@@ -254,6 +273,31 @@ for (const { name, sdk } of SDKS) {
         assert.equal((await back.commands.run('cat keep.txt')).stdout, 'kept');
       } finally {
         await Sandbox.kill(s.sandboxId);
+      }
+    });
+
+    test('getHost(port): a server started in the sandbox answers at that host', async () => {
+      await sbx.files.makeDir('/home/user/www');
+      await sbx.files.write('/home/user/www/served.txt', 'served from the sandbox');
+      const server = await sbx.commands.run('python3 -m http.server 8000 --bind 127.0.0.1', {
+        background: true,
+        cwd: '/home/user/www',
+      });
+      try {
+        const host = sbx.getHost(8000);
+        assert.equal(host, `8000-${sbx.sandboxId}.${sbx.sandboxDomain}`);
+        // Where DNS would send {port}-{id}.{domain}: hutchd itself.
+        const token = sbx.trafficAccessToken;
+        const headers = token ? { 'e2b-traffic-access-token': token } : { 'X-Access-Token': sbx.envdAccessToken };
+        const r = await waitFor(async () => {
+          const res = await viaHost(host, '/served.txt', headers);
+          return res.status === 502 ? null : res;
+        }, 'the server in the sandbox');
+        assert.equal(r.status, 200);
+        assert.equal(r.body, 'served from the sandbox');
+        assert.equal((await viaHost(host, '/served.txt', {})).status, 401, 'no token, no entry');
+      } finally {
+        await server.kill();
       }
     });
 

@@ -1,5 +1,5 @@
 // A streaming reader of multipart/form-data request bodies (RFC 7578), as
-// the E2B SDK uploads files: bytes go in as they arrive, parts' headers and
+// the E2B and OpenSandbox SDKs upload files: bytes go in as they arrive, parts' headers and
 // data come out, so a 50 MB upload is never held in memory.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "common/result.h"
 
-namespace hutch::api::e2b {
+namespace hutch::api {
 
 // The boundary parameter of a multipart Content-Type; "" if none.
 std::string MultipartBoundary(std::string_view content_type);
@@ -34,4 +34,4 @@ class MultipartReader {
   std::string buf_;
 };
 
-}  // namespace hutch::api::e2b
+}  // namespace hutch::api

@@ -1,9 +1,9 @@
-#include "api/e2b/multipart.h"
+#include "api/common/multipart.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace hutch::api::e2b {
+namespace hutch::api {
 
 namespace {
 
@@ -150,4 +150,4 @@ Result<std::vector<MultipartReader::Event>> MultipartReader::Feed(std::string_vi
   }
 }
 
-}  // namespace hutch::api::e2b
+}  // namespace hutch::api

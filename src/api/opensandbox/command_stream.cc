@@ -1,0 +1,79 @@
+#include "api/opensandbox/command_stream.h"
+
+#include <string.h>
+
+#include <chrono>
+
+namespace hutch::api::opensandbox {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+nlohmann::json InitEvent(const std::string& id) {
+  return {{"type", "init"}, {"text", id}, {"timestamp", NowMs()}};
+}
+
+nlohmann::json OutputEvent(bool stderr_stream, std::string text) {
+  return {{"type", stderr_stream ? "stderr" : "stdout"}, {"text", std::move(text)}, {"timestamp", NowMs()}};
+}
+
+nlohmann::json CompleteEvent(int64_t execution_ms) {
+  return {{"type", "execution_complete"}, {"execution_time", execution_ms}, {"timestamp", NowMs()}};
+}
+
+nlohmann::json PingEvent() { return {{"type", "ping"}, {"text", "pong"}, {"timestamp", NowMs()}}; }
+
+int ExitCodeOf(const ExitInfo& e) { return e.signal ? 128 + e.signal : e.exit_code; }
+
+nlohmann::json ExitErrorEvent(const ExitInfo& e) {
+  const int code = ExitCodeOf(e);
+  std::string why = e.signal ? std::string("signal: ") + strsignal(e.signal) : "exit status " + std::to_string(code);
+  if (e.timed_out) why += " (timed out)";
+  if (e.oom_killed) why += " (out of memory)";
+  return {{"type", "error"},
+          {"error", {{"ename", "CommandExecError"}, {"evalue", std::to_string(code)}, {"traceback", {why}}}},
+          {"timestamp", NowMs()}};
+}
+
+nlohmann::json FailureEvent(const std::string& message) {
+  return {{"type", "error"},
+          {"error", {{"ename", "HutchError"}, {"evalue", message}, {"traceback", {message}}}},
+          {"timestamp", NowMs()}};
+}
+
+std::vector<std::string> LineSplitter::Feed(std::string_view data) {
+  std::vector<std::string> out;
+  buf_.append(data);
+  size_t start = 0;
+  for (size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    size_t end = nl;
+    if (end > start && buf_[end - 1] == '\r') --end;
+    out.emplace_back(buf_.substr(start, end - start));
+  }
+  buf_.erase(0, start);
+  return out;
+}
+
+std::vector<std::string> LineSplitter::Flush() {
+  std::vector<std::string> out;
+  if (!buf_.empty()) out.push_back(std::move(buf_));
+  buf_.clear();
+  return out;
+}
+
+asio::awaitable<Status> CommandStream::Begin() {
+  begun_ = true;
+  std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-cache"}};
+  co_return co_await ctx_.BeginStream(200, "text/event-stream", -1, headers);
+}
+
+asio::awaitable<Status> CommandStream::Send(const nlohmann::json& event) {
+  std::string block = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  co_return co_await ctx_.WriteChunk(block);
+}
+
+asio::awaitable<void> CommandStream::End() { (void)co_await ctx_.EndStream(); }
+
+}  // namespace hutch::api::opensandbox

@@ -1,0 +1,113 @@
+// The OpenSandbox dialect (docs/compat-opensandbox.md): OpenSandbox's
+// lifecycle API under /opensandbox/v1 (OPEN-SANDBOX-API-KEY against
+// hutch's keys) and, under /opensandbox/sandboxes/{id}/proxy/{port}/, the
+// in-sandbox APIs its SDKs reach through the server proxy: execd (44772:
+// commands, sessions, files, metrics) and the egress sidecar (18080: the
+// sandbox's network policy). No OpenSandbox binary runs in the sandbox:
+// every handler is a translation onto the core calls the /v1 handlers
+// make (SandboxManager, background processes, FsCall, FileUpload /
+// FileDownload). The only state kept here is which bash sessions are
+// busy running a command.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/http_context.h"
+#include "api/opensandbox/image_table.h"
+#include "core/sandbox_manager.h"
+
+namespace hutch::api::opensandbox {
+
+using Json = nlohmann::json;
+
+// The path prefix the dialect lives under: the SDKs take
+// OPEN_SANDBOX_DOMAIN=host:port/opensandbox and keep the path.
+inline constexpr const char* kPrefix = "opensandbox";
+// The in-sandbox ports the SDK asks endpoints for.
+inline constexpr int kExecdPort = 44772;
+inline constexpr int kEgressPort = 18080;
+// The header that carries a sandbox's execd credential (handed out in the
+// endpoint's `headers`, which every SDK forwards).
+inline constexpr const char* kAccessTokenHeader = "X-EXECD-ACCESS-TOKEN";
+// Who commands and file operations run as: execd runs as root in the
+// OpenSandbox container images.
+inline constexpr const char* kDefaultUser = "root";
+
+class OpenSandboxApi {
+ public:
+  // `rate_limit(key_hash)`: 0 when the key may make another request, else
+  // the seconds to wait (the per-key limit /v1 uses).
+  using RateLimit = std::function<int(const std::string& key_hash)>;
+  OpenSandboxApi(SandboxManager* mgr, size_t json_body_limit, RateLimit rate_limit)
+      : mgr_(mgr), json_limit_(json_body_limit), rate_limit_(std::move(rate_limit)) {}
+  void SetImages(ImageTable t) { images_ = std::move(t); }
+
+  // /opensandbox/v1/...; `key_hash` is the hash of the hutch key the
+  // request authenticated as (it owns what it creates).
+  asio::awaitable<void> HandleLifecycle(HttpContext& ctx, const std::vector<std::string>& seg,
+                                        const std::string& key_hash);
+  // /opensandbox/sandboxes/{id}/proxy/{port}/...; `key_hash` is the
+  // request's valid API key, if it carried one ("" otherwise): the
+  // sandbox's access token or its owner's key is required.
+  asio::awaitable<void> HandleProxy(HttpContext& ctx, const std::vector<std::string>& seg,
+                                    const std::string& key_hash);
+
+  // OpenSandbox's error answer: {"code":"HUTCH::<CODE>","message":...}.
+  static asio::awaitable<void> SendError(HttpContext& ctx, const Error& e);
+  // The code an error gets in that body ("HUTCH::SANDBOX_NOT_FOUND").
+  static std::string ErrorCode(Code c);
+
+ private:
+  // osb_lifecycle.cc
+  asio::awaitable<void> Create(HttpContext& ctx, const std::string& key_hash);
+  asio::awaitable<void> List(HttpContext& ctx);
+  asio::awaitable<void> Get(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Kill(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Renew(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PauseResume(HttpContext& ctx, const std::string& id, bool pause);
+  asio::awaitable<void> PatchMetadata(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Endpoint(HttpContext& ctx, const std::string& id, const std::string& port);
+  asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& s, const std::string& key_hash);
+  Json SandboxJson(const SandboxRecord& r) const;
+
+  // osb_command.cc: POST/DELETE /command, /command/status/{id}, /command/{id}/logs
+  asio::awaitable<void> RunCommand(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+  asio::awaitable<void> InterruptCommand(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+  asio::awaitable<void> CommandStatus(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& cid);
+  asio::awaitable<void> CommandLogs(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& cid);
+
+  // osb_session.cc: /session, /session/{sid}/run, DELETE /session/{sid}
+  asio::awaitable<void> CreateSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+  asio::awaitable<void> RunInSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& sid);
+  asio::awaitable<void> DeleteSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& sid);
+
+  // osb_files.cc: /files..., /directories...
+  asio::awaitable<void> Files(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::vector<std::string>& s);
+  asio::awaitable<void> Upload(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+
+  // osb_metrics.cc: /metrics, /metrics/watch
+  asio::awaitable<void> Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb, bool watch);
+
+  // osb_egress.cc: the egress sidecar's /policy
+  asio::awaitable<void> Egress(HttpContext& ctx, const SandboxRecord& rec, const std::vector<std::string>& s);
+
+  SandboxManager* mgr_;
+  size_t json_limit_;
+  RateLimit rate_limit_;
+  ImageTable images_ = ImageTable::Defaults();
+  // "<sandbox>/<session>" of sessions running a command now: one command
+  // at a time per bash.
+  std::set<std::string> busy_sessions_;
+};
+
+// The execd access token of sandbox `id` owned by the key hashed
+// `owner_key_hash`: derived, so nothing extra is stored and it survives a
+// restart of hutchd.
+std::string ExecdAccessToken(const std::string& owner_key_hash, const std::string& id);
+
+}  // namespace hutch::api::opensandbox

@@ -1,0 +1,481 @@
+// OpenSandbox's lifecycle API (specs/sandbox-lifecycle.yml) under
+// /opensandbox/v1: create (an image mapped to a template; answered Running,
+// since a hutch create returns once the sandbox runs), get, list with
+// state/metadata filters and page numbers, delete, renew-expiration,
+// pause/resume, metadata patch, endpoints (the server proxy of execd and
+// egress), snapshots, and the SDK's telemetry (accepted, dropped).
+#include <cmath>
+#include <ctime>
+
+#include "api/json_fields.h"
+#include "api/opensandbox/network_policy.h"
+#include "api/opensandbox/osb_api.h"
+#include "api/opensandbox/resource_limits.h"
+#include "common/sha256.h"
+#include "core/process_ops.h"
+
+namespace hutch::api::opensandbox {
+
+namespace {
+
+using V = http::verb;
+
+const std::vector<std::string> kDefaultEntrypoint = {"tail", "-f", "/dev/null"};
+
+const char* OsbState(SandboxStatus s) {
+  switch (s) {
+    case SandboxStatus::kStarting: return "Pending";
+    case SandboxStatus::kRunning: return "Running";
+    case SandboxStatus::kPaused: return "Paused";
+    case SandboxStatus::kStopped: return "Terminated";
+    case SandboxStatus::kFailed: return "Failed";
+  }
+  return "Unknown";
+}
+
+// A sandbox the dialect can see: a stopped one is gone (404).
+Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
+  auto rec = mgr->Get(id);
+  if (!rec.ok()) return rec.error();
+  if (rec->status == SandboxStatus::kStopped)
+    return MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found (it was deleted)");
+  return rec;
+}
+
+// "2026-12-01T10:00:00.000Z" or with a "+hh:mm" offset (RFC 3339).
+Result<SysTime> ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  int frac_ms = 0;
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!end) return MakeError(Code::kInvalidRequest, "'" + s + "' is not an RFC 3339 time");
+  if (*end == '.') {
+    ++end;
+    int digits = 0;
+    while (*end >= '0' && *end <= '9') {
+      if (digits < 3) frac_ms = frac_ms * 10 + (*end - '0');
+      ++digits;
+      ++end;
+    }
+    for (; digits < 3; ++digits) frac_ms *= 10;
+  }
+  int64_t offset_s = 0;
+  if (*end == 'Z' || *end == 'z') {
+    ++end;
+  } else if ((*end == '+' || *end == '-') && std::strlen(end) == 6 && end[3] == ':') {
+    const int sign = *end == '-' ? -1 : 1;
+    offset_s = sign * ((end[1] - '0') * 36000 + (end[2] - '0') * 3600 + (end[4] - '0') * 600 + (end[5] - '0') * 60);
+    end += 6;
+  } else {
+    return MakeError(Code::kInvalidRequest, "'" + s + "' has no time zone (Z or +hh:mm)");
+  }
+  if (*end) return MakeError(Code::kInvalidRequest, "'" + s + "' is not an RFC 3339 time");
+  const time_t t = timegm(&tm) - offset_s;
+  return SysTime(std::chrono::seconds(t)) + std::chrono::milliseconds(frac_ms);
+}
+
+// ?metadata=k=v&k2=v2 (one parameter: the SDK joins the pairs with '&',
+// and the query decoding already turned %26 and %3D back).
+std::map<std::string, std::string> ParseMetadataFilter(const std::string& s) {
+  std::map<std::string, std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t amp = s.find('&', i);
+    if (amp == std::string::npos) amp = s.size();
+    std::string kv = s.substr(i, amp - i);
+    i = amp + 1;
+    if (kv.empty()) continue;
+    size_t eq = kv.find('=');
+    out[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  }
+  return out;
+}
+
+Result<SandboxStatus> StateFromName(std::string n) {
+  for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "running") return SandboxStatus::kRunning;
+  if (n == "paused") return SandboxStatus::kPaused;
+  if (n == "pending") return SandboxStatus::kStarting;
+  if (n == "failed") return SandboxStatus::kFailed;
+  if (n == "terminated" || n == "stopped") return SandboxStatus::kStopped;
+  return MakeError(Code::kInvalidRequest, "unknown state '" + n + "' (Pending, Running, Paused, Failed, Terminated)");
+}
+
+}  // namespace
+
+std::string ExecdAccessToken(const std::string& owner_key_hash, const std::string& id) {
+  return Sha256Hex("hutch-opensandbox-execd-access-token\n" + owner_key_hash + "\n" + id);
+}
+
+std::string OpenSandboxApi::ErrorCode(Code c) {
+  std::string n = CodeName(c);
+  for (auto& ch : n) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return "HUTCH::" + n;
+}
+
+asio::awaitable<void> OpenSandboxApi::SendError(HttpContext& ctx, const Error& e) {
+  ctx.NoteError(e);
+  const int status = CodeHttpStatus(e.code);
+  const Json body = {{"code", ErrorCode(e.code)}, {"message", e.message}};
+  co_await ctx.SendJson(status, body);
+}
+
+Json OpenSandboxApi::SandboxJson(const SandboxRecord& r) const {
+  // hutch keeps the template, not the image URI it was mapped from: the
+  // image reads back as the template's name, the entrypoint as the default.
+  Json status = {{"state", OsbState(r.status)}};
+  if (!r.reason.empty()) status["reason"] = r.reason;
+  Json j = {{"id", r.id},
+            {"status", status},
+            {"metadata", r.metadata},
+            {"entrypoint", kDefaultEntrypoint},
+            {"createdAt", FormatRfc3339(r.created_at)},
+            {"expiresAt", FormatRfc3339(r.expires_at)}};
+  if (!r.snapshot.empty()) j["snapshotId"] = r.snapshot;
+  else j["image"] = Json{{"uri", r.template_name}};
+  return j;
+}
+
+asio::awaitable<void> OpenSandboxApi::HandleLifecycle(HttpContext& ctx, const std::vector<std::string>& seg,
+                                                      const std::string& key_hash) {
+  // seg: "opensandbox", "v1", ...
+  std::vector<std::string> s(seg.begin() + 2, seg.end());
+  const V m = ctx.method();
+  const size_t n = s.size();
+  if (n == 2 && s[0] == "metrics" && s[1] == "events") {
+    // The SDK's create-latency telemetry: nothing here wants it.
+    if (m == V::post) {
+      (void)co_await ctx.ReadBody(json_limit_);
+      co_return co_await ctx.SendEmpty(204);
+    }
+  } else if (n >= 1 && s[0] == "snapshots") {
+    co_return co_await RouteSnapshots(ctx, s, key_hash);
+  } else if (n >= 1 && s[0] == "sandboxes") {
+    if (n == 1) {
+      if (m == V::post) co_return co_await Create(ctx, key_hash);
+      if (m == V::get) co_return co_await List(ctx);
+    } else if (n == 2) {
+      if (m == V::get) co_return co_await Get(ctx, s[1]);
+      if (m == V::delete_) co_return co_await Kill(ctx, s[1]);
+    } else if (n == 3) {
+      const std::string& op = s[2];
+      if (op == "renew-expiration" && m == V::post) co_return co_await Renew(ctx, s[1]);
+      if ((op == "pause" || op == "resume") && m == V::post) co_return co_await PauseResume(ctx, s[1], op == "pause");
+      if (op == "metadata" && m == V::patch) co_return co_await PatchMetadata(ctx, s[1]);
+      if (op == "snapshots") co_return co_await RouteSnapshots(ctx, s, key_hash);
+    } else if (n == 4 && s[2] == "endpoints" && m == V::get) {
+      co_return co_await Endpoint(ctx, s[1], s[3]);
+    }
+  }
+  Error e = MakeError(Code::kNotFound, "no OpenSandbox route " + std::string(http::to_string(m)) + " " + ctx.path());
+  co_await SendError(ctx, e);
+}
+
+asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string& key_hash) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendError(ctx, body.error());
+  const Json& j = *body;
+  if (!j.is_object()) {
+    Error e = MakeError(Code::kInvalidRequest, "the request body must be a JSON object");
+    co_return co_await SendError(ctx, e);
+  }
+  CreateOptions o;
+  o.owner_key = key_hash;
+  // image XOR snapshotId, as the SDK enforces too.
+  const bool has_image = j.contains("image") && !j["image"].is_null();
+  auto snap = OptString(j, "snapshotId");
+  if (!snap.ok()) co_return co_await SendError(ctx, snap.error());
+  if (has_image == (*snap && !(*snap)->empty())) {
+    Error e = MakeError(Code::kInvalidRequest, "exactly one of 'image' and 'snapshotId' is required");
+    co_return co_await SendError(ctx, e);
+  }
+  if (has_image) {
+    const Json& img = j["image"];
+    if (!img.is_object() || !img.contains("uri") || !img["uri"].is_string()) {
+      Error e = MakeError(Code::kInvalidRequest, "'image.uri' must be a string");
+      co_return co_await SendError(ctx, e);
+    }
+    auto tpl = images_.Resolve(img["uri"].get<std::string>());
+    if (!tpl.ok()) co_return co_await SendError(ctx, tpl.error());
+    o.template_name = *tpl;
+  } else {
+    o.snapshot = **snap;
+  }
+  // Fields hutch cannot honour are refused by name, not dropped.
+  for (const char* f : {"volumes", "credentialProxy"}) {
+    auto it = j.find(f);
+    if (it == j.end() || it->is_null() || (it->is_array() && it->empty()) ||
+        (it->is_object() && !it->value("enabled", false)))
+      continue;
+    Error e = MakeError(Code::kNotSupported,
+                        std::string("'") + f + "' is not supported by hutch's OpenSandbox layer (docs/compat-opensandbox.md)");
+    co_return co_await SendError(ctx, e);
+  }
+  if (auto it = j.find("platform"); it != j.end() && it->is_object()) {
+    if (it->value("os", "linux") != "linux" || it->value("arch", "amd64") != "amd64") {
+      Error e = MakeError(Code::kNotSupported, "hutch runs linux/amd64 sandboxes only");
+      co_return co_await SendError(ctx, e);
+    }
+  }
+  if (auto it = j.find("resourceLimits"); it != j.end() && !it->is_null()) {
+    auto lim = ParseResourceLimits(*it);
+    if (!lim.ok()) co_return co_await SendError(ctx, lim.error());
+    o.cpu = lim->cpu;
+    o.memory_mb = lim->memory_mb;
+    o.disk_mb = lim->disk_mb;
+  }
+  if (auto net = CheckNetworkPolicy(j.contains("networkPolicy") ? j["networkPolicy"] : Json()); !net.ok())
+    co_return co_await SendError(ctx, net.error());
+  // timeout: seconds; absent or null means "no expiry" in OpenSandbox,
+  // which is hutch's longest TTL here.
+  if (j.contains("timeout") && !j["timeout"].is_null()) {
+    auto t = OptInt(j, "timeout", 1, INT32_MAX);
+    if (!t.ok()) co_return co_await SendError(ctx, t.error());
+    o.ttl_seconds = **t;
+  } else {
+    o.ttl_seconds = mgr_->options().max_ttl_seconds;
+  }
+  auto meta = OptStringMap(j, "metadata");
+  auto env = OptStringMap(j, "env");
+  auto entry = OptStringArray(j, "entrypoint");
+  for (const Error* e : {meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error(),
+                         entry.ok() ? nullptr : &entry.error()})
+    if (e) co_return co_await SendError(ctx, *e);
+  if (*meta) o.metadata = **meta;
+  if (*env) {
+    for (const auto& [k, v] : **env)
+      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+          v.find('\0') != std::string::npos) {
+        Error e = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
+        co_return co_await SendError(ctx, e);
+      }
+    o.env = **env;
+  }
+  auto rec = co_await mgr_->Create(std::move(o));
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  // A sandbox needs no process to stay up; an entrypoint other than the
+  // SDK's "keep alive" default runs as a background process.
+  if (*entry && !(*entry)->empty() && **entry != kDefaultEntrypoint) {
+    Status started;
+    if (auto sb = mgr_->GetRunning(rec->id); !sb.ok()) {
+      started = sb.error();
+    } else {
+      ExecRequest r;
+      r.argv = **entry;
+      r.user = kDefaultUser;
+      r.timeout_seconds = 0;
+      r.stdin_data = std::string();
+      std::optional<std::string> tag = "opensandbox-entrypoint";
+      auto p = co_await StartProcess(*sb, r, tag);
+      if (!p.ok()) started = p.error();
+    }
+    if (!started.ok()) {
+      const std::string why = "entrypoint failed";
+      (void)co_await mgr_->Delete(rec->id, why);
+      Error e = started.error();
+      e.message = "entrypoint: " + e.message;
+      co_return co_await SendError(ctx, e);
+    }
+  }
+  Json out = SandboxJson(*rec);
+  if (*entry && !(*entry)->empty()) out["entrypoint"] = **entry;
+  co_await ctx.SendJson(202, out);
+}
+
+asio::awaitable<void> OpenSandboxApi::List(HttpContext& ctx) {
+  ListFilter f;
+  f.limit = 1000;
+  int64_t page = 1, page_size = 20;
+  std::vector<SandboxStatus> states;
+  for (const auto& [k, v] : ctx.query_list()) {
+    if (k == "state") {
+      size_t i = 0;
+      while (i <= v.size()) {
+        size_t c = v.find(',', i);
+        if (c == std::string::npos) c = v.size();
+        if (c > i) {
+          auto st = StateFromName(v.substr(i, c - i));
+          if (!st.ok()) co_return co_await SendError(ctx, st.error());
+          states.push_back(*st);
+        }
+        i = c + 1;
+      }
+    } else if (k == "metadata") {
+      for (auto& [mk, mv] : ParseMetadataFilter(v)) f.metadata[mk] = mv;
+    } else if (k == "page" || k == "pageSize") {
+      auto n = QueryInt(v, k == "page" ? "page" : "pageSize", 1, k == "page" ? INT32_MAX : 1000);
+      if (!n.ok()) co_return co_await SendError(ctx, n.error());
+      (k == "page" ? page : page_size) = **n;
+    }
+  }
+  f.any_status = states.empty() ? std::vector<SandboxStatus>{SandboxStatus::kStarting, SandboxStatus::kRunning,
+                                                             SandboxStatus::kPaused, SandboxStatus::kFailed}
+                                : states;
+  // Core pages by cursor, OpenSandbox by page number: collect, then cut.
+  std::vector<SandboxRecord> all;
+  for (ListPage p = mgr_->List(f);; p = mgr_->List(f)) {
+    for (auto& r : p.items) all.push_back(std::move(r));
+    if (p.next_cursor.empty()) break;
+    f.cursor = p.next_cursor;
+  }
+  const int64_t total = static_cast<int64_t>(all.size());
+  const int64_t pages = (total + page_size - 1) / page_size;
+  Json items = Json::array();
+  for (int64_t i = (page - 1) * page_size; i < std::min(total, page * page_size); ++i)
+    items.push_back(SandboxJson(all[static_cast<size_t>(i)]));
+  Json out = {{"items", items},
+              {"pagination",
+               {{"page", page}, {"pageSize", page_size}, {"totalItems", total}, {"totalPages", pages},
+                {"hasNextPage", page < pages}}}};
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> OpenSandboxApi::Get(HttpContext& ctx, const std::string& id) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  co_await ctx.SendJson(200, SandboxJson(*rec));
+}
+
+asio::awaitable<void> OpenSandboxApi::Kill(HttpContext& ctx, const std::string& id) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  auto st = co_await mgr_->Delete(id);
+  if (!st.ok()) co_return co_await SendError(ctx, st.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> OpenSandboxApi::Renew(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendError(ctx, body.error());
+  auto at = OptString(*body, "expiresAt");
+  if (!at.ok()) co_return co_await SendError(ctx, at.error());
+  if (!*at) {
+    Error e = MakeError(Code::kInvalidRequest, "'expiresAt' is required");
+    co_return co_await SendError(ctx, e);
+  }
+  auto t = ParseRfc3339(**at);
+  if (!t.ok()) co_return co_await SendError(ctx, t.error());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*t - std::chrono::system_clock::now()).count();
+  if (left <= 0) {
+    Error e = MakeError(Code::kInvalidRequest, "'expiresAt' must be in the future");
+    co_return co_await SendError(ctx, e);
+  }
+  if (auto rec = Visible(mgr_, id); !rec.ok()) co_return co_await SendError(ctx, rec.error());
+  auto rec = mgr_->SetTtl(id, (left + 999) / 1000);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  Json out = {{"expiresAt", FormatRfc3339(rec->expires_at)}};
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> OpenSandboxApi::PauseResume(HttpContext& ctx, const std::string& id, bool pause) {
+  (void)co_await ctx.ReadBody(json_limit_);
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  if (pause && rec->status == SandboxStatus::kPaused) {
+    Error e = MakeError(Code::kConflict, "sandbox " + id + " is already paused");
+    co_return co_await SendError(ctx, e);
+  }
+  if (!pause && rec->status == SandboxStatus::kRunning) {
+    Error e = MakeError(Code::kConflict, "sandbox " + id + " is not paused");
+    co_return co_await SendError(ctx, e);
+  }
+  auto r = pause ? mgr_->Pause(id) : mgr_->Resume(id);
+  if (!r.ok()) co_return co_await SendError(ctx, r.error());
+  co_await ctx.SendEmpty(202);
+}
+
+asio::awaitable<void> OpenSandboxApi::PatchMetadata(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendError(ctx, body.error());
+  if (!body->is_object()) {
+    Error e = MakeError(Code::kInvalidRequest, "a metadata patch is a JSON object of string or null values");
+    co_return co_await SendError(ctx, e);
+  }
+  std::map<std::string, std::optional<std::string>> patch;
+  for (const auto& [k, v] : body->items()) {
+    if (v.is_null()) {
+      patch[k] = std::nullopt;
+    } else if (v.is_string()) {
+      patch[k] = v.get<std::string>();
+    } else {
+      Error e = MakeError(Code::kInvalidRequest, "metadata '" + k + "' must be a string or null");
+      co_return co_await SendError(ctx, e);
+    }
+  }
+  auto rec = mgr_->PatchMetadata(id, patch);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  co_await ctx.SendJson(200, SandboxJson(*rec));
+}
+
+asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::string& id, const std::string& port) {
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  if (ctx.Query("expires")) {
+    Error e = MakeError(Code::kNotSupported, "signed endpoints are not supported by hutch (docs/compat-opensandbox.md)");
+    co_return co_await SendError(ctx, e);
+  }
+  if (port != std::to_string(kExecdPort) && port != std::to_string(kEgressPort)) {
+    Error e = MakeError(Code::kNotSupported,
+                        "port " + port +
+                            ": hutch serves only execd (44772) and egress (18080) through its proxy; sandboxes have "
+                            "no network to reach other ports on (docs/compat-opensandbox.md)");
+    co_return co_await SendError(ctx, e);
+  }
+  // Always the server proxy (use_server_proxy or not): the sandbox has no
+  // address of its own to hand out. No scheme, as the SDK wants.
+  std::string host = ctx.Header("Host");
+  if (host.empty()) host = "localhost";
+  Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
+              {"headers", {{kAccessTokenHeader, ExecdAccessToken(rec->owner_key, id)}}}};
+  co_await ctx.SendJson(200, out);
+}
+
+asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& s,
+                                                     const std::string& key_hash) {
+  (void)key_hash;
+  const V m = ctx.method();
+  auto snap_json = [](const SnapshotRecord& r) {
+    return Json{{"id", r.id},
+                {"sandboxId", r.sandbox_id},
+                {"status", {{"state", "Ready"}}},
+                {"createdAt", FormatRfc3339(r.created_at)}};
+  };
+  if (s[0] == "sandboxes") {  // POST /sandboxes/{id}/snapshots
+    if (m != V::post) {
+      Error e = MakeError(Code::kMethodNotAllowed, "snapshots of a sandbox are created with POST");
+      co_return co_await SendError(ctx, e);
+    }
+    (void)co_await ctx.ReadBody(json_limit_);
+    if (auto rec = Visible(mgr_, s[1]); !rec.ok()) co_return co_await SendError(ctx, rec.error());
+    auto snap = co_await mgr_->Snapshot(s[1]);
+    if (!snap.ok()) co_return co_await SendError(ctx, snap.error());
+    co_return co_await ctx.SendJson(202, snap_json(*snap));
+  }
+  if (s.size() == 1 && m == V::get) {
+    const auto sandbox = ctx.Query("sandboxId");
+    Json items = Json::array();
+    for (const auto& r : mgr_->ListSnapshots())
+      if (!sandbox || r.sandbox_id == *sandbox) items.push_back(snap_json(r));
+    const int64_t total = static_cast<int64_t>(items.size());
+    Json out = {{"items", items},
+                {"pagination",
+                 {{"page", 1}, {"pageSize", std::max<int64_t>(total, 1)}, {"totalItems", total}, {"totalPages", 1},
+                  {"hasNextPage", false}}}};
+    co_return co_await ctx.SendJson(200, out);
+  }
+  if (s.size() == 2) {
+    if (m == V::get) {
+      auto r = mgr_->GetSnapshot(s[1]);
+      if (!r.ok()) co_return co_await SendError(ctx, r.error());
+      co_return co_await ctx.SendJson(200, snap_json(*r));
+    }
+    if (m == V::delete_) {
+      auto st = mgr_->DeleteSnapshot(s[1]);
+      if (!st.ok()) co_return co_await SendError(ctx, st.error());
+      co_return co_await ctx.SendEmpty(204);
+    }
+  }
+  Error e = MakeError(Code::kNotFound, "no OpenSandbox route " + ctx.path());
+  co_await SendError(ctx, e);
+}
+
+}  // namespace hutch::api::opensandbox

@@ -1,0 +1,66 @@
+// A sandbox's egress policy: what `network` says at create and what
+// GET/PUT /v1/sandboxes/{id}/network read and replace. A plain value: the
+// parsing and matching rules live here, the enforcement in nft_ruleset and
+// NetworkManager, the name checks in the DNS proxy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace hutch::net {
+
+enum class NetMode { kNone, kAll, kPolicy };
+const char* NetModeName(NetMode m);
+
+// An IPv4 network, host bits zero.
+struct Cidr {
+  uint32_t addr = 0;  // host byte order
+  int prefix = 32;
+  std::string ToString() const;
+  bool Contains(uint32_t a) const;
+  bool operator==(const Cidr& o) const { return addr == o.addr && prefix == o.prefix; }
+};
+
+struct NetworkPolicy {
+  NetMode mode = NetMode::kNone;
+  bool default_allow = false;  // mode policy only
+  std::vector<Cidr> allow_cidrs, deny_cidrs;
+  // Lower-case names without a trailing dot; "*.example.com" stands for
+  // every name below example.com (not example.com itself).
+  std::vector<std::string> allow_domains, deny_domains;
+
+  bool has_domain_rules() const { return !allow_domains.empty() || !deny_domains.empty(); }
+  // May the sandbox resolve `name`? none: no; all: yes; policy: a deny
+  // rule wins over an allow rule, then the default.
+  bool AllowsName(const std::string& name) const;
+  // May the sandbox connect to `addr` by CIDR rules alone (addresses an
+  // allowed name resolved to are added separately)?
+  bool AllowsAddress(uint32_t addr) const;
+  nlohmann::json ToJson() const;
+};
+
+// Strict reader of the API's `network` object: {"mode":"none"|"all"} or
+// {"mode":"policy","default":"allow"|"deny","allow":[...],"deny":[...]};
+// entries are IPv4 CIDRs (or single addresses) and domain names with an
+// optional leading "*." wildcard. Errors are invalid_request naming the
+// entry; IPv6 entries are not_supported (IPv6 is always blocked).
+Result<NetworkPolicy> ParseNetworkPolicy(const nlohmann::json& j);
+// Reads back what ToJson wrote (the state store); false if malformed.
+bool PolicyFromStoreJson(const nlohmann::json& j, NetworkPolicy* out);
+
+Result<Cidr> ParseCidr(const std::string& s);
+// A dotted IPv4 address; false if `s` is not one.
+bool ParseIpv4(const std::string& s, uint32_t* out);
+std::string Ipv4ToString(uint32_t a);
+// "*.example.com" matches "a.example.com" and "a.b.example.com"; a plain
+// name matches itself. Both sides lower-case, no trailing dot.
+bool DomainMatches(const std::string& pattern, const std::string& name);
+// Lower-cases and strips one trailing dot (DNS names as they come on the wire).
+std::string NormalizeName(const std::string& name);
+
+}  // namespace hutch::net

@@ -1,0 +1,127 @@
+#include "net/nft_ruleset.h"
+
+namespace hutch::net {
+
+namespace {
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+std::string Elements(const std::vector<Cidr>& cs) {
+  std::string out;
+  for (const auto& c : cs) out += (out.empty() ? "" : ", ") + c.ToString();
+  return out;
+}
+
+}  // namespace
+
+std::string BaseTableScript(const NftNames& n, const Cidr& pool, uint16_t dns_port) {
+  const std::string t = "inet " + n.table();
+  const std::string g = Quote(n.if_glob());
+  const std::string p = pool.ToString();
+  const std::string port = std::to_string(dns_port);
+  std::string s;
+  s += "add table " + t + "\n";
+  s += "add map " + t + " sbx { type ifname : verdict; }\n";
+  // Priority just before the usual filter chains: whatever another table
+  // accepts, a drop here still holds (every base chain on a hook runs).
+  s += "add chain " + t + " input { type filter hook input priority filter - 5; policy accept; }\n";
+  s += "add chain " + t + " forward { type filter hook forward priority filter - 5; policy accept; }\n";
+  s += "add chain " + t + " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n";
+  s += "flush chain " + t + " input\n";
+  s += "flush chain " + t + " forward\n";
+  s += "flush chain " + t + " postrouting\n";
+  // Into the host from a sandbox: only DNS to the resolver on its
+  // gateway address. hutchd's API, sshd, anything listening on any host
+  // address (a packet for a local address never reaches `forward`) is
+  // dropped here.
+  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " udp dport " + port + " accept\n";
+  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " tcp dport " + port + " accept\n";
+  s += "add rule " + t + " input iifname " + g + " drop\n";
+  // Through the host. Always blocked, whatever the policy: IPv6 (the
+  // sandbox has no IPv6 address; this is the second wall), "this network",
+  // link-local with the cloud metadata address, multicast, reserved and
+  // broadcast, and every sandbox subnet (neighbours).
+  s += "add rule " + t + " forward iifname " + g + " meta nfproto ipv6 drop\n";
+  s += "add rule " + t + " forward oifname " + g + " meta nfproto ipv6 drop\n";
+  s += "add rule " + t + " forward iifname " + g + " ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3 } drop\n";
+  s += "add rule " + t + " forward iifname " + g + " ip daddr " + p + " drop\n";
+  s += "add rule " + t + " forward iifname " + g + " fib daddr type { broadcast, multicast, local } drop\n";
+  // A policy change holds for new connections; flows it admitted go on.
+  s += "add rule " + t + " forward iifname " + g + " ct state established,related accept\n";
+  s += "add rule " + t + " forward iifname " + g + " iifname vmap @sbx\n";
+  // An interface of ours without a policy (a warm namespace) sends nothing.
+  s += "add rule " + t + " forward iifname " + g + " drop\n";
+  // Into a sandbox: only replies. Nothing outside may open a connection
+  // to a sandbox (exposed ports go through hutchd, not through here).
+  s += "add rule " + t + " forward oifname " + g + " ct state established,related accept\n";
+  s += "add rule " + t + " forward oifname " + g + " drop\n";
+  s += "add rule " + t + " postrouting ip saddr " + p + " ip daddr != " + p + " oifname != " + g + " masquerade\n";
+  return s;
+}
+
+std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p, bool flush_resolved) {
+  const std::string t = "inet " + n.table();
+  const std::string k = std::to_string(slot);
+  std::string s;
+  s += "add set " + t + " a" + k + " { type ipv4_addr; flags interval; auto-merge; }\n";
+  s += "add set " + t + " d" + k + " { type ipv4_addr; flags interval; auto-merge; }\n";
+  s += "add set " + t + " r" + k + " { type ipv4_addr; flags timeout; }\n";
+  s += "add chain " + t + " s" + k + "\n";
+  s += "flush chain " + t + " s" + k + "\n";
+  s += "flush set " + t + " a" + k + "\n";
+  s += "flush set " + t + " d" + k + "\n";
+  if (flush_resolved) s += "flush set " + t + " r" + k + "\n";
+  // Refused connections fail at once (a TCP reset / ICMP admin-prohibited)
+  // rather than after the client's timeout.
+  const std::string refuse = "reject with icmpx type admin-prohibited";
+  switch (p.mode) {
+    case NetMode::kNone:
+      s += "add rule " + t + " s" + k + " " + refuse + "\n";
+      break;
+    case NetMode::kAll:
+      s += "add rule " + t + " s" + k + " accept\n";
+      break;
+    case NetMode::kPolicy:
+      if (!p.allow_cidrs.empty()) s += "add element " + t + " a" + k + " { " + Elements(p.allow_cidrs) + " }\n";
+      if (!p.deny_cidrs.empty()) s += "add element " + t + " d" + k + " { " + Elements(p.deny_cidrs) + " }\n";
+      // A deny rule wins over an allow rule; addresses of allowed names
+      // count as allowed; then the default.
+      s += "add rule " + t + " s" + k + " ip daddr @d" + k + " " + refuse + "\n";
+      s += "add rule " + t + " s" + k + " ip daddr @a" + k + " accept\n";
+      s += "add rule " + t + " s" + k + " ip daddr @r" + k + " accept\n";
+      s += "add rule " + t + " s" + k + " " + (p.default_allow ? "accept" : refuse) + "\n";
+      break;
+  }
+  s += "add element " + t + " sbx { " + Quote(n.host_if(slot)) + " : jump s" + k + " }\n";
+  return s;
+}
+
+std::vector<std::string> SlotRemoveCommands(const NftNames& n, int slot) {
+  const std::string t = "inet " + n.table();
+  const std::string k = std::to_string(slot);
+  // The map element first: it references the chain.
+  return {"delete element " + t + " sbx { " + Quote(n.host_if(slot)) + " }", "delete chain " + t + " s" + k,
+          "delete set " + t + " a" + k, "delete set " + t + " d" + k, "delete set " + t + " r" + k};
+}
+
+std::string SlotRemoveScript(const NftNames& n, int slot) {
+  std::string s;
+  for (const auto& c : SlotRemoveCommands(n, slot)) s += c + "\n";
+  return s;
+}
+
+std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs, uint32_t ttl_seconds) {
+  if (addrs.empty()) return "";
+  const std::string set = "inet " + n.table() + " r" + std::to_string(slot);
+  std::string timed, plain;
+  for (uint32_t a : addrs) {
+    timed += (timed.empty() ? "" : ", ") + Ipv4ToString(a) + " timeout " + std::to_string(ttl_seconds) + "s";
+    plain += (plain.empty() ? "" : ", ") + Ipv4ToString(a);
+  }
+  return "add element " + set + " { " + timed + " }\ndelete element " + set + " { " + plain + " }\nadd element " +
+         set + " { " + timed + " }\n";
+}
+
+std::string DeleteTableScript(const NftNames& n) { return "delete table inet " + n.table() + "\n"; }
+
+}  // namespace hutch::net

@@ -1,0 +1,350 @@
+// Sandbox networking, end to end: egress modes and policies, DNS-based
+// domain rules, runtime policy changes, the always-blocked destinations,
+// and that nothing (namespace, veth, nftables table) outlives the sandboxes
+// or a crashed server.
+//
+// Each test builds its own "outside world" in a network namespace it
+// creates (NetWorld): two HTTP servers on 198.19.<n>.2 and .3, a DNS
+// server on .2 answering allowed.test and denied.test, and a fake cloud
+// metadata server on 169.254.169.254. Traffic goes only there and to
+// loopback; everything is removed when the test ends.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/host_probe.h"
+#include "tests/support/test_server.h"
+
+namespace hutch::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::string_literals;
+namespace fs = std::filesystem;
+
+std::string Out(const json& r) { return r.value("stdout", ""s); }
+
+// The test's outside world, in its own network namespace.
+class NetWorld {
+ public:
+  explicit NetWorld(int n) : n_(n) {
+    ns_ = "hutchw" + std::to_string(n);
+    host_if_ = "hutchw" + std::to_string(n);
+    net_ = "198.19." + std::to_string(n) + ".";
+    Teardown();  // what a killed earlier run of this index left
+    dir_ = TempDir("hutch-world");
+    for (const char* site : {"allowed", "denied", "metadata"}) {
+      fs::create_directories(dir_ + "/" + site);
+      std::ofstream(dir_ + "/" + site + "/index.html") << site << "-server\n";
+    }
+    Sh("ip netns add " + ns_ + " && ip link add " + host_if_ + " type veth peer name eth0 netns " + ns_ +
+       " && ip addr add " + net_ + "1/24 dev " + host_if_ + " && ip link set " + host_if_ + " up" +
+       " && ip -n " + ns_ + " link set lo up && ip -n " + ns_ + " link set eth0 up" + " && ip -n " + ns_ +
+       " addr add " + net_ + "2/24 dev eth0 && ip -n " + ns_ + " addr add " + net_ + "3/24 dev eth0" +
+       " && ip -n " + ns_ + " addr add 169.254.169.254/32 dev eth0 && ip -n " + ns_ + " route add default via " +
+       net_ + "1" + " && ip route add 169.254.169.254/32 via " + net_ + "2 dev " + host_if_);
+    Spawn({"python3", "-m", "http.server", "8080", "--bind", net_ + "2", "--directory", dir_ + "/allowed"});
+    Spawn({"python3", "-m", "http.server", "8080", "--bind", net_ + "3", "--directory", dir_ + "/denied"});
+    Spawn({"python3", "-m", "http.server", "80", "--bind", "169.254.169.254", "--directory", dir_ + "/metadata"});
+    const char* src = getenv("HUTCH_SOURCE_DIR");
+    Spawn({"python3", std::string(src ? src : ".") + "/tests/support/world_dns.py", net_ + "2",
+           "allowed.test=" + net_ + "2", "denied.test=" + net_ + "3"});
+    // Ready once the host reaches every server.
+    for (int i = 0; i < 100; ++i) {
+      if (HostSh("curl -s -m 1 http://" + net_ + "2:8080/ http://" + net_ + "3:8080/ http://169.254.169.254/") ==
+          "allowed-server\ndenied-server\nmetadata-server\n") {
+        ready_ = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ~NetWorld() {
+    for (pid_t p : pids_) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+    Teardown();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  bool ready() const { return ready_; }
+  std::string Addr(int host) const { return net_ + std::to_string(host); }
+  std::string Dns() const { return net_ + "2:53"; }
+
+ private:
+  void Sh(const std::string& cmd) { HostSh(cmd + " 2>&1"); }
+  void Teardown() {
+    Sh("ip route del 169.254.169.254/32 via " + net_ + "2 dev " + host_if_);
+    Sh("ip link del " + host_if_);
+    Sh("ip netns del " + ns_);
+  }
+  void Spawn(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"ip", "netns", "exec", ns_});
+    pid_t p = fork();
+    if (p == 0) {
+      int null = open("/dev/null", O_RDWR);
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      execvp(a[0], a.data());
+      _exit(127);
+    }
+    pids_.push_back(p);
+  }
+  int n_;
+  std::string ns_, host_if_, net_, dir_;
+  std::vector<pid_t> pids_;
+  bool ready_ = false;
+};
+
+// Shell one-liners run inside a sandbox (python3 comes from the template).
+std::string HttpGet(const std::string& url) {
+  return "python3 -c \"import urllib.request,sys\ntry:\n print(urllib.request.urlopen('" + url +
+         "',timeout=4).read().decode().strip())\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
+}
+std::string Resolve(const std::string& name) {
+  return "python3 -c \"import socket\ntry:\n print(socket.gethostbyname('" + name +
+         "'))\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
+}
+std::string Connect(const std::string& addr, int port) {
+  return "python3 -c \"import socket\ntry:\n socket.create_connection(('" + addr + "'," + std::to_string(port) +
+         "),timeout=3); print('CONNECTED')\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
+}
+
+// Waits (up to 30 s) until something listens on 127.0.0.1:8000 inside.
+std::string WaitLocal8000() {
+  return "python3 -c \"import socket,time\nfor i in range(300):\n try:\n  socket.create_connection(('127.0.0.1',8000),timeout=1); break\n except OSError: time.sleep(0.1)\"";
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+
+// The world's index must match the server's pool index (both unique on the
+// host while the server lives), so the server starts first, then the world,
+// and the server learns the world's DNS through --dns-upstream: restart it.
+struct Env {
+  std::unique_ptr<TestServer> server;
+  std::unique_ptr<NetWorld> world;
+};
+
+Env MakeEnv(std::vector<std::string> extra = {}) {
+  Env e;
+  // A throwaway server only to claim a pool index.
+  e.server = std::make_unique<TestServer>(std::vector<std::string>{"--no-network"});
+  if (!e.server->ok()) return e;
+  e.world = std::make_unique<NetWorld>(e.server->net_index());
+  e.server->Stop();
+  std::vector<std::string> args = {"--net-warm", "2", "--dns-upstream", e.world->Dns()};
+  for (auto& a : extra) args.push_back(a);
+  e.server->SetArgs(args);
+  e.server->Restart();
+  return e;
+}
+
+std::vector<std::string> NetnsOf(const std::string& tag) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/run/netns", ec))
+    if (e.path().filename().string().rfind("hutch-" + tag + "-", 0) == 0) out.push_back(e.path().filename());
+  return out;
+}
+std::vector<std::string> VethsOf(const std::string& tag) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/class/net", ec))
+    if (e.path().filename().string().rfind(tag + "v", 0) == 0) out.push_back(e.path().filename());
+  return out;
+}
+bool NftTableExists(const std::string& tag) {
+  return HostSh("nft list tables 2>/dev/null").find("hutch_" + tag) != std::string::npos;
+}
+
+TEST(Network, NoneModeReachesNothingButLoopback) {
+  Env e = MakeEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  std::string id = s.CreateSandbox();
+  auto r = s.Exec(id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  EXPECT_EQ(Trim(Out(r)), "lo") << r.dump();
+  EXPECT_EQ(Trim(Out(s.Exec(id, Connect(e.world->Addr(2), 8080)))), "FAIL OSError");
+  EXPECT_NE(Out(s.Exec(id, Resolve("allowed.test"))).rfind("FAIL", 0), std::string::npos);
+  // Loopback works.
+  r = s.Exec(id, "nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 </dev/null & " + WaitLocal8000() + "; " +
+                     HttpGet("http://127.0.0.1:8000/"));
+  EXPECT_EQ(Out(r).find("FAIL"), std::string::npos) << r.dump();
+  auto g = s.Client().Request("GET", "/v1/sandboxes/" + id + "/network");
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_EQ(g.json()["mode"], "none");
+}
+
+TEST(Network, PolicyAllowsNamedHostDeniesTheRestAndPutChangesItLive) {
+  Env e = MakeEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  auto c = s.Client();
+  auto cr = c.Json("POST", "/v1/sandboxes",
+                       json{{"network", {{"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test"}}}}});
+  ASSERT_EQ(cr.status, 201) << cr.body;
+  std::string id = cr.json()["id"];
+  EXPECT_EQ(cr.json()["network"]["mode"], "policy");
+
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://allowed.test:8080/")))), "allowed-server");
+  EXPECT_EQ(Trim(Out(s.Exec(id, Resolve("denied.test")))), "FAIL gaierror");
+  // By raw IP: no allowed name resolved to it.
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(3) + ":8080/")))).rfind("FAIL", 0), 0u);
+
+  auto put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
+                       json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test", "denied.test"}}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://denied.test:8080/")))), "denied-server");
+  auto g = c.Request("GET", "/v1/sandboxes/" + id + "/network");
+  ASSERT_EQ(g.status, 200);
+  EXPECT_EQ(g.json()["allow"], json({"allowed.test", "denied.test"}));
+
+  // A CIDR rule admits raw IPs; a deny rule beats it.
+  put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
+                  json{{"mode", "policy"}, {"default", "deny"}, {"allow", {e.world->Addr(0) + "/24"}},
+                       {"deny", {e.world->Addr(3)}}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(3) + ":8080/")))).rfind("FAIL", 0), 0u);
+
+  // Bad policies are refused and change nothing.
+  auto bad = c.Json("PUT", "/v1/sandboxes/" + id + "/network", json{{"mode", "policy"}, {"allow", {"not a name!"}}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+}
+
+TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
+  Env e = MakeEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  auto c = s.Client();
+  // A service on the host, on the world-facing address (hutchd itself
+  // listens on loopback in tests; this stands for any host port).
+  pid_t host_srv = fork();
+  if (host_srv == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    execlp("python3", "python3", "-m", "http.server", "18080", "--bind", e.world->Addr(1).c_str(), nullptr);
+    _exit(127);
+  }
+  std::vector<json> modes = {json{{"mode", "all"}},
+                             json{{"mode", "policy"}, {"default", "allow"}},
+                             json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"0.0.0.0/0"}}}};
+  std::vector<std::string> ids;
+  for (const auto& m : modes) {
+    auto cr = c.Json("POST", "/v1/sandboxes", json{{"network", m}});
+    ASSERT_EQ(cr.status, 201) << cr.body;
+    ids.push_back(cr.json()["id"]);
+  }
+  // A neighbour with a server on its own address.
+  std::string b = ids[0];
+  std::string b_addr =
+      Trim(Out(s.Exec(b, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" + e.world->Addr(2) +
+                             "',53));print(s.getsockname()[0])\"")));
+  ASSERT_EQ(b_addr.rfind("198.18.", 0), 0u) << b_addr;
+  s.Exec(b, "nohup python3 -m http.server 8000 >/dev/null 2>&1 </dev/null & " + WaitLocal8000());
+  EXPECT_EQ(Trim(Out(s.Exec(b, Connect(b_addr, 8000)))), "CONNECTED");
+  // The host reaches it all (the servers are really there).
+  EXPECT_EQ(HostSh("curl -s -m 2 http://169.254.169.254/"), "metadata-server\n");
+  std::string host_code;
+  for (int i = 0; i < 100 && host_code != "200"; ++i) {
+    host_code = HostSh("curl -s -m 2 -o /dev/null -w '%{http_code}' http://" + e.world->Addr(1) + ":18080/");
+    if (host_code != "200") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(host_code, "200");
+
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string& id = ids[i];
+    SCOPED_TRACE(modes[i].dump());
+    // The world is reachable in these modes...
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+    // ...but not the host's own ports, its gateway, the metadata address,
+    // or a neighbour.
+    std::string gw = Trim(Out(s.Exec(id, "awk '/nameserver/{print $2}' /etc/resolv.conf")));
+    ASSERT_EQ(gw.rfind("198.18.", 0), 0u) << gw;
+    EXPECT_EQ(Trim(Out(s.Exec(id, Connect(e.world->Addr(1), 18080)))).rfind("FAIL", 0), 0u);
+    EXPECT_EQ(Trim(Out(s.Exec(id, Connect(gw, 18080)))).rfind("FAIL", 0), 0u);
+    EXPECT_EQ(Trim(Out(s.Exec(id, Connect(gw, s.port())))).rfind("FAIL", 0), 0u);
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://169.254.169.254/")))).rfind("FAIL", 0), 0u);
+    if (id != b) {
+      EXPECT_EQ(Trim(Out(s.Exec(id, Connect(b_addr, 8000)))).rfind("FAIL", 0), 0u);
+    }
+    // No IPv6 route out.
+    EXPECT_EQ(Trim(Out(s.Exec(id, "ip -6 route 2>/dev/null | grep -c default || true"))), "0");
+  }
+  kill(host_srv, SIGKILL);
+  waitpid(host_srv, nullptr, 0);
+}
+
+TEST(Network, ModeAllReachesTheWorldAndCountsBytes) {
+  Env e = MakeEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  std::string id = s.CreateSandbox(json{{"network", {{"mode", "all"}}}});
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://denied.test:8080/")))), "denied-server");
+  EXPECT_EQ(Trim(Out(s.Exec(id, Resolve("allowed.test")))), e.world->Addr(2));
+  auto m = s.Client().Request("GET", "/v1/sandboxes/" + id + "/metrics");
+  ASSERT_EQ(m.status, 200) << m.body;
+  EXPECT_GT(m.json()["net_rx_bytes"].get<uint64_t>(), 0u) << m.body;
+  EXPECT_GT(m.json()["net_tx_bytes"].get<uint64_t>(), 0u) << m.body;
+  // A sandbox created without a network cannot be given one later.
+  std::string none = s.CreateSandbox();
+  auto put = s.Client().Json("PUT", "/v1/sandboxes/" + none + "/network", json{{"mode", "all"}});
+  EXPECT_EQ(put.status, 501) << put.body;
+  EXPECT_EQ(put.json()["code"], "not_supported") << put.body;
+}
+
+TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
+  Env e = MakeEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  const std::string tag = probe::TagOf(s);
+  ASSERT_FALSE(tag.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(s.CreateSandbox(json{{"network", {{"mode", "all"}}}}));
+  EXPECT_GE(NetnsOf(tag).size(), 4u);
+  for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+  // Only the warm namespaces remain.
+  EXPECT_LE(NetnsOf(tag).size(), 2u);
+  EXPECT_LE(VethsOf(tag).size(), 2u);
+
+  // A crash with one sandbox running: after restart it is adopted and
+  // still reaches the world; what the dead run kept warm is removed.
+  std::string kept = s.CreateSandbox(json{{"network", {{"mode", "policy"}, {"allow", {"allowed.test"}}}}});
+  s.Kill9();
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Trim(Out(s.Exec(kept, HttpGet("http://allowed.test:8080/")))), "allowed-server");
+  EXPECT_EQ(Trim(Out(s.Exec(kept, Resolve("denied.test")))), "FAIL gaierror");
+  EXPECT_LE(NetnsOf(tag).size(), 3u);
+
+  ASSERT_EQ(s.Stop(), 0);
+  EXPECT_TRUE(NetnsOf(tag).empty());
+  EXPECT_TRUE(VethsOf(tag).empty());
+  EXPECT_FALSE(NftTableExists(tag));
+  s.Restart();  // the destructor expects a running server
+}
+
+}  // namespace
+}  // namespace hutch::testing

@@ -1,0 +1,122 @@
+// The egress policy reader and the nftables scripts built from it. The
+// scripts are checked by nft itself (`nft -c`: parse and validate against
+// the kernel, change nothing) when running as root with nft installed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "net/net_policy.h"
+#include "net/nft_ruleset.h"
+
+using hutch::Code;
+using namespace hutch::net;
+using nlohmann::json;
+
+TEST(NetPolicy, ModesParse) {
+  auto none = ParseNetworkPolicy(json{{"mode", "none"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->mode, NetMode::kNone);
+  EXPECT_FALSE(none->AllowsName("example.com"));
+  auto all = ParseNetworkPolicy(json{{"mode", "all"}});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->AllowsName("example.com"));
+  EXPECT_EQ(all->ToJson(), json({{"mode", "all"}}));
+}
+
+TEST(NetPolicy, PolicyRulesSplitIntoCidrsAndDomains) {
+  auto p = ParseNetworkPolicy(json::parse(
+      R"({"mode":"policy","default":"deny","allow":["10.1.0.0/16","api.example.com","*.Pkg.test."],"deny":["10.1.2.0/24","bad.pkg.test"]})"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_FALSE(p->default_allow);
+  ASSERT_EQ(p->allow_cidrs.size(), 1u);
+  EXPECT_EQ(p->allow_cidrs[0].ToString(), "10.1.0.0/16");
+  EXPECT_EQ(p->allow_domains, (std::vector<std::string>{"api.example.com", "*.pkg.test"}));
+  EXPECT_TRUE(p->AllowsName("API.example.com."));
+  EXPECT_TRUE(p->AllowsName("a.b.pkg.test"));
+  EXPECT_FALSE(p->AllowsName("pkg.test"));  // the wildcard is for names below it
+  EXPECT_FALSE(p->AllowsName("bad.pkg.test"));  // deny wins
+  EXPECT_FALSE(p->AllowsName("other.test"));    // default deny
+  uint32_t a;
+  ASSERT_TRUE(ParseIpv4("10.1.3.4", &a));
+  EXPECT_TRUE(p->AllowsAddress(a));
+  ASSERT_TRUE(ParseIpv4("10.1.2.4", &a));
+  EXPECT_FALSE(p->AllowsAddress(a));
+  // Round trip through the stored form.
+  NetworkPolicy back;
+  ASSERT_TRUE(PolicyFromStoreJson(p->ToJson(), &back));
+  EXPECT_EQ(back.ToJson(), p->ToJson());
+}
+
+TEST(NetPolicy, BadInputIsAClearError) {
+  struct Case {
+    const char* body;
+    Code code;
+  } cases[] = {
+      {R"({"mode":"open"})", Code::kInvalidRequest},
+      {R"({"mode":1})", Code::kInvalidRequest},
+      {R"({"mode":"all","allow":["1.2.3.4"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","default":"maybe"})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":"1.2.3.4"})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":[7]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["10.1.2.3/16"]})", Code::kInvalidRequest},  // host bits
+      {R"({"mode":"policy","allow":["10.1.2.3/33"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["300.1.2.3"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["*.com"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["a.*.com"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["bad_-.x..y"]})", Code::kInvalidRequest},
+      {R"({"mode":"policy","allow":["2001:db8::/32"]})", Code::kNotSupported},
+      {R"({"mode":"policy","extra":true})", Code::kInvalidRequest},
+      {R"([])", Code::kInvalidRequest},
+  };
+  for (const auto& c : cases) {
+    auto p = ParseNetworkPolicy(json::parse(c.body));
+    ASSERT_FALSE(p.ok()) << c.body;
+    EXPECT_EQ(p.error().code, c.code) << c.body << ": " << p.error().message;
+    EXPECT_FALSE(p.error().message.empty());
+  }
+}
+
+TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
+  NftNames n{"h123456"};
+  Cidr pool{0x647d0000, 16};  // 100.125.0.0/16
+  std::string base = BaseTableScript(n, pool, 53);
+  EXPECT_NE(base.find("inet hutch_h123456"), std::string::npos);
+  EXPECT_NE(base.find("169.254.0.0/16"), std::string::npos);
+  EXPECT_NE(base.find("masquerade"), std::string::npos);
+  auto p = ParseNetworkPolicy(json::parse(R"({"mode":"policy","allow":["10.0.0.0/8"],"deny":["10.9.0.0/16"]})"));
+  ASSERT_TRUE(p.ok());
+  std::string slot = SlotPolicyScript(n, 7, *p, true);
+  EXPECT_NE(slot.find("\"h123456v7\" : jump s7"), std::string::npos);
+  EXPECT_NE(slot.find("add element inet hutch_h123456 a7 { 10.0.0.0/8 }"), std::string::npos);
+  EXPECT_NE(slot.find("flush set inet hutch_h123456 r7"), std::string::npos);
+}
+
+// nft itself validates every script (check mode: nothing is applied).
+TEST(NftRuleset, NftAcceptsTheScripts) {
+  if (geteuid() != 0 || access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs root and nft";
+  NftNames n{"hq" + std::to_string(getpid() % 100000)};
+  Cidr pool{0x647e0000, 24};  // 100.126.0.0/24
+  std::string script = BaseTableScript(n, pool, 53);
+  for (const char* body : {R"({"mode":"none"})", R"({"mode":"all"})",
+                           R"({"mode":"policy","default":"allow","allow":["10.0.0.0/8","10.1.0.0/16"],"deny":["192.0.2.1"]})"}) {
+    auto p = ParseNetworkPolicy(json::parse(body));
+    ASSERT_TRUE(p.ok());
+    script += SlotPolicyScript(n, 3, *p, true);
+  }
+  script += ResolvedScript(n, 3, {0x0a000001, 0x0a000002}, 30);
+  char path[] = "/tmp/nft-check-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << script;
+  std::string cmd = std::string("/usr/sbin/nft -c -f ") + path + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (size_t k = fread(buf, 1, sizeof buf, f)) out.append(buf, k);
+  int rc = pclose(f);
+  unlink(path);
+  EXPECT_EQ(rc, 0) << out << "\n" << script;
+}
