@@ -223,8 +223,13 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     o.memory_mb = lim->memory_mb;
     o.disk_mb = lim->disk_mb;
   }
-  if (auto net = CheckNetworkPolicy(j.contains("networkPolicy") ? j["networkPolicy"] : Json()); !net.ok())
-    co_return co_await SendError(ctx, net.error());
+  {
+    const Json none;
+    auto it = j.find("networkPolicy");
+    auto net = CreateNetworkPolicy(it == j.end() ? none : *it, mgr_->network() != nullptr);
+    if (!net.ok()) co_return co_await SendError(ctx, net.error());
+    o.network = std::move(net).value();
+  }
   // timeout: seconds; absent or null means "no expiry" in OpenSandbox,
   // which is hutch's longest TTL here.
   if (j.contains("timeout") && !j["timeout"].is_null()) {
@@ -235,21 +240,13 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     o.ttl_seconds = mgr_->options().max_ttl_seconds;
   }
   auto meta = OptStringMap(j, "metadata");
-  auto env = OptStringMap(j, "env");
+  auto env = OptEnvMap(j, "env");
   auto entry = OptStringArray(j, "entrypoint");
   for (const Error* e : {meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error(),
                          entry.ok() ? nullptr : &entry.error()})
     if (e) co_return co_await SendError(ctx, *e);
   if (*meta) o.metadata = **meta;
-  if (*env) {
-    for (const auto& [k, v] : **env)
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos) {
-        Error e = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
-        co_return co_await SendError(ctx, e);
-      }
-    o.env = **env;
-  }
+  if (*env) o.env = **env;
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
   // A sandbox needs no process to stay up; an entrypoint other than the
