@@ -3,6 +3,7 @@
 // policy mapping. (The SDK itself is driven by tests/compat/opensandbox.)
 #include <gtest/gtest.h>
 
+#include "api/json_fields.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/session_protocol.h"
@@ -220,6 +221,21 @@ TEST(EgressDelete, RemovesByTargetIgnoresUnknownAndKeepsTheDefault) {
     auto bad = DeleteEgressRules(cur, json::parse(body));
     ASSERT_FALSE(bad.ok()) << body;
     EXPECT_EQ(bad.error().code, Code::kInvalidRequest) << body;
+  }
+}
+
+// Shared with /v1 and E2B (their create handlers call it too).
+TEST(EnvFields, EnvMapRefusesWhatExecveCannotTake) {
+  auto ok = OptEnvMap(json::parse(R"({"env":{"A":"1","B_2":""}})"), "env");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((**ok).at("A"), "1");
+  EXPECT_FALSE(OptEnvMap(json::object(), "env")->has_value());
+  for (const json& bad : {json{{"env", {{"", "x"}}}}, json{{"env", {{"A=B", "x"}}}},
+                          json{{"env", {{std::string("A\0B", 3), "x"}}}}, json{{"env", {{"A", std::string("x\0y", 3)}}}},
+                          json{{"env", {{"A", 1}}}}, json{{"env", "A=1"}}}) {
+    auto r = OptEnvMap(bad, "env");
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.error().code, Code::kInvalidRequest);
   }
 }
 

@@ -413,12 +413,13 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   if (port != std::to_string(kExecdPort) && port != std::to_string(kEgressPort)) {
     Error e = MakeError(Code::kNotSupported,
                         "port " + port +
-                            ": hutch serves only execd (44772) and egress (18080) through its proxy; sandboxes have "
-                            "no network to reach other ports on (docs/compat-opensandbox.md)");
+                            ": hutch's OpenSandbox proxy serves only execd (44772) and egress (18080); other ports "
+                            "are reached through /v1/sandboxes/{id}/ports/{port}/ (docs/compat-opensandbox.md)");
     co_return co_await SendError(ctx, e);
   }
-  // Always the server proxy (use_server_proxy or not): the sandbox has no
-  // address of its own to hand out. No scheme, as the SDK wants.
+  // Always the server proxy (use_server_proxy or not): hutchd answers both
+  // ports itself, nothing listens on them in the sandbox. No scheme, as
+  // the SDK wants.
   std::string host = ctx.Header("Host");
   if (host.empty()) host = "localhost";
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
