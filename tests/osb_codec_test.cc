@@ -1,9 +1,11 @@
 // The OpenSandbox dialect's pure parts: FileInfo modes as octal digits,
-// passwd/group parsing, the session protocol's sentinel lines. (The SDK
-// itself is driven by tests/compat/opensandbox.)
+// passwd/group parsing, the session protocol's sentinel lines, the egress
+// policy mapping. (The SDK itself is driven by tests/compat/opensandbox.)
 #include <gtest/gtest.h>
 
+#include "api/json_fields.h"
 #include "api/opensandbox/file_info.h"
+#include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/session_protocol.h"
 
 namespace hutch::api::opensandbox {
@@ -86,6 +88,155 @@ TEST(SessionProtocol, ScriptQuotesCwdAndKeepsCommandInTheShell) {
   EXPECT_EQ(script,
             "{ cd -- '/it'\\''s' && cd /tmp; export X=1\n} </dev/null; printf '\\n%s:%d\\n' '__S__' \"$?\"; "
             "printf '\\n%s\\n' '__S__' >&2\n");
+}
+
+using nlohmann::json;
+
+net::NetworkPolicy Policy(const char* hutch_json) { return net::ParseNetworkPolicy(json::parse(hutch_json)).value(); }
+
+json Egress(const net::NetworkPolicy& p, int slot = 3) {
+  SandboxRecord r;
+  r.network = p;
+  r.net_slot = slot;
+  return EgressPolicyOf(r);
+}
+
+TEST(EgressCreate, AbsentPolicyIsOpenWithNetworkingAndNoneWithout) {
+  EXPECT_EQ(CreateNetworkPolicy(json(), true)->mode, net::NetMode::kAll);
+  EXPECT_EQ(CreateNetworkPolicy(json(), false)->mode, net::NetMode::kNone);
+}
+
+TEST(EgressCreate, RulesSplitIntoAllowAndDenyWithDenyAsDefault) {
+  auto p = CreateNetworkPolicy(json::parse(R"({"egress":[
+      {"action":"allow","target":"Allowed.TEST"},
+      {"action":"allow","target":"*.pypi.org"},
+      {"action":"deny","target":"10.9.0.0/16"},
+      {"action":"allow","target":"10.1.2.3"},
+      {"action":"deny","target":"allowed.test"}]})"),
+                               true);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"deny",
+      "allow":["10.1.2.3/32","allowed.test","*.pypi.org"],"deny":["10.9.0.0/16"]})"));
+  auto open = CreateNetworkPolicy(json::parse(R"({"defaultAction":"allow","egress":[]})"), true);
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":[]})"));
+}
+
+TEST(EgressCreate, DenyAllKeepsAnInterfaceSoItCanBeOpenedLater) {
+  auto p = CreateNetworkPolicy(json::parse(R"({"defaultAction":"deny"})"), true);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->mode, net::NetMode::kPolicy);
+  EXPECT_FALSE(p->default_allow);
+  // Without networking, allowing nothing is what mode none already does;
+  // allowing something is left to SandboxManager::Create to refuse.
+  auto off = CreateNetworkPolicy(json::parse(R"({"defaultAction":"deny","egress":[{"action":"deny","target":"a.test"}]})"),
+                                 false);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->mode, net::NetMode::kNone);
+  auto opens = CreateNetworkPolicy(json::parse(R"({"egress":[{"action":"allow","target":"a.test"}]})"), false);
+  ASSERT_TRUE(opens.ok());
+  EXPECT_EQ(opens->mode, net::NetMode::kPolicy);
+}
+
+TEST(EgressCreate, BadPoliciesAreInvalidRequestNamingTheField) {
+  struct Case {
+    const char* body;
+    Code code;
+    const char* names;
+  } cases[] = {
+      {R"([])", Code::kInvalidRequest, "networkPolicy"},
+      {R"({"defaultAction":"block"})", Code::kInvalidRequest, "networkPolicy.defaultAction"},
+      {R"({"egress":{}})", Code::kInvalidRequest, "networkPolicy.egress"},
+      {R"({"egress":["a.test"]})", Code::kInvalidRequest, "networkPolicy.egress[0]"},
+      {R"({"egress":[{"action":"allow"}]})", Code::kInvalidRequest, "networkPolicy.egress[0]"},
+      {R"({"egress":[{"action":"maybe","target":"a.test"}]})", Code::kInvalidRequest, "egress[0].action"},
+      {R"({"egress":[{"action":"allow","target":"a.test"},{"action":"allow","target":"*.com"}]})",
+       Code::kInvalidRequest, "egress[1].target"},
+      {R"({"egress":[{"action":"allow","target":"10.0.0.1/8"}]})", Code::kInvalidRequest, "egress[0].target"},
+      {R"({"egress":[{"action":"allow","target":"2001:db8::/32"}]})", Code::kNotSupported, "egress[0].target"},
+      {R"({"egress":[{"action":"allow","target":"a.test","port":443}]})", Code::kInvalidRequest, "port"},
+      {R"({"ingress":[]})", Code::kInvalidRequest, "networkPolicy.ingress"},
+  };
+  for (const auto& c : cases) {
+    auto p = CreateNetworkPolicy(json::parse(c.body), true);
+    ASSERT_FALSE(p.ok()) << c.body;
+    EXPECT_EQ(p.error().code, c.code) << c.body << ": " << p.error().message;
+    EXPECT_NE(p.error().message.find(c.names), std::string::npos) << p.error().message;
+  }
+}
+
+TEST(EgressPolicy, ReadsBackInTheSidecarShapeDenyRulesFirst) {
+  EXPECT_EQ(Egress(Policy(R"({"mode":"none"})"), -1), json::parse(R"({"status":"ok","mode":"deny_all",
+      "enforcementMode":"loopback-only","policy":{"defaultAction":"deny","egress":[]}})"));
+  EXPECT_EQ(Egress(Policy(R"({"mode":"all"})")), json::parse(R"({"status":"ok","mode":"allow_all",
+      "enforcementMode":"dns+nft","policy":{"defaultAction":"allow","egress":[]}})"));
+  EXPECT_EQ(Egress(Policy(R"({"mode":"policy","default":"deny"})"))["mode"], "deny_all");
+  EXPECT_EQ(Egress(Policy(R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.0/8"],"deny":["*.b.test"]})")),
+            json::parse(R"({"status":"ok","mode":"enforcing","enforcementMode":"dns+nft","policy":{
+      "defaultAction":"allow","egress":[{"action":"deny","target":"*.b.test"},
+      {"action":"allow","target":"10.0.0.0/8"},{"action":"allow","target":"a.test"}]}})"));
+}
+
+TEST(EgressPatch, IncomingRulesReplaceTheSameTargetAndKeepTheDefault) {
+  auto cur = Policy(R"({"mode":"policy","default":"deny","allow":["a.test"],"deny":["denied.test"]})");
+  auto p = PatchEgressRules(cur, json::parse(R"([{"action":"allow","target":"Denied.Test."},
+      {"action":"deny","target":"denied.test"},{"action":"allow","target":"10.1.0.0/16"}])"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  // First incoming rule for a target wins; the old rule for it is gone.
+  EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"deny",
+      "allow":["10.1.0.0/16","denied.test","a.test"],"deny":[]})"));
+  // From mode all: the default stays allow, the rules are added.
+  auto all = PatchEgressRules(Policy(R"({"mode":"all"})"), json::parse(R"([{"action":"deny","target":"x.test"}])"));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["x.test"]})"));
+  // A patch that changes nothing leaves the policy as it is (mode none stays none).
+  auto none = Policy(R"({"mode":"none"})");
+  EXPECT_EQ(PatchEgressRules(none, json::array())->ToJson(), none.ToJson());
+  EXPECT_EQ(PatchEgressRules(cur, json::parse(R"([{"action":"allow","target":"a.test"}])"))->ToJson(), cur.ToJson());
+  // ...but opening it asks for a policy (which SetNetworkPolicy refuses
+  // for a sandbox without an interface).
+  EXPECT_EQ(PatchEgressRules(none, json::parse(R"([{"action":"allow","target":"a.test"}])"))->mode,
+            net::NetMode::kPolicy);
+}
+
+TEST(EgressPatch, BadRulesAreInvalidRequest) {
+  auto cur = Policy(R"({"mode":"all"})");
+  for (const char* body : {R"({})", R"(["a.test"])", R"([{"action":"allow","target":7}])",
+                           R"([{"action":"permit","target":"a.test"}])", R"([{"target":"a.test"}])",
+                           R"([{"action":"allow","target":"bad..name"}])"}) {
+    auto p = PatchEgressRules(cur, json::parse(body));
+    ASSERT_FALSE(p.ok()) << body;
+    EXPECT_EQ(p.error().code, Code::kInvalidRequest) << body;
+  }
+}
+
+TEST(EgressDelete, RemovesByTargetIgnoresUnknownAndKeepsTheDefault) {
+  auto cur = Policy(R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.1"],"deny":["b.test"]})");
+  auto p = DeleteEgressRules(cur, json::parse(R"(["A.test","10.0.0.1","nothing.test"])"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["b.test"]})"));
+  EXPECT_EQ(DeleteEgressRules(cur, json::parse(R"(["nothing.test"])"))->ToJson(), cur.ToJson());
+  EXPECT_EQ(DeleteEgressRules(Policy(R"({"mode":"all"})"), json::parse(R"(["x.test"])"))->mode, net::NetMode::kAll);
+  for (const char* body : {R"({"targets":[]})", R"([1])", R"(["*.com"])"}) {
+    auto bad = DeleteEgressRules(cur, json::parse(body));
+    ASSERT_FALSE(bad.ok()) << body;
+    EXPECT_EQ(bad.error().code, Code::kInvalidRequest) << body;
+  }
+}
+
+// Shared with /v1 and E2B (their create handlers call it too).
+TEST(EnvFields, EnvMapRefusesWhatExecveCannotTake) {
+  auto ok = OptEnvMap(json::parse(R"({"env":{"A":"1","B_2":""}})"), "env");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((**ok).at("A"), "1");
+  EXPECT_FALSE(OptEnvMap(json::object(), "env")->has_value());
+  for (const json& bad : {json{{"env", {{"", "x"}}}}, json{{"env", {{"A=B", "x"}}}},
+                          json{{"env", {{std::string("A\0B", 3), "x"}}}}, json{{"env", {{"A", std::string("x\0y", 3)}}}},
+                          json{{"env", {{"A", 1}}}}, json{{"env", "A=1"}}}) {
+    auto r = OptEnvMap(bad, "env");
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.error().code, Code::kInvalidRequest);
+  }
 }
 
 }  // namespace

@@ -76,6 +76,17 @@ Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlo
   return std::optional<std::map<std::string, std::string>>(std::move(out));
 }
 
+Result<std::optional<std::map<std::string, std::string>>> OptEnvMap(const nlohmann::json& j, const char* key) {
+  auto env = OptStringMap(j, key);
+  if (!env.ok() || !*env) return env;
+  for (const auto& [k, v] : **env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
+      return Bad("invalid env variable name '" + k + "' in '" + key + "'");
+    if (v.find('\0') != std::string::npos) return Bad("env variable '" + k + "' in '" + key + "' contains a NUL byte");
+  }
+  return env;
+}
+
 Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<std::vector<std::string>>();

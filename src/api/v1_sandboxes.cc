@@ -15,7 +15,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
   HUTCH_FIELD(ttl, OptInt(j, "ttl_seconds", 1, INT32_MAX));
-  HUTCH_FIELD(env, OptStringMap(j, "env"));
+  HUTCH_FIELD(env, OptEnvMap(j, "env"));
   HUTCH_FIELD(meta, OptStringMap(j, "metadata"));
   HUTCH_FIELD(cpu, OptNumber(j, "cpu", 0.01, 64));
   HUTCH_FIELD(mem, OptInt(j, "memory_mb", 16, 1 << 20));
@@ -30,12 +30,6 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
     auto p = net::ParseNetworkPolicy(*it);
     if (!p.ok()) co_return co_await ctx.SendError(p.error());
     network = std::move(p).value();
-  }
-  if (env.value()) {
-    for (const auto& [k, v] : **env)
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos)
-        co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'"));
   }
   CreateOptions o;
   if (auto it = j.find("volumes"); it != j.end() && !it->is_null()) {

@@ -24,7 +24,10 @@ bool ValidLabel(const std::string& l) {
 // wildcard (so "*.com" cannot open a whole TLD by accident: write it as a
 // CIDR rule or use default allow).
 Result<std::string> ParseDomain(const std::string& raw) {
-  std::string s = NormalizeName(raw);
+  // Lower-case, one trailing dot dropped (names as they come on the wire).
+  std::string s = raw;
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   std::string rest = s;
   bool wild = false;
   if (rest.rfind("*.", 0) == 0) {
@@ -64,23 +67,34 @@ Status ParseRuleList(const nlohmann::json& j, const char* key, std::vector<Cidr>
                      std::string("'network.") + key + "' holds more than " + std::to_string(kMaxEntries) + " entries");
   for (const auto& e : *it) {
     if (!e.is_string()) return MakeError(Code::kInvalidRequest, std::string("'network.") + key + "' must be an array of strings");
-    const std::string s = e.get<std::string>();
-    if (LooksIpv6(s))
-      return MakeError(Code::kNotSupported, "network rule '" + s + "': IPv6 is always blocked for sandboxes; rules are IPv4");
-    if (LooksIpv4(s)) {
-      auto c = ParseCidr(s);
-      if (!c.ok()) return c.error();
-      if (std::find(cidrs->begin(), cidrs->end(), *c) == cidrs->end()) cidrs->push_back(*c);
-    } else {
-      auto d = ParseDomain(s);
-      if (!d.ok()) return d.error();
-      if (std::find(domains->begin(), domains->end(), *d) == domains->end()) domains->push_back(*d);
+    auto r = ParseRuleEntry(e.get<std::string>());
+    if (!r.ok()) return r.error();
+    if (r->cidr) {
+      if (std::find(cidrs->begin(), cidrs->end(), *r->cidr) == cidrs->end()) cidrs->push_back(*r->cidr);
+    } else if (std::find(domains->begin(), domains->end(), r->domain) == domains->end()) {
+      domains->push_back(r->domain);
     }
   }
   return Status{};
 }
 
 }  // namespace
+
+Result<RuleEntry> ParseRuleEntry(const std::string& s) {
+  if (LooksIpv6(s))
+    return MakeError(Code::kNotSupported, "network rule '" + s + "': IPv6 is always blocked for sandboxes; rules are IPv4");
+  RuleEntry r;
+  if (LooksIpv4(s)) {
+    auto c = ParseCidr(s);
+    if (!c.ok()) return c.error();
+    r.cidr = *c;
+  } else {
+    auto d = ParseDomain(s);
+    if (!d.ok()) return d.error();
+    r.domain = std::move(d).value();
+  }
+  return r;
+}
 
 const char* NetModeName(NetMode m) {
   switch (m) {
@@ -123,42 +137,6 @@ Result<Cidr> ParseCidr(const std::string& s) {
   if ((c.addr & Mask(c.prefix)) != c.addr)
     return bad("host bits set; the network is " + Cidr{c.addr & Mask(c.prefix), c.prefix}.ToString());
   return c;
-}
-
-std::string NormalizeName(const std::string& name) {
-  std::string s = name;
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool DomainMatches(const std::string& pattern, const std::string& name) {
-  if (pattern.rfind("*.", 0) == 0) {
-    const std::string suffix = pattern.substr(1);  // ".example.com"
-    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  }
-  return pattern == name;
-}
-
-bool NetworkPolicy::AllowsName(const std::string& raw) const {
-  if (mode == NetMode::kNone) return false;
-  if (mode == NetMode::kAll) return true;
-  const std::string name = NormalizeName(raw);
-  for (const auto& d : deny_domains)
-    if (DomainMatches(d, name)) return false;
-  for (const auto& d : allow_domains)
-    if (DomainMatches(d, name)) return true;
-  return default_allow;
-}
-
-bool NetworkPolicy::AllowsAddress(uint32_t a) const {
-  if (mode == NetMode::kNone) return false;
-  if (mode == NetMode::kAll) return true;
-  for (const auto& c : deny_cidrs)
-    if (c.Contains(a)) return false;
-  for (const auto& c : allow_cidrs)
-    if (c.Contains(a)) return true;
-  return default_allow;
 }
 
 nlohmann::json NetworkPolicy::ToJson() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,20 @@ struct NetworkPolicy {
   std::vector<std::string> allow_domains, deny_domains;
 
   bool has_domain_rules() const { return !allow_domains.empty() || !deny_domains.empty(); }
-  // May the sandbox resolve `name`? none: no; all: yes; policy: a deny
-  // rule wins over an allow rule, then the default.
-  bool AllowsName(const std::string& name) const;
-  // May the sandbox connect to `addr` by CIDR rules alone (addresses an
-  // allowed name resolved to are added separately)?
-  bool AllowsAddress(uint32_t addr) const;
   nlohmann::json ToJson() const;
 };
+
+// One allow/deny entry: an IPv4 CIDR (a single address is a /32) or a
+// domain name with an optional leading "*." wildcard.
+struct RuleEntry {
+  std::optional<Cidr> cidr;  // set for an address rule
+  std::string domain;        // normalized, for a domain rule
+  // The canonical spelling ("10.0.0.1/32", "*.example.com"): two entries
+  // are the same rule exactly when these are equal.
+  std::string ToString() const { return cidr ? cidr->ToString() : domain; }
+};
+// Errors are invalid_request naming the entry; IPv6 is not_supported.
+Result<RuleEntry> ParseRuleEntry(const std::string& s);
 
 // Strict reader of the API's `network` object: {"mode":"none"|"all"} or
 // {"mode":"policy","default":"allow"|"deny","allow":[...],"deny":[...]};
@@ -57,10 +64,5 @@ Result<Cidr> ParseCidr(const std::string& s);
 // A dotted IPv4 address; false if `s` is not one.
 bool ParseIpv4(const std::string& s, uint32_t* out);
 std::string Ipv4ToString(uint32_t a);
-// "*.example.com" matches "a.example.com" and "a.b.example.com"; a plain
-// name matches itself. Both sides lower-case, no trailing dot.
-bool DomainMatches(const std::string& pattern, const std::string& name);
-// Lower-cases and strips one trailing dot (DNS names as they come on the wire).
-std::string NormalizeName(const std::string& name);
 
 }  // namespace hutch::net

@@ -39,6 +39,20 @@ std::string HostSh(const std::string& cmd) {
   return out;
 }
 
+int ClaimNetIndex(int* lock_fd) {
+  for (int i = 0; i < 256; ++i) {
+    std::string lock = "/tmp/hutch-test-netpool-" + std::to_string(i) + ".lock";
+    int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      *lock_fd = fd;
+      return i;
+    }
+    close(fd);
+  }
+  return -1;
+}
+
 TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
     : extra_args_(std::move(extra_args)), with_env_key_(with_env_key) {
   if (!getenv("HUTCHD_BIN") || !getenv("HUTCH_TEMPLATES_DIR")) {
@@ -49,17 +63,7 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
   log_path_ = state_dir_ + ".log";
   // Servers that run at once (ctest -j) must not share a network pool:
   // their host-side addresses would collide.
-  for (int i = 0; i < 256 && net_index_ < 0; ++i) {
-    std::string lock = "/tmp/hutch-test-netpool-" + std::to_string(i) + ".lock";
-    int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      net_index_ = i;
-      net_lock_fd_ = fd;
-    } else {
-      close(fd);
-    }
-  }
+  net_index_ = ClaimNetIndex(&net_lock_fd_);
   if (net_index_ < 0) {
     ADD_FAILURE() << "no free test network pool (256 test servers at once?)";
     return;

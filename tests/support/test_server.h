@@ -15,6 +15,12 @@
 
 namespace hutch::testing {
 
+// Claims a free index (0-255) among the test servers and test worlds
+// running on the host, held by a lock file while `*lock_fd` stays open:
+// the index names its owner's addresses (198.18.<index>.0/24 for a
+// server's sandboxes, 198.19.<index>.0/24 for a NetWorld). -1: none free.
+int ClaimNetIndex(int* lock_fd);
+
 class TestServer {
  public:
   // with_env_key=false: no HUTCH_API_KEY, so hutchd generates its own key

@@ -189,7 +189,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   auto tpl = OptString(j, "templateID");
   auto timeout = TimeoutField(j);
   auto meta = OptStringMap(j, "metadata");
-  auto env = OptStringMap(j, "envVars");
+  auto env = OptEnvMap(j, "envVars");
   for (const Error* e : {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
                          meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
     if (e) co_return co_await SendControlError(ctx, *e);
@@ -200,15 +200,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   o.template_name = tpl->value_or("base");
   o.ttl_seconds = timeout->value_or(300);
   if (*meta) o.metadata = **meta;
-  if (*env) {
-    for (const auto& [k, v] : **env)
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos) {
-        Error err = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
-        co_return co_await SendControlError(ctx, err);
-      }
-    o.env = **env;
-  }
+  if (*env) o.env = **env;
   o.owner_key = key_hash;
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());

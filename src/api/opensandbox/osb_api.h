@@ -7,7 +7,7 @@
 // every handler is a translation onto the core calls the /v1 handlers
 // make (SandboxManager, background processes, FsCall, FileUpload /
 // FileDownload). The only state kept here is which bash sessions are
-// busy running a command.
+// busy running a command and which sandboxes' egress policy is changing.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -103,6 +103,9 @@ class OpenSandboxApi {
   // "<sandbox>/<session>" of sessions running a command now: one command
   // at a time per bash.
   std::set<std::string> busy_sessions_;
+  // Sandboxes whose egress policy a PATCH/DELETE /policy is changing now:
+  // one change at a time per sandbox (osb_egress.cc).
+  std::set<std::string> egress_changing_;
 };
 
 // The execd access token of sandbox `id` owned by the key hashed

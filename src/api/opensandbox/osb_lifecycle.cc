@@ -223,8 +223,13 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     o.memory_mb = lim->memory_mb;
     o.disk_mb = lim->disk_mb;
   }
-  if (auto net = CheckNetworkPolicy(j.contains("networkPolicy") ? j["networkPolicy"] : Json()); !net.ok())
-    co_return co_await SendError(ctx, net.error());
+  {
+    const Json none;
+    auto it = j.find("networkPolicy");
+    auto net = CreateNetworkPolicy(it == j.end() ? none : *it, mgr_->network() != nullptr);
+    if (!net.ok()) co_return co_await SendError(ctx, net.error());
+    o.network = std::move(net).value();
+  }
   // timeout: seconds; absent or null means "no expiry" in OpenSandbox,
   // which is hutch's longest TTL here.
   if (j.contains("timeout") && !j["timeout"].is_null()) {
@@ -235,21 +240,13 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     o.ttl_seconds = mgr_->options().max_ttl_seconds;
   }
   auto meta = OptStringMap(j, "metadata");
-  auto env = OptStringMap(j, "env");
+  auto env = OptEnvMap(j, "env");
   auto entry = OptStringArray(j, "entrypoint");
   for (const Error* e : {meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error(),
                          entry.ok() ? nullptr : &entry.error()})
     if (e) co_return co_await SendError(ctx, *e);
   if (*meta) o.metadata = **meta;
-  if (*env) {
-    for (const auto& [k, v] : **env)
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-          v.find('\0') != std::string::npos) {
-        Error e = MakeError(Code::kInvalidRequest, "invalid env variable name '" + k + "'");
-        co_return co_await SendError(ctx, e);
-      }
-    o.env = **env;
-  }
+  if (*env) o.env = **env;
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
   // A sandbox needs no process to stay up; an entrypoint other than the
@@ -416,12 +413,13 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   if (port != std::to_string(kExecdPort) && port != std::to_string(kEgressPort)) {
     Error e = MakeError(Code::kNotSupported,
                         "port " + port +
-                            ": hutch serves only execd (44772) and egress (18080) through its proxy; sandboxes have "
-                            "no network to reach other ports on (docs/compat-opensandbox.md)");
+                            ": hutch's OpenSandbox proxy serves only execd (44772) and egress (18080); other ports "
+                            "are reached through /v1/sandboxes/{id}/ports/{port}/ (docs/compat-opensandbox.md)");
     co_return co_await SendError(ctx, e);
   }
-  // Always the server proxy (use_server_proxy or not): the sandbox has no
-  // address of its own to hand out. No scheme, as the SDK wants.
+  // Always the server proxy (use_server_proxy or not): hutchd answers both
+  // ports itself, nothing listens on them in the sandbox. No scheme, as
+  // the SDK wants.
   std::string host = ctx.Header("Host");
   if (host.empty()) host = "localhost";
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},

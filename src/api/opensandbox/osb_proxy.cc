@@ -4,7 +4,6 @@
 // over the sandbox's agent. Credentials: the sandbox's access token
 // (X-EXECD-ACCESS-TOKEN, handed out with the endpoint) or a valid API key.
 #include "api/e2b/e2b_auth.h"
-#include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/osb_api.h"
 
 namespace hutch::api::opensandbox {
@@ -81,33 +80,6 @@ asio::awaitable<void> OpenSandboxApi::HandleProxy(HttpContext& ctx, const std::v
     co_return co_await SendError(ctx, e);
   }
   Error e = MakeError(Code::kNotFound, "no execd route " + std::string(http::to_string(m)) + " " + ctx.path());
-  co_await SendError(ctx, e);
-}
-
-asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxRecord& rec,
-                                             const std::vector<std::string>& s) {
-  const V m = ctx.method();
-  if (Is(s, {"policy"})) {
-    if (m == V::get) co_return co_await ctx.SendJson(200, EgressPolicyOf(rec));
-    if (m == V::patch || m == V::delete_) {
-      // The bodies are arrays (rules, targets): ReadJson takes objects only.
-      auto text = co_await ctx.ReadBody(json_limit_);
-      if (!text.ok()) co_return co_await SendError(ctx, text.error());
-      const Json body = Json::parse(*text, nullptr, false);
-      if (body.is_discarded()) {
-        Error e = MakeError(Code::kInvalidRequest, "malformed JSON body");
-        co_return co_await SendError(ctx, e);
-      }
-      auto st = ApplyEgressChange(rec, body);
-      if (!st.ok()) co_return co_await SendError(ctx, st.error());
-      co_return co_await ctx.SendJson(200, EgressPolicyOf(rec));
-    }
-  }
-  if (!s.empty() && s[0] == "credential-vault") {
-    Error e = MakeError(Code::kNotSupported, "the credential vault is not supported by hutch");
-    co_return co_await SendError(ctx, e);
-  }
-  Error e = MakeError(Code::kNotFound, "no egress route " + std::string(http::to_string(m)) + " " + ctx.path());
   co_await SendError(ctx, e);
 }
 

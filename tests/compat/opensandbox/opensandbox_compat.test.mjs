@@ -24,6 +24,19 @@ const stdout = (ex) => ex.logs.stdout.map((m) => m.text);
 const stderr = (ex) => ex.logs.stderr.map((m) => m.text);
 // A suite-unique metadata value, so list filters see only this run's sandboxes.
 const RUN = randomBytes(6).toString('hex');
+// The outside world run.sh built for the egress tests (hutch-test-world):
+// {allowed, denied: addresses; allowed.test and denied.test resolve to
+// them through its DNS}, or null when it could not be built.
+const WORLD = process.env.HUTCH_WORLD ? JSON.parse(process.env.HUTCH_WORLD) : null;
+const NO_WORLD = WORLD ? false : 'no test network world (run.sh needs root and hutch-test-world)';
+
+// What an HTTP GET from inside the sandbox gets: the page's first line or
+// "FAIL <why>" (python3 comes with the base template).
+async function fetchInside(sb, url) {
+  const py = `import urllib.request\ntry:\n print(urllib.request.urlopen('${url}',timeout=4).read().decode().strip())\nexcept Exception as e:\n print('FAIL',type(e).__name__)`;
+  const ex = await sb.commands.run(`python3 -c "${py}"`);
+  return stdout(ex).join('\n');
+}
 
 describe('OpenSandbox SDK 0.1.11 against hutch', () => {
   let sbx;
@@ -211,14 +224,12 @@ describe('OpenSandbox SDK 0.1.11 against hutch', () => {
     assert.ok(m.timestamp > 0);
   });
 
-  test('egress: the real policy reads back; changing rules is a clear not-supported', async () => {
+  test('egress: without a networkPolicy, OpenSandbox\'s default (unrestricted) reads back', async () => {
     const p = await sbx.getEgressPolicy();
-    assert.equal(p.defaultAction, 'deny');
+    // allow when this hutchd has networking (it has whenever run.sh built
+    // the test world), deny (loopback only) on a hutchd without.
+    assert.equal(p.defaultAction, WORLD ? 'allow' : p.defaultAction);
     assert.deepEqual(p.egress, []);
-    await assert.rejects(sbx.patchEgressRules([{ action: 'allow', target: 'example.com' }]), (err) => {
-      assert.match(String(err.message), /not supported|NOT_SUPPORTED/i);
-      return true;
-    });
   });
 
   test('getInfo, renew', async () => {
@@ -274,5 +285,102 @@ describe('OpenSandbox SDK 0.1.11 against hutch', () => {
     const victim = await Sandbox.create({ image: 'ubuntu:24.04', metadata: { suite: RUN, role: 'victim' } });
     await victim.kill();
     await assert.rejects(victim.getInfo());
+  });
+});
+
+// Egress policy through the SDK, against the test-built outside world
+// (allowed.test and denied.test in a namespace run.sh created; nothing else
+// is ever contacted).
+describe('OpenSandbox SDK 0.1.11 egress against hutch', { skip: NO_WORLD }, () => {
+  test('no networkPolicy: the sandbox reaches both test servers', async () => {
+    const sb = await Sandbox.create({ image: 'ubuntu:24.04', metadata: { suite: RUN, role: 'open' } });
+    try {
+      assert.deepEqual(await sb.getEgressPolicy(), { defaultAction: 'allow', egress: [] });
+      assert.equal(await fetchInside(sb, 'http://allowed.test:8080/'), 'allowed-server');
+      assert.equal(await fetchInside(sb, 'http://denied.test:8080/'), 'denied-server');
+    } finally {
+      await sb.kill().catch(() => {});
+    }
+  });
+
+  test('networkPolicy at create is enforced; patchEgressRules opens a host at once; deleteEgressRules closes it', async () => {
+    const sb = await Sandbox.create({
+      image: 'ubuntu:24.04',
+      metadata: { suite: RUN, role: 'egress' },
+      networkPolicy: { defaultAction: 'deny', egress: [{ action: 'deny', target: '*.blocked.test' }] },
+    });
+    try {
+      assert.deepEqual(await sb.getEgressPolicy(), {
+        defaultAction: 'deny',
+        egress: [{ action: 'deny', target: '*.blocked.test' }],
+      });
+      // Denied by default: the names do not resolve, the addresses do not answer.
+      assert.match(await fetchInside(sb, 'http://allowed.test:8080/'), /^FAIL/);
+      assert.match(await fetchInside(sb, `http://${WORLD.allowed}:8080/`), /^FAIL/);
+
+      await sb.patchEgressRules([{ action: 'allow', target: 'allowed.test' }]);
+      const p = await sb.getEgressPolicy();
+      assert.equal(p.defaultAction, 'deny');
+      assert.deepEqual(p.egress, [
+        { action: 'deny', target: '*.blocked.test' },
+        { action: 'allow', target: 'allowed.test' },
+      ]);
+      // The same sandbox, no restart: the allowed host answers, the other
+      // one still neither resolves nor answers by address.
+      assert.equal(await fetchInside(sb, 'http://allowed.test:8080/'), 'allowed-server');
+      assert.match(await fetchInside(sb, 'http://denied.test:8080/'), /^FAIL/);
+      assert.match(await fetchInside(sb, `http://${WORLD.denied}:8080/`), /^FAIL/);
+
+      // An incoming rule replaces the rule for its target (and comes first).
+      await sb.patchEgressRules([{ action: 'deny', target: 'allowed.test' }]);
+      assert.deepEqual((await sb.getEgressPolicy()).egress, [
+        { action: 'deny', target: 'allowed.test' },
+        { action: 'deny', target: '*.blocked.test' },
+      ]);
+      assert.match(await fetchInside(sb, 'http://allowed.test:8080/'), /^FAIL/);
+
+      await sb.patchEgressRules([{ action: 'allow', target: WORLD.denied }]);
+      assert.equal(await fetchInside(sb, `http://${WORLD.denied}:8080/`), 'denied-server');
+      await sb.deleteEgressRules([WORLD.denied, 'allowed.test', 'not-there.test']);
+      assert.deepEqual(await sb.getEgressPolicy(), {
+        defaultAction: 'deny',
+        egress: [{ action: 'deny', target: '*.blocked.test' }],
+      });
+      assert.match(await fetchInside(sb, `http://${WORLD.denied}:8080/`), /^FAIL/);
+    } finally {
+      await sb.kill().catch(() => {});
+    }
+  });
+
+  test('bad egress input is a 400 with a stable code, and changes nothing', async () => {
+    const sb = await Sandbox.create({
+      image: 'ubuntu:24.04',
+      metadata: { suite: RUN, role: 'egress-bad' },
+      networkPolicy: { defaultAction: 'deny', egress: [{ action: 'allow', target: 'allowed.test' }] },
+    });
+    try {
+      const bad = (err) => {
+        assert.equal(err.statusCode, 400);
+        assert.equal(err.error.code, 'HUTCH::INVALID_REQUEST');
+        return true;
+      };
+      await assert.rejects(sb.patchEgressRules([{ action: 'permit', target: 'denied.test' }]), bad);
+      await assert.rejects(sb.patchEgressRules([{ action: 'allow', target: '*.test' }]), bad);
+      await assert.rejects(sb.deleteEgressRules(['bad..name']), bad);
+      assert.deepEqual(await sb.getEgressPolicy(), {
+        defaultAction: 'deny',
+        egress: [{ action: 'allow', target: 'allowed.test' }],
+      });
+      assert.equal(await fetchInside(sb, 'http://allowed.test:8080/'), 'allowed-server');
+    } finally {
+      await sb.kill().catch(() => {});
+    }
+    await assert.rejects(
+      Sandbox.create({ image: 'ubuntu:24.04', networkPolicy: { egress: [{ action: 'allow', target: '::1' }] } }),
+      (err) => {
+        assert.match(String(err.message), /IPv6/);
+        return true;
+      },
+    );
   });
 });

@@ -1,0 +1,42 @@
+// A test's "outside world", in a network namespace the test creates:
+// two HTTP servers on 198.19.<n>.2 and .3 (port 8080, answering
+// "allowed-server" and "denied-server"), a DNS server on .2 answering
+// allowed.test and denied.test (tests/support/world_dns.py), and a fake
+// cloud metadata server on 169.254.169.254. `n` is the index of a test
+// server's network pool (TestServer::net_index, ClaimNetIndex), which
+// keeps worlds of tests running at once apart. Everything is removed on
+// destruction (and what a killed earlier run of the same index left, on
+// construction). Used by tests/api_network_test.cc and, through
+// hutch-test-world, by the SDK compatibility suites.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace hutch::testing {
+
+class NetWorld {
+ public:
+  explicit NetWorld(int n);
+  ~NetWorld();
+  NetWorld(const NetWorld&) = delete;
+  NetWorld& operator=(const NetWorld&) = delete;
+
+  // Every server answered the host.
+  bool ready() const { return ready_; }
+  std::string Addr(int host) const { return net_ + std::to_string(host); }
+  std::string Dns() const { return net_ + "2:53"; }
+
+ private:
+  void Sh(const std::string& cmd);
+  void Teardown();
+  void Spawn(std::vector<std::string> argv);
+  int n_;
+  std::string ns_, host_if_, net_, dir_;
+  std::vector<pid_t> pids_;
+  bool ready_ = false;
+};
+
+}  // namespace hutch::testing
