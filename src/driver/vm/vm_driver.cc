@@ -215,7 +215,10 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     conn = co_await AgentConnection::Connect(dir + "/" + kAgentSocket, std::max(left, std::chrono::milliseconds(1)));
-    break;
+    // QEMU binds the socket a moment before it listens: a refused connect
+    // is retried; a connection that got no hello is the answer.
+    if (conn.ok() || conn.error().message.find("connect agent socket") == std::string::npos) break;
+    co_await Sleep(std::chrono::milliseconds(5));
   }
   if (!conn.ok()) co_return conn.error().Context("vm agent" + inst->Diagnostics());
   inst->SetAgent(conn.value());
