@@ -1,5 +1,6 @@
 #include "driver/vm/vm_instance.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -28,14 +29,17 @@ int PidfdSendSignal(int pidfd, int sig) {
 }
 
 std::string Tail(const std::string& path, size_t max) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
+  // The sandbox dir belongs to the vm user: a compromised QEMU could put a
+  // symlink to a host secret here for hutchd (root) to quote in an error.
+  // O_NOFOLLOW, and only a regular file.
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  const size_t size = static_cast<size_t>(st.st_size);
   const size_t from = size > max ? size - max : 0;
-  in.seekg(static_cast<std::streamoff>(from));
   std::string s(size - from, '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  ssize_t n = pread(fd.get(), s.data(), s.size(), static_cast<off_t>(from));
+  s.resize(n > 0 ? static_cast<size_t>(n) : 0);
   // Keep printable text only: the console has terminal escapes.
   std::string out;
   for (char c : s)
@@ -92,7 +96,7 @@ Result<InstanceStats> VmInstance::Stats() {
   out.oom_kills = s->oom_kills;
   // The sandbox's writes are the qcow2 overlay's allocated clusters.
   struct stat st;
-  if (stat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   out.disk_limit_bytes = static_cast<uint64_t>(disk_mb_) << 20;
   return out;
 }
