@@ -117,6 +117,11 @@ void Hutchd::Start() {
                                    // The benchmark measures the server, not its per-key limit.
                                    "--rate-limit", "0"};
   for (const auto& a : extra_) args.push_back(a);
+  // The vm driver's guest kernel (scripts/vm-guest DIR), when given.
+  if (std::string g = Env("HUTCH_VM_GUEST_DIR", ""); !g.empty()) {
+    args.push_back("--vm-guest-dir");
+    args.push_back(g);
+  }
   std::string agent = Env("HUTCH_AGENT_BIN", "");
   if (!agent.empty()) {
     args.push_back("--agent");

@@ -32,9 +32,11 @@ Status Agent::Init() {
   sigaddset(&mask, SIGCHLD);
   sigfd_.reset(signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!sigfd_) return ErrnoError("signalfd");
-  int fl = fcntl(listener_.get(), F_GETFL);
-  if (fl < 0 || fcntl(listener_.get(), F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("listener O_NONBLOCK");
-  Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
+  if (!serial()) {
+    int fl = fcntl(listener_.get(), F_GETFL);
+    if (fl < 0 || fcntl(listener_.get(), F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("listener O_NONBLOCK");
+    Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
+  }
   bool w = false;
   Watch(sigfd_.get(), Token(kSignalTok, 0), EPOLLIN, &w, true);
   // Children that exited before the signalfd existed.
@@ -57,6 +59,7 @@ void Agent::Watch(int fd, uint64_t token, uint32_t events, bool* watched, bool w
 void Agent::Run() {
   epoll_event evs[64];
   for (;;) {
+    if (serial()) OpenSerial(Clock::now());
     int n = epoll_wait(epoll_.get(), evs, 64, NextTimeoutMs());
     if (n < 0 && errno != EINTR) Log(std::string("epoll_wait: ") + std::strerror(errno));
     for (int i = 0; i < n; ++i) {
@@ -95,6 +98,7 @@ int Agent::NextTimeoutMs() {
     if (e->exited && e->credit > 0) consider(e->last_progress + std::chrono::milliseconds(200));
   }
   for (const auto& h : hangups_) consider(h.kill_at);
+  if (serial() && serial_conn_ == 0) consider(serial_retry_at_);
   if (!next) return -1;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
   // Round up so we do not wake just before the deadline and spin.
@@ -114,18 +118,23 @@ void Agent::Accept() {
         Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, false);
       return;
     }
-    auto c = std::make_unique<Connection>();
-    c->id = next_id_++;
-    c->fd.reset(fd);
-    bool w = false;
-    Watch(fd, Token(kConnTok, c->id), EPOLLIN, &w, true);
-    Connection& ref = *c;
-    conns_[c->id] = std::move(c);
-    // "features" lets a newer hutchd that adopted this sandbox know which
-    // requests this agent understands (unknown frame types drop a connection).
-    SendJson(ref, Type::kHello, 0,
-             {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty"}}});
+    AddConnection(UniqueFd(fd));
   }
+}
+
+uint64_t Agent::AddConnection(UniqueFd fd) {
+  auto c = std::make_unique<Connection>();
+  c->id = next_id_++;
+  bool w = false;
+  Watch(fd.get(), Token(kConnTok, c->id), EPOLLIN, &w, true);
+  c->fd = std::move(fd);
+  Connection& ref = *c;
+  conns_[c->id] = std::move(c);
+  // "features" lets a newer hutchd that adopted this sandbox know which
+  // requests this agent understands (unknown frame types drop a connection).
+  SendJson(ref, Type::kHello, 0,
+           {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty"}}});
+  return ref.id;
 }
 
 Connection* Agent::LiveConn(uint64_t id) {
@@ -231,7 +240,9 @@ void Agent::SendError(Connection& c, uint32_t stream, const Error& e) {
 
 void Agent::Flush(Connection& c) {
   while (!c.dead && c.out_pos < c.out.size()) {
-    ssize_t n = send(c.fd.get(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // write(), not send(): a serial port is no socket. Both kinds are
+    // O_NONBLOCK, and SIGPIPE is ignored (main).
+    ssize_t n = write(c.fd.get(), c.out.data() + c.out_pos, c.out.size() - c.out_pos);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) c.dead = true;
@@ -275,6 +286,7 @@ void Agent::Sweep() {
     // Followers only stop following: background processes run on.
     while (!c.attaches.empty()) DropFollower(c, c.attaches.begin()->first);
     epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+    if (c.id == serial_conn_) serial_conn_ = 0;
     it = conns_.erase(it);  // closes the socket; temp files of writes are unlinked
     freed = true;
   }
@@ -282,7 +294,7 @@ void Agent::Sweep() {
     freed = freed || it->second->done;
     it = it->second->done ? execs_.erase(it) : std::next(it);
   }
-  if (freed) Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
+  if (freed && !serial()) Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
 }
 
 }  // namespace hutch::agent

@@ -146,7 +146,14 @@ struct Connection {
 
 class Agent {
  public:
+  // Serves connections accepted on `listener` (the jail driver's socket).
   explicit Agent(UniqueFd listener) : listener_(std::move(listener)) {}
+  // Serves one connection at a time over a character device: the vm
+  // driver's virtio-serial port, whose other end is a host unix socket.
+  struct SerialPort {
+    std::string path;
+  };
+  explicit Agent(SerialPort port) : serial_path_(std::move(port.path)) {}
   // Creates the epoll set and the SIGCHLD signalfd (SIGCHLD must already be
   // blocked).
   Status Init();
@@ -155,6 +162,12 @@ class Agent {
  private:
   // agent.cc
   void Accept();
+  // Registers a connected fd (O_NONBLOCK) and sends it the hello.
+  uint64_t AddConnection(UniqueFd fd);
+  // Serial mode: opens the port and greets the host once the host side is
+  // connected (serial_port.cc).
+  void OpenSerial(Clock::time_point now);
+  bool serial() const { return !serial_path_.empty(); }
   void OnConnEvent(Connection& c, uint32_t events);
   void OnFrame(Connection& c, wire::Frame& f);
   void Send(Connection& c, wire::Type type, uint32_t stream, std::string_view payload);
@@ -226,6 +239,9 @@ class Agent {
 
   UniqueFd listener_, epoll_, sigfd_;
   bool listener_watched_ = false;
+  std::string serial_path_;
+  uint64_t serial_conn_ = 0;  // the live connection over the port, 0: none
+  Clock::time_point serial_retry_at_{};
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::unique_ptr<Connection>> conns_;
   std::map<uint64_t, std::unique_ptr<Exec>> execs_;

@@ -1,5 +1,7 @@
 // hutch-agent: PID 1 of a sandbox. Serves docs/wire.md on connections
-// accepted from the listening socket inherited as fd 3.
+// accepted from the listening socket inherited as fd 3 (jail driver), or,
+// with `--serial PATH`, over a virtio-serial port (vm driver; see
+// serial_port.cc).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -7,6 +9,8 @@
 #include <unistd.h>
 
 #include <exception>
+#include <memory>
+#include <string>
 
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -18,7 +22,7 @@ constexpr int kListenFd = 3;
 constexpr int kScratchFd = 4;
 }
 
-int main() {
+int main(int argc, char** argv) {
   try {
     // Keep 0-2 occupied so no pipe or socket we create lands there: the
     // child's dup2 onto 0-2 must always move an fd, clearing O_CLOEXEC.
@@ -39,17 +43,22 @@ int main() {
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
-    struct stat st {};
-    if (fstat(kListenFd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-      hutch::agent::Log("fd 3 is not the listening socket");
-      return 2;
+    std::unique_ptr<hutch::agent::Agent> agent;
+    if (argc == 3 && std::string(argv[1]) == "--serial") {
+      agent = std::make_unique<hutch::agent::Agent>(hutch::agent::Agent::SerialPort{argv[2]});
+    } else {
+      struct stat st {};
+      if (fstat(kListenFd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        hutch::agent::Log("fd 3 is not the listening socket");
+        return 2;
+      }
+      agent = std::make_unique<hutch::agent::Agent>(hutch::UniqueFd(kListenFd));
     }
-    hutch::agent::Agent agent{hutch::UniqueFd(kListenFd)};
-    if (auto s = agent.Init(); !s.ok()) {
+    if (auto s = agent->Init(); !s.ok()) {
       hutch::agent::Log("init: " + s.error().message);
       return 1;
     }
-    agent.Run();
+    agent->Run();
   } catch (const std::exception& e) {
     hutch::agent::Log(std::string("fatal: ") + e.what());
   } catch (...) {

@@ -10,7 +10,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   const auto& j = *body;
   if (auto st = RejectUnknownFields(j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
                                         "network", "snapshot", "volumes",
-                                        "auto_pause_seconds"});
+                                        "auto_pause_seconds", "driver"});
       !st.ok())
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
@@ -22,6 +22,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
   HUTCH_FIELD(disk, OptInt(j, "disk_mb", 16, 1 << 24));
   HUTCH_FIELD(snapshot, OptString(j, "snapshot"));
   HUTCH_FIELD(auto_pause, OptInt(j, "auto_pause_seconds", 0, 7 * 24 * 3600));
+  HUTCH_FIELD(driver, OptString(j, "driver"));
   if (*snapshot && *tpl)
     co_return co_await ctx.SendError(
         MakeError(Code::kInvalidRequest, "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
@@ -32,6 +33,7 @@ asio::awaitable<void> Api::CreateSandbox(HttpContext& ctx) {
     network = std::move(p).value();
   }
   CreateOptions o;
+  if (*driver) o.driver = **driver;
   if (auto it = j.find("volumes"); it != j.end() && !it->is_null()) {
     if (!it->is_array())
       co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'volumes' must be an array"));

@@ -33,6 +33,22 @@ Status SandboxManager::Persist(const Sandbox& sb) {
   return st;
 }
 
+std::vector<std::string> SandboxManager::driver_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, d] : drivers_) out.push_back(name);
+  return out;
+}
+
+Result<Driver*> SandboxManager::PickDriver(const std::string& name) const {
+  if (name.empty()) return driver_;
+  if (auto it = drivers_.find(name); it != drivers_.end()) return it->second;
+  if (auto it = unavailable_drivers_.find(name); it != unavailable_drivers_.end())
+    return MakeError(Code::kNotSupported, "driver '" + name + "' is not available on this server: " + it->second);
+  std::string known;
+  for (const auto& [n, d] : drivers_) known += (known.empty() ? "" : ", ") + n;
+  return MakeError(Code::kInvalidRequest, "unknown driver '" + name + "' (this server has: " + known + ")");
+}
+
 void SandboxManager::Forget(const std::string& id) {
   sandboxes_.erase(id);
   if (!store_) return;
@@ -83,7 +99,14 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
           spec.memory_mb = r.memory_mb;
           spec.disk_mb = r.disk_mb;
           spec.pids_max = opts_.pids_max;
-          auto inst = co_await driver_->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
+          // Records from before drivers were named are the jail's.
+          auto drv = PickDriver(r.driver.empty() ? std::string("jail") : r.driver);
+          Result<std::shared_ptr<Instance>> inst = MakeError(Code::kInternal, "no driver");
+          if (drv.ok()) {
+            inst = co_await drv.value()->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
+          } else {
+            inst = drv.error();
+          }
           if (inst.ok() && r.net_slot >= 0) {
             // Its processes live on in the slot's namespace; the slot's
             // rules and DNS listener must come back with them.
@@ -118,7 +141,7 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
     }
     if (auto st = idempotency_.Attach(store_); !st.ok()) co_return st.error().Context("recover idempotency keys");
   }
-  rep.removed = driver_->ReconcileAtStart(keep);
+  for (const auto& [name, d] : drivers_) rep.removed += d->ReconcileAtStart(keep);
   if (net_) rep.removed += co_await net_->ReconcileAtStart();
   // Layer dirs without a row were being captured when hutchd died.
   if (!opts_.snapshots_dir.empty()) {
@@ -158,6 +181,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
     layers = snap->second.layers;
     rootfs = snap->second.rootfs;
   }
+  auto drv = PickDriver(o.driver);
+  if (!drv.ok()) co_return drv.error();
   auto tpl = templates_->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
   // A snapshot's stack already lists the template's layers; a template's
@@ -205,7 +230,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   r.cpu = cpu;
   r.memory_mb = mem;
   r.disk_mb = disk;
-  r.driver = driver_->name();
+  r.driver = drv.value()->name();
   r.owner_key = o.owner_key;
   r.snapshot = o.snapshot;
   r.layers = layers;
@@ -237,7 +262,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
     spec.netns_path = lease->netns_path;
     spec.resolv_conf = lease->resolv_conf;
   }
-  auto inst = co_await driver_->Create(spec);
+  auto inst = co_await drv.value()->Create(spec);
   --starting_;
   if (!inst.ok()) {
     sandboxes_.erase(r.id);
@@ -689,6 +714,7 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
   for (int i = 0; i < count; ++i) {
     CreateOptions o;
     o.template_name = parent->rec.template_name;
+    o.driver = parent->rec.driver;
     o.ttl_seconds = std::max<int64_t>(remaining.count(), 1);
     o.env = parent->rec.env;
     o.metadata = parent->rec.metadata;

@@ -49,6 +49,8 @@ struct ManagerOptions {
 
 struct CreateOptions {
   std::string template_name = "base";
+  // The isolation backend ("jail", "vm"); empty: the server's default.
+  std::string driver;
   std::optional<int64_t> ttl_seconds;
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
@@ -84,8 +86,21 @@ struct ListPage {
 class SandboxManager {
  public:
   // `store` may be null (nothing persists; for tools and tests of core).
+  // `driver` is the default driver; AddDriver registers more.
   SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
-      : opts_(opts), driver_(driver), templates_(templates), store_(store) {}
+      : opts_(opts), driver_(driver), templates_(templates), store_(store) {
+    drivers_[driver->name()] = driver;
+  }
+  // Another driver a create may name; `default_driver` makes it the one a
+  // create without "driver" gets.
+  void AddDriver(Driver* d, bool default_driver = false) {
+    drivers_[d->name()] = d;
+    if (default_driver) driver_ = d;
+  }
+  // A driver this server knows but cannot run (`why`: its error at start).
+  void SetDriverUnavailable(const std::string& name, std::string why) { unavailable_drivers_[name] = std::move(why); }
+  std::string default_driver() const { return driver_->name(); }
+  std::vector<std::string> driver_names() const;
 
   // Templates: the registry, and the builder (null: builds are refused).
   TemplateRegistry* templates() const { return templates_; }
@@ -192,8 +207,13 @@ class SandboxManager {
   // Destroys a sandbox's instance, then frees its network slot.
   asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
 
+  // The driver a create names (empty: the default), or why there is none.
+  Result<Driver*> PickDriver(const std::string& name) const;
+
   ManagerOptions opts_;
-  Driver* driver_;
+  Driver* driver_;  // the default
+  std::map<std::string, Driver*> drivers_;
+  std::map<std::string, std::string> unavailable_drivers_;
   TemplateRegistry* templates_;
   store::StateStore* store_;
   VolumeManager* volumes_ = nullptr;

@@ -30,6 +30,7 @@
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/jail/jail_driver.h"
+#include "driver/vm/vm_driver.h"
 #include "net/network_manager.h"
 #include "store/state_store.h"
 
@@ -155,6 +156,8 @@ int main(int argc, char** argv) {
   size_t output_cap_mb = 16;
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 2;
+  std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest", vm_accel = "auto", vm_user,
+              vm_init_path;
   bool no_network = false;
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
@@ -162,6 +165,16 @@ int main(int argc, char** argv) {
   app.add_flag("--new-key", new_key, "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd to load it)");
   app.add_option("--templates-dir", templates_dir, "Directory of templates (default <state-dir>/templates)");
   app.add_option("--agent", agent_path, "hutch-agent binary (default: beside hutchd)");
+  app.add_option("--driver", default_driver, "Driver of sandboxes created without \"driver\": jail or vm")
+      ->check(CLI::IsMember({"jail", "vm"}))
+      ->capture_default_str();
+  app.add_option("--vm-guest-dir", vm_guest_dir, "The vm driver's guest kernel (scripts/vm-guest DIR makes it)")
+      ->capture_default_str();
+  app.add_option("--vm-accel", vm_accel, "auto (KVM only where stock guest kernels run), tcg or kvm")
+      ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
+      ->capture_default_str();
+  app.add_option("--vm-user", vm_user, "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
+  app.add_option("--vm-init", vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
   app.add_option("--template-builder", builder, "Script that builds the base template");
   app.add_option("--uid-base", uid_base, "First host uid of the range sandboxes map to");
   app.add_option("--max-sandboxes", mopts.max_sandboxes, "Sandboxes this host runs at once");
@@ -301,9 +314,39 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // The vm driver is optional: a host without QEMU or a guest kernel still
+  // serves jail sandboxes, and says why "driver":"vm" fails.
+  std::unique_ptr<vm::VmDriver> vm_driver;
+  std::string vm_why;
+  {
+    vm::VmDriverOptions vo;
+    vo.state_dir = state_dir;
+    vo.guest_dir = vm_guest_dir;
+    vo.agent_path = agent_path;
+    vo.init_path = vm_init_path.empty() ? ExeDir() + "/hutch-vm-init" : vm_init_path;
+    vo.instance_tag = dopts.instance_tag;
+    vo.accel = vm_accel;
+    vo.user = vm_user;
+    vo.uid_base = uid_base;
+    auto v = vm::VmDriver::Make(vo);
+    if (v.ok()) {
+      vm_driver = std::move(v).value();
+    } else {
+      vm_why = v.error().message;
+      spdlog::warn("vm_driver unavailable err=\"{}\"", vm_why);
+    }
+  }
+  if (default_driver == "vm" && !vm_driver) {
+    std::cerr << "hutchd: --driver vm: " << vm_why << "\n";
+    return 2;
+  }
+
   std::string criu = ProbeCriu();
   spdlog::info("criu={}", criu);
-  acfg.capabilities = {{"driver", "jail"},
+  nlohmann::json drivers = nlohmann::json::array({"jail"});
+  if (vm_driver) drivers.push_back("vm");
+  acfg.capabilities = {{"driver", default_driver},
+                       {"drivers", drivers},
                        {"cgroup_version", (*driver)->cgroup_version()},
                        {"memory_snapshots", false},
                        {"criu", criu},
@@ -356,6 +399,14 @@ int main(int argc, char** argv) {
   if (!network) acfg.capabilities["network_unavailable"] = net_why;
 
   SandboxManager mgr(mopts, driver->get(), &templates, db->get());
+  if (vm_driver) {
+    mgr.AddDriver(vm_driver.get(), default_driver == "vm");
+    acfg.capabilities["vm_accel"] = vm_driver->accel().why;
+    acfg.capabilities["vm_kernel"] = vm_driver->kernel_release();
+  } else {
+    mgr.SetDriverUnavailable("vm", vm_why);
+    acfg.capabilities["vm_unavailable"] = vm_why;
+  }
   mgr.SetNetwork(network.get(), net_why);
   vopts.dir = state_dir + "/volumes";
   vopts.uid_base = uid_base;
@@ -417,7 +468,7 @@ int main(int argc, char** argv) {
     std::string tmp = state_dir + "/hutchd.addr.tmp";
     std::ofstream(tmp) << addr << "\n";
     fs::rename(tmp, state_dir + "/hutchd.addr", e);
-    spdlog::info("hutchd listening on {} state_dir={} driver=jail cgroup=v{} tag={}", addr, state_dir,
+    spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr, state_dir, default_driver,
                  (*driver)->cgroup_version(), dopts.instance_tag);
     std::cout << "hutchd listening on http://" << addr << std::endl;
   }, asio::detached);

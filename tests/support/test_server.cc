@@ -90,6 +90,12 @@ void TestServer::Launch(bool append_log) {
     args.push_back("--net-warm");
     args.push_back("0");
   }
+  // The vm driver's guest kernel (a ctest fixture runs scripts/vm-guest).
+  if (const char* g = getenv("HUTCH_VM_GUEST_DIR");
+      g && *g && std::find(extra_args_.begin(), extra_args_.end(), "--vm-guest-dir") == extra_args_.end()) {
+    args.push_back("--vm-guest-dir");
+    args.push_back(g);
+  }
   for (auto& a : extra_args_) args.push_back(a);
   pid_ = fork();
   if (pid_ == 0) {

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/proc_stat.h"
 #include "common/subprocess.h"
 #include "driver/jail/jail_spawn.h"
 
@@ -56,25 +57,6 @@ Result<UniqueFd> LoadAgent(const std::string& path) {
   if (fcntl(mfd.get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
     return ErrnoError("seal agent memfd");
   return mfd;
-}
-
-// Start time of `pid` in clock ticks since boot (field 22 of
-// /proc/<pid>/stat): with the pid it names one process for the lifetime of
-// the host, so a recycled pid is never mistaken for a sandbox's agent.
-Result<uint64_t> ProcStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return MakeError(Code::kNotFound, "process " + std::to_string(pid) + " is gone");
-  // The command name (field 2) may hold spaces and parens: fields after
-  // it start after the last ')'.
-  size_t close = line.rfind(')');
-  if (close == std::string::npos) return MakeError(Code::kInternal, "malformed /proc/" + std::to_string(pid) + "/stat");
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 22) return std::stoull(field);
-  }
-  return MakeError(Code::kInternal, "malformed /proc/" + std::to_string(pid) + "/stat");
 }
 
 // Runs `cp -a SRC/. DST` in a child process and waits for it without

@@ -1,0 +1,142 @@
+#include "driver/vm/disk_images.h"
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+
+#include "common/sha256.h"
+#include "common/subprocess.h"
+
+namespace hutch::vm {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr auto kBuildTimeout = std::chrono::minutes(10);
+
+// nftw has no user pointer: one walk at a time on the I/O thread.
+uint32_t g_shift_base = 0;
+uint64_t g_tree_bytes = 0;
+uint64_t g_tree_inodes = 0;
+
+int ShiftOwner(const char* path, const struct stat* st, int, FTW*) {
+  // The jail's template is owned by the mapped range (uid_base + id); the
+  // guest kernel has no user namespace, so ids go back to what they are
+  // inside. Ids outside the range are left as they are.
+  const uid_t uid = st->st_uid >= g_shift_base ? st->st_uid - g_shift_base : st->st_uid;
+  const gid_t gid = st->st_gid >= g_shift_base ? st->st_gid - g_shift_base : st->st_gid;
+  if ((uid != st->st_uid || gid != st->st_gid) && lchown(path, uid, gid) != 0) return -1;
+  // lchown clears set-id bits; the template has none (build-base-template).
+  g_tree_bytes += static_cast<uint64_t>(st->st_blocks) * 512;
+  ++g_tree_inodes;
+  return 0;
+}
+
+Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return MakeError(Code::kInternal, "remove " + path + ": " + ec.message());
+  return Status{};
+}
+
+}  // namespace
+
+asio::awaitable<void> DiskImages::WaitTurn(const std::string& key) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (building_.count(key)) {
+    t.expires_after(std::chrono::milliseconds(50));
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& rootfs) {
+  struct stat st;
+  if (stat(rootfs.c_str(), &st) != 0) co_return ErrnoError("template root " + rootfs);
+  const std::string key = Sha256Hex(rootfs + "\n" + std::to_string(st.st_ino) + "\n" +
+                                    std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec))
+                              .substr(0, 16);
+  const std::string img = dir_ + "/rootfs-" + key + ".img";
+  co_await WaitTurn(img);
+  if (access(img.c_str(), F_OK) == 0) co_return img;
+  building_.insert(img);
+  struct Done {
+    std::set<std::string>* s;
+    std::string k;
+    ~Done() { s->erase(k); }
+  } done{&building_, img};
+
+  // A copy of the tree with the guest's owners (the template itself is in
+  // use by jail sandboxes and must keep its owners).
+  const std::string work = dir_ + "/.build-" + key;
+  (void)RemoveTree(work);
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) co_return MakeError(Code::kInternal, "create " + work + ": " + ec.message());
+  std::vector<std::string> cp = {"/bin/cp", "-a", "--", rootfs, work + "/tree"};
+  if (auto r = co_await RunTool(cp, kBuildTimeout); !r.ok()) {
+    (void)RemoveTree(work);
+    co_return r.error().Context("copy template for its vm image");
+  }
+  g_shift_base = uid_base_;
+  g_tree_bytes = 0;
+  g_tree_inodes = 0;
+  if (nftw((work + "/tree").c_str(), ShiftOwner, 64, FTW_PHYS) != 0) {
+    Error e = ErrnoError("shift owners of the vm image tree");
+    (void)RemoveTree(work);
+    co_return e;
+  }
+  // Room for the files, ext4's metadata and an inode table for them; the
+  // image is read-only, so no more.
+  const uint64_t mb = (g_tree_bytes + g_tree_inodes * 256) * 5 / 4 / (1 << 20) + 32;
+  const std::string tmp = img + ".tmp";
+  // No journal: the guest mounts it read-only (noload).
+  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-root", "-b", "4096",
+                                   "-d", work + "/tree", tmp, std::to_string(mb) + "M"};
+  auto r = co_await RunTool(mkfs, kBuildTimeout);
+  (void)RemoveTree(work);
+  if (!r.ok()) {
+    unlink(tmp.c_str());
+    co_return r.error().Context("mkfs.ext4 vm image");
+  }
+  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
+  co_return img;
+}
+
+asio::awaitable<Result<std::string>> DiskImages::BlankDisk(int64_t disk_mb) {
+  const std::string img = dir_ + "/disk-" + std::to_string(disk_mb) + "M.img";
+  co_await WaitTurn(img);
+  if (access(img.c_str(), F_OK) == 0) co_return img;
+  building_.insert(img);
+  struct Done {
+    std::set<std::string>* s;
+    std::string k;
+    ~Done() { s->erase(k); }
+  } done{&building_, img};
+  const std::string tmp = img + ".tmp";
+  // No journal: a sandbox's disk dies with the sandbox; lazy init keeps the
+  // sparse image small.
+  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-disk", "-E",
+                                   "lazy_itable_init=1", tmp, std::to_string(disk_mb) + "M"};
+  if (auto r = co_await RunTool(mkfs, kBuildTimeout); !r.ok()) {
+    unlink(tmp.c_str());
+    co_return r.error().Context("mkfs.ext4 sandbox disk");
+  }
+  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
+  co_return img;
+}
+
+asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir, const std::string& backing_name) {
+  std::vector<std::string> argv = {"/usr/bin/qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
+                                   "-b", backing_name, dir + "/disk.qcow2"};
+  co_return co_await RunTool(argv, std::chrono::seconds(30));
+}
+
+}  // namespace hutch::vm

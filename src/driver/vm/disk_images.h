@@ -1,0 +1,48 @@
+// The vm driver's disks. A sandbox boots on two virtio disks:
+//
+//   vda  the template's root filesystem as a read-only ext4 image, built
+//        once per template (owners shifted back from the jail's mapped
+//        range to the guest's own ids) and shared by every sandbox of it;
+//   vdb  the sandbox's own writable ext4 disk of disk_mb: a qcow2 overlay
+//        over one empty, formatted image per size, so a create writes a
+//        few hundred KB, never a copy of anything.
+//
+// The guest stacks them as an overlay (hutch-vm-init). Images live in
+// <vm dir>/images, root-owned and read-only for everyone.
+// Runs on the I/O thread; long steps run as child processes (RunTool).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "common/result.h"
+
+namespace hutch::vm {
+
+namespace asio = boost::asio;
+
+class DiskImages {
+ public:
+  DiskImages(std::string images_dir, uint32_t uid_base) : dir_(std::move(images_dir)), uid_base_(uid_base) {}
+  // The read-only ext4 image of the template whose tree is `rootfs`; built
+  // on first use (seconds), then reused. Keyed by the tree's path and
+  // change time, so a rebuilt template gets a new image.
+  asio::awaitable<Result<std::string>> RootfsImage(const std::string& rootfs);
+  // An empty ext4 image of `disk_mb` (sparse), the backing file of every
+  // sandbox disk of that size.
+  asio::awaitable<Result<std::string>> BlankDisk(int64_t disk_mb);
+  // Creates `<dir>/disk.qcow2` over `<dir>/<backing name>` (relative, so it
+  // resolves inside the sandbox directory QEMU is confined to).
+  static asio::awaitable<Status> CreateOverlay(const std::string& dir, const std::string& backing_name);
+
+ private:
+  // Serializes builds of one image: a second create waits for the first.
+  asio::awaitable<void> WaitTurn(const std::string& key);
+  std::string dir_;
+  uint32_t uid_base_;
+  std::set<std::string> building_;
+};
+
+}  // namespace hutch::vm

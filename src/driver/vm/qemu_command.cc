@@ -1,0 +1,36 @@
+#include "driver/vm/qemu_command.h"
+
+namespace hutch::vm {
+
+std::vector<std::string> QemuArgv(const QemuConfig& c) {
+  std::vector<std::string> a = {c.qemu, "-nodefaults", "-no-user-config", "-nographic", "-display", "none"};
+  // A guest that powers off, reboots or panics (panic=-1) makes QEMU exit:
+  // the host sees the sandbox end instead of a reboot loop.
+  a.insert(a.end(), {"-no-reboot", "-machine", "q35"});
+  if (c.accel == Accel::kKvm) {
+    a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
+  } else {
+    // TCG's translation cache defaults to 1 GiB of host memory per VM;
+    // 64 MiB keeps a sandbox's footprint near its guest RAM.
+    a.insert(a.end(), {"-accel", "tcg,tb-size=64", "-cpu", "max"});
+  }
+  a.insert(a.end(), {"-m", std::to_string(c.memory_mb) + "M", "-smp", std::to_string(c.vcpus)});
+  a.insert(a.end(), {"-kernel", kKernelFile, "-initrd", kInitrdFile});
+  // quiet: the console is a slow emulated UART under TCG; only warnings and
+  // hutch-vm-init's failures reach console.log.
+  a.insert(a.end(), {"-append", "console=ttyS0 quiet panic=-1 rdinit=/init hutch.id=" + c.sandbox_id});
+  a.insert(a.end(), {"-serial", std::string("file:") + kConsoleLog});
+  a.insert(a.end(), {"-drive", std::string("if=none,id=root,format=raw,readonly=on,file=") + kRootfsFile, "-device",
+                     "virtio-blk-pci,drive=root"});
+  a.insert(a.end(), {"-drive", std::string("if=none,id=disk,format=qcow2,discard=unmap,file=") + kDiskFile,
+                     "-device", "virtio-blk-pci,drive=disk"});
+  a.insert(a.end(), {"-device", "virtio-serial-pci,id=vser", "-chardev",
+                     std::string("socket,id=agent,server=on,wait=off,path=") + kAgentSocket, "-device",
+                     std::string("virtserialport,bus=vser.0,chardev=agent,name=") + kAgentPortName});
+  a.insert(a.end(), {"-chardev", std::string("socket,id=qmp,server=on,wait=off,path=") + kQmpSocket, "-mon",
+                     "chardev=qmp,mode=control"});
+  a.insert(a.end(), {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
+  return a;
+}
+
+}  // namespace hutch::vm

@@ -1,0 +1,47 @@
+// QEMU's command line for one vm sandbox. Only what the guest needs:
+// `-nodefaults` (no default NIC, VGA, floppy, CD, serial), q35 with the
+// PVH entry of an uncompressed vmlinux (no firmware boot, no
+// decompression), two virtio disks, one virtio-serial port for the agent,
+// QMP on a unix socket, the kernel console to a file, and QEMU's own
+// seccomp filter (`-sandbox on`: no obsolete syscalls, no set*id, no
+// fork/exec, no scheduler/affinity changes).
+//
+// Every path is relative: QEMU runs in the sandbox's directory (see
+// qemu_process.h), which holds or links all its files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hutch::vm {
+
+// Names inside a sandbox directory.
+inline constexpr const char* kKernelFile = "vmlinux";
+inline constexpr const char* kInitrdFile = "initrd.cpio";
+inline constexpr const char* kRootfsFile = "rootfs.img";
+inline constexpr const char* kDiskBaseFile = "disk-base.img";
+inline constexpr const char* kDiskFile = "disk.qcow2";
+inline constexpr const char* kAgentSocket = "agent.sock";
+inline constexpr const char* kQmpSocket = "qmp.sock";
+inline constexpr const char* kConsoleLog = "console.log";
+// The virtio-serial port's name; hutch-vm-init looks it up in sysfs.
+inline constexpr const char* kAgentPortName = "hutch.agent";
+
+enum class Accel { kTcg, kKvm };
+
+struct QemuConfig {
+  std::string qemu = "/usr/bin/qemu-system-x86_64";
+  std::string sandbox_id;  // hostname, on the kernel command line
+  Accel accel = Accel::kTcg;
+  int vcpus = 1;
+  int64_t memory_mb = 512;
+};
+
+std::vector<std::string> QemuArgv(const QemuConfig& c);
+
+// QEMU's own memory beyond guest RAM, for the cgroup limit: the TCG
+// translation cache (capped by tb-size below), device and I/O buffers.
+inline constexpr int64_t kQemuOverheadMb = 192;
+
+}  // namespace hutch::vm

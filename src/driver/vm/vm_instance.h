@@ -1,0 +1,65 @@
+// One vm sandbox: a QEMU process (its pidfd and cgroup), the sandbox
+// directory it runs in, and the agent connection over its virtio-serial
+// socket. Lives on the I/O thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "driver/driver.h"
+#include "driver/jail/cgroup.h"
+
+namespace hutch::vm {
+
+struct VmProcessFacts {
+  pid_t pid = -1;
+  uint64_t start_time = 0;  // with pid: one process for the host's lifetime
+  bool our_child = true;    // false once adopted (reaped by the host's init)
+};
+
+class VmInstance : public Instance, public std::enable_shared_from_this<VmInstance> {
+ public:
+  VmInstance(std::string id, std::string dir, std::string pidfile, VmProcessFacts proc, UniqueFd pidfd,
+             std::unique_ptr<jail::Cgroup> cg, int64_t disk_mb);
+  ~VmInstance() override;
+
+  std::shared_ptr<AgentConnection> agent() override { return agent_; }
+  uint64_t OomKills() override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  Result<InstanceStats> Stats() override;
+  // QMP stop / cont: the vCPUs stop where they are; guest RAM and device
+  // state stay in QEMU. The agent's socket stays connected (QEMU holds it).
+  Status Pause() override;
+  Status Resume() override;
+  asio::awaitable<Status> CaptureLayer(const std::string& dst) override;
+  Result<UniqueFd> NetNamespace() override;
+  asio::awaitable<void> Destroy() override;
+  std::string AdoptionFacts() const override;
+
+  // Watches QEMU's pidfd: QEMU exiting (guest powered off or panicked,
+  // killed) reports on_lost.
+  void StartWatch(asio::any_io_executor ex);
+  void SetAgent(std::shared_ptr<AgentConnection> conn);
+  bool exited() const;
+  std::string qmp_path() const { return dir_ + "/qmp.sock"; }
+  // The last lines of the guest console and QEMU's log, for errors.
+  std::string Diagnostics() const;
+  void set_paused(bool p) { paused_ = p; }
+
+ private:
+  void DestroyNow();
+  std::string id_, dir_, pidfile_;
+  VmProcessFacts proc_;
+  UniqueFd pidfd_;
+  std::unique_ptr<jail::Cgroup> cgroup_;
+  int64_t disk_mb_;
+  std::shared_ptr<AgentConnection> agent_;
+  bool paused_ = false;
+  bool destroying_ = false;
+  bool destroyed_ = false;
+  bool reaped_ = false;
+};
+
+}  // namespace hutch::vm
