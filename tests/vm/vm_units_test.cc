@@ -1,7 +1,11 @@
 // Pieces of the vm driver that need no VM: the initramfs archive writer
-// (checked against the system's cpio) and QEMU's command line.
+// (checked against the system's cpio), QEMU's command line and the merged
+// view a layered template's image is built from.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +13,7 @@
 #include <string>
 
 #include "driver/vm/cpio_archive.h"
+#include "driver/vm/merged_view.h"
 #include "driver/vm/qemu_command.h"
 #include "tests/support/test_server.h"
 
@@ -51,4 +56,40 @@ TEST(QemuCommand, OnlyWhatTheGuestNeedsAndQemusOwnSeccomp) {
   c.accel = Accel::kKvm;
   const auto k = QemuArgv(c);
   EXPECT_NE(std::find(k.begin(), k.end(), "kvm"), k.end());
+}
+
+namespace {
+bool Mounted(const std::string& path) {
+  return hutch::testing::HostSh("grep -c ' " + path + " ' /proc/self/mountinfo || true") != "0\n";
+}
+}  // namespace
+
+TEST(MergedView, ShowsTheStackWithWhiteoutsAndLeavesNothing) {
+  const std::string dir = hutch::testing::TempDir("merged");
+  hutch::testing::HostSh("mkdir -p " + dir + "/root/etc " + dir + "/layer/etc && echo a > " + dir +
+                         "/root/etc/kept && echo b > " + dir + "/root/etc/gone && echo c > " + dir + "/layer/etc/new");
+  ASSERT_EQ(mknod((dir + "/layer/etc/gone").c_str(), S_IFCHR | 0000, makedev(0, 0)), 0);  // a whiteout
+  const std::string mp = dir + "/.merge-test";
+  {
+    auto v = MergedView::Mount(mp, {dir + "/layer", dir + "/root"});
+    ASSERT_TRUE(v.ok()) << v.error().message;
+    EXPECT_EQ(hutch::testing::HostSh("ls " + mp + "/etc"), "kept\nnew\n");
+    EXPECT_NE(access((mp + "/etc/kept").c_str(), W_OK), 0);  // read-only
+    EXPECT_TRUE(Mounted(mp));
+  }
+  EXPECT_FALSE(Mounted(mp));
+  EXPECT_NE(access(mp.c_str(), F_OK), 0) << "mount point left";
+  // A layer path overlayfs would split is refused, nothing created.
+  EXPECT_FALSE(MergedView::Mount(mp, {dir + "/la:yer", dir + "/root"}).ok());
+  EXPECT_NE(access(mp.c_str(), F_OK), 0);
+
+  // A crashed build's view: mounted by a process that died; removed at start.
+  hutch::testing::HostSh("mkdir " + mp + " && mount -t overlay overlay -o ro,lowerdir=" + dir + "/layer:" + dir +
+                         "/root " + mp);
+  ASSERT_TRUE(Mounted(mp));
+  EXPECT_EQ(RemoveStaleMergedViews(dir), 1);
+  EXPECT_FALSE(Mounted(mp));
+  EXPECT_NE(access(mp.c_str(), F_OK), 0);
+  EXPECT_EQ(hutch::testing::HostSh("ls " + dir + "/root/etc"), "gone\nkept\n") << "the stack itself untouched";
+  hutch::testing::HostSh("rm -rf " + dir);
 }

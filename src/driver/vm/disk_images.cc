@@ -9,9 +9,11 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <optional>
 
 #include "common/sha256.h"
 #include "common/subprocess.h"
+#include "driver/vm/merged_view.h"
 
 namespace hutch::vm {
 
@@ -57,12 +59,39 @@ asio::awaitable<void> DiskImages::WaitTurn(const std::string& key) {
   }
 }
 
-asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& rootfs) {
-  struct stat st;
-  if (stat(rootfs.c_str(), &st) != 0) co_return ErrnoError("template root " + rootfs);
-  const std::string key = Sha256Hex(rootfs + "\n" + std::to_string(st.st_ino) + "\n" +
-                                    std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec))
-                              .substr(0, 16);
+int DiskImages::RemoveLeftovers() {
+  int removed = RemoveStaleMergedViews(dir_);
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".build-", 0) == 0 || (name.size() > 8 && name.compare(name.size() - 8, 8, ".img.tmp") == 0))
+      stale.push_back(e.path());
+  }
+  for (const auto& p : stale) {
+    if (RemoveTree(p.string()).ok()) ++removed;
+  }
+  return removed;
+}
+
+asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& rootfs,
+                                                             const std::vector<std::string>& layers) {
+  // The key of the whole stack; a stack without layers keeps the key it
+  // had before layers were supported (its cached image stays valid).
+  std::string stamp;
+  std::vector<std::string> stack = layers;
+  stack.push_back(rootfs);
+  for (size_t i = 0; i < stack.size(); ++i) {
+    struct stat st;
+    const bool is_root = i + 1 == stack.size();
+    if (stat(stack[i].c_str(), &st) != 0) {
+      const std::string what = (is_root ? "template root " : "template layer ") + stack[i];
+      co_return ErrnoError(what);
+    }
+    stamp += (is_root ? "" : "layer ") + stack[i] + "\n" + std::to_string(st.st_ino) + "\n" +
+             std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + (is_root ? "" : "\n");
+  }
+  const std::string key = Sha256Hex(stamp).substr(0, 16);
   const std::string img = dir_ + "/rootfs-" + key + ".img";
   co_await WaitTurn(img);
   if (access(img.c_str(), F_OK) == 0) co_return img;
@@ -73,6 +102,18 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
     ~Done() { s->erase(k); }
   } done{&building_, img};
 
+  // The tree to copy: the template's root itself, or the kernel's merge of
+  // the stack (whiteouts applied) for as long as the copy runs.
+  std::optional<MergedView> view;
+  std::string source = rootfs;
+  if (!layers.empty()) {
+    const std::string mp = dir_ + "/" + kMergedViewPrefix + key;
+    auto v = MergedView::Mount(mp, stack);
+    if (!v.ok()) co_return v.error().Context("vm image of a layered template");
+    view.emplace(std::move(v).value());
+    source = view->path();
+  }
+
   // A copy of the tree with the guest's owners (the template itself is in
   // use by jail sandboxes and must keep its owners).
   const std::string work = dir_ + "/.build-" + key;
@@ -80,11 +121,12 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
   std::error_code ec;
   fs::create_directories(work, ec);
   if (ec) co_return MakeError(Code::kInternal, "create " + work + ": " + ec.message());
-  std::vector<std::string> cp = {"/bin/cp", "-a", "--", rootfs, work + "/tree"};
+  std::vector<std::string> cp = {"/bin/cp", "-a", "--", source, work + "/tree"};
   if (auto r = co_await RunTool(cp, kBuildTimeout); !r.ok()) {
     (void)RemoveTree(work);
     co_return r.error().Context("copy template for its vm image");
   }
+  view.reset();  // unmounted as soon as the copy is done
   g_shift_base = uid_base_;
   g_tree_bytes = 0;
   g_tree_inodes = 0;

@@ -1,8 +1,11 @@
 // The vm driver's disks. A sandbox boots on two virtio disks:
 //
 //   vda  the template's root filesystem as a read-only ext4 image, built
-//        once per template (owners shifted back from the jail's mapped
-//        range to the guest's own ids) and shared by every sandbox of it;
+//        once per template stack (owners shifted back from the jail's
+//        mapped range to the guest's own ids) and shared by every sandbox
+//        of it. A stack with layers (a built template, a file snapshot) is
+//        flattened first: its overlay is mounted read-only on a private
+//        temporary directory (MergedView) and the image built from that;
 //   vdb  the sandbox's own writable ext4 disk of disk_mb: a qcow2 overlay
 //        over one empty, formatted image per size, so a create writes a
 //        few hundred KB, never a copy of anything.
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -26,10 +30,16 @@ namespace asio = boost::asio;
 class DiskImages {
  public:
   DiskImages(std::string images_dir, uint32_t uid_base) : dir_(std::move(images_dir)), uid_base_(uid_base) {}
-  // The read-only ext4 image of the template whose tree is `rootfs`; built
-  // on first use (seconds), then reused. Keyed by the tree's path and
-  // change time, so a rebuilt template gets a new image.
-  asio::awaitable<Result<std::string>> RootfsImage(const std::string& rootfs);
+  // The read-only ext4 image of the stack [layers..., rootfs] (layers
+  // topmost first, may be empty); built on first use (seconds), then
+  // reused. Keyed by every directory's path, inode and change time, so a
+  // rebuilt template or another snapshot gets a new image.
+  asio::awaitable<Result<std::string>> RootfsImage(const std::string& rootfs,
+                                                   const std::vector<std::string>& layers);
+  // Removes what a crashed build left in the images directory: merged-view
+  // mounts and their directories, build copies, half-written images. Call
+  // at start, before any build. Returns how many entries it removed.
+  int RemoveLeftovers();
   // An empty ext4 image of `disk_mb` (sparse), the backing file of every
   // sandbox disk of that size.
   asio::awaitable<Result<std::string>> BlankDisk(int64_t disk_mb);

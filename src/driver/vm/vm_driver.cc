@@ -118,7 +118,6 @@ Result<const GuestFiles*> VmDriver::Guest() {
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const InstanceSpec& spec) {
   auto ex = co_await asio::this_coro::executor;
-  if (!spec.layers.empty()) co_return MakeError(Code::kNotSupported, "vm sandboxes cannot start from snapshots yet");
   if (!spec.mounts.empty()) co_return MakeError(Code::kNotSupported, "vm sandboxes cannot mount volumes yet");
   if (!spec.netns_path.empty())
     co_return MakeError(Code::kNotSupported, "vm sandboxes have no network yet: create with network mode none");
@@ -126,7 +125,9 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
   auto guest = Guest();
   if (!guest.ok()) co_return guest.error().Context("vm guest files");
 
-  auto rootfs = co_await images_.RootfsImage(spec.rootfs);
+  // Layers (a built template's, a file snapshot's) are flattened into the
+  // one read-only image; the guest sees the stack as a jail sandbox would.
+  auto rootfs = co_await images_.RootfsImage(spec.rootfs, spec.layers);
   if (!rootfs.ok()) co_return rootfs.error().Context("vm root image");
   auto blank = co_await images_.BlankDisk(spec.disk_mb);
   if (!blank.ok()) co_return blank.error().Context("vm disk");
@@ -272,6 +273,8 @@ int VmDriver::ReconcileAtStart(const std::set<std::string>& keep) {
   // as the jail driver's, so either driver's reconcile finds it) and files
   // removed. QEMU processes are never looked up by name.
   int removed = 0;
+  // A build that died with the previous run: its overlay mount and copies.
+  if (int n = images_.RemoveLeftovers(); n > 0) spdlog::info("reconcile vm_image_leftovers removed={}", n);
   std::set<std::string> ids;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(vm_dir_ + "/pids", ec)) ids.insert(e.path().filename().string());
