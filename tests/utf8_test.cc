@@ -67,3 +67,27 @@ TEST(OutputEvent, ControlHeavyTextFallsBackToBase64) {
   std::string text = OutputEvent("stderr", true, "hello\n");
   EXPECT_EQ(text, "event: stderr\ndata: {\"text\":\"hello\\n\"}\n\n");
 }
+
+TEST(Base64, RoundTripsEveryLengthAndRefusesMalformedText) {
+  std::string bytes;
+  for (int n = 0; n < 40; ++n) {
+    const std::string enc = hutch::Base64Encode(bytes);
+    EXPECT_EQ(enc.size() % 4, 0u);
+    std::string dec;
+    ASSERT_TRUE(hutch::Base64Decode(enc, &dec)) << enc;
+    EXPECT_EQ(dec, bytes);
+    // Padding is optional.
+    std::string bare = enc;
+    while (!bare.empty() && bare.back() == '=') bare.pop_back();
+    ASSERT_TRUE(hutch::Base64Decode(bare, &dec)) << bare;
+    EXPECT_EQ(dec, bytes);
+    bytes += static_cast<char>(n * 37 + 251);
+  }
+  std::string dec;
+  EXPECT_TRUE(hutch::Base64Decode("-_-_", &dec));  // URL-safe alphabet
+  EXPECT_EQ(dec, "\xfb\xff\xbf");
+  EXPECT_FALSE(hutch::Base64Decode("aGk=aGk=", &dec));  // '=' inside
+  EXPECT_FALSE(hutch::Base64Decode("aGkK!", &dec));     // stray character
+  EXPECT_FALSE(hutch::Base64Decode("aGkKa", &dec));     // a lone trailing character
+  EXPECT_FALSE(hutch::Base64Decode("aG k", &dec));      // whitespace is not skipped
+}

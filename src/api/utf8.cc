@@ -48,59 +48,6 @@ size_t Utf8ValidPrefix(std::string_view s, bool* invalid) {
   return i;
 }
 
-std::string Base64(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += t[(v >> 6) & 63];
-    out += t[v & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-bool Base64Decode(std::string_view in, std::string* out) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  out->clear();
-  // Padding is optional; any other stray character makes it invalid.
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  if (in.size() % 4 == 1) return false;
-  out->reserve(in.size() / 4 * 3 + 2);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    const int v = val(c);
-    if (v < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return true;
-}
-
 namespace {
 // Escape sequence lengths per byte: 1 = literal, 2 = \x, 6 = \u00XX.
 struct EscapeTable {
@@ -158,7 +105,7 @@ std::string OutputEvent(const char* name, bool text, std::string_view bytes) {
     AppendJsonEscaped(&ev, bytes);
   } else {
     ev += "\ndata: {\"b64\":\"";
-    ev += Base64(bytes);
+    ev += Base64Encode(bytes);
   }
   ev += "\"}\n\n";
   return ev;

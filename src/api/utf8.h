@@ -3,19 +3,21 @@
 // split across two output chunks is held back and joined, not mangled.
 #pragma once
 
+#include "common/base64.h"
+
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace hutch::api {
 
+using hutch::Base64Decode;
+using hutch::Base64Encode;
+
 // Length of the longest prefix of `s` that is valid UTF-8 and does not end
 // inside a character. Sets *invalid when `s` contains a byte sequence that
 // can never be valid (as opposed to one merely cut short at the end).
 size_t Utf8ValidPrefix(std::string_view s, bool* invalid);
-std::string Base64(std::string_view in);
-// Strict decode (standard alphabet, padding optional); false if malformed.
-bool Base64Decode(std::string_view in, std::string* out);
 
 // Appends `s` (valid UTF-8) as the inside of a JSON string literal.
 void AppendJsonEscaped(std::string* out, std::string_view s);

@@ -50,8 +50,8 @@ asio::awaitable<void> Api::Exec(HttpContext& ctx, const std::string& id, bool st
         // JSON strings carry text only: bytes that are not UTF-8 also come
         // back exactly as base64 in stdout_b64 / stderr_b64.
         bool bad = false;
-        if (Utf8ValidPrefix(out, &bad) != out.size()) j["stdout_b64"] = Base64(out);
-        if (Utf8ValidPrefix(err, &bad) != err.size()) j["stderr_b64"] = Base64(err);
+        if (Utf8ValidPrefix(out, &bad) != out.size()) j["stdout_b64"] = Base64Encode(out);
+        if (Utf8ValidPrefix(err, &bad) != err.size()) j["stderr_b64"] = Base64Encode(err);
         j["stdout"] = std::move(out);
         j["stderr"] = std::move(err);
         j["truncated"] = truncated;

@@ -10,29 +10,13 @@
 
 #include <toml++/toml.h>
 
+#include "common/base64.h"
+
 namespace hutch::cli {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string Base64(const std::string& in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-  }
-  return out;
-}
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
@@ -83,7 +67,7 @@ std::optional<std::string> LoadTemplateSpec(const std::string& path) {
         return std::nullopt;
       }
       f.erase("src");
-      f["content_b64"] = Base64(bytes);
+      f["content_b64"] = Base64Encode(bytes);
     }
   }
   return j.dump();

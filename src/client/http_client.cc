@@ -4,6 +4,8 @@
 #include <boost/beast/http.hpp>
 #include <stdexcept>
 
+#include "common/base64.h"
+
 namespace hutch::client {
 
 namespace beast = boost::beast;
@@ -267,27 +269,8 @@ Response HttpClient::SseRequest(const std::string& method, const std::string& ta
 }
 
 std::string Base64Decode(const std::string& in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
   std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = val(c);
-    if (v < 0) continue;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
+  if (!hutch::Base64Decode(in, &out)) throw std::runtime_error("malformed base64 in a server answer");
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/base64.h"
 #include "common/sha256.h"
 
 namespace hutch {
@@ -14,30 +15,13 @@ using nlohmann::json;
 
 Error Bad(const std::string& what) { return MakeError(Code::kInvalidRequest, "template spec: " + what); }
 
-bool DecodeBase64(const std::string& in, std::string* out) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  out->clear();
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r') continue;
-    int v = val(c);
-    if (v < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return true;
+// Base64 in a spec may be wrapped over several lines (TOML multi-line strings).
+std::string WithoutLineBreaks(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  for (char c : in)
+    if (c != '\n' && c != '\r') out += c;
+  return out;
 }
 
 Result<std::string> Str(const json& j, const char* key) {
@@ -166,7 +150,7 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
       if (f.contains("content_b64")) {
         auto b = Str(f, "content_b64");
         if (!b.ok()) return b.error();
-        if (!DecodeBase64(*b, &tf.content)) return Bad("files: 'content_b64' of " + tf.dest + " is not base64");
+        if (!Base64Decode(WithoutLineBreaks(*b), &tf.content)) return Bad("files: 'content_b64' of " + tf.dest + " is not base64");
       } else {
         auto c = Str(f, "content");
         if (!c.ok()) return c.error();

@@ -225,6 +225,7 @@ asio::awaitable<Status> NetworkManager::MakeSlot(int slot) {
 }
 
 asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
+  warm_all_.erase(slot);
   const std::string gw = Ipv4ToString(SlotBase(slot) + 1);
   if (dns_) dns_->RemoveListener(asio::ip::make_address(gw));
   // Each step on its own: whatever is already gone must not keep the rest
@@ -255,6 +256,16 @@ void NetworkManager::RefillWarm() {
         spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
         break;
       }
+      if (!stopped_) {
+        NetworkPolicy all;
+        all.mode = NetMode::kAll;
+        making_.insert(*slot);  // still being made: no one else may take it
+        auto st = co_await Nft(SlotPolicyScript(names_, *slot, all, true));
+        if (alive.expired()) co_return;
+        making_.erase(*slot);
+        if (st.ok()) warm_all_.insert(*slot);
+        else spdlog::warn("net slot={} warm_policy_failed err=\"{}\"", *slot, st.error().message);
+      }
       if (stopped_) {
         co_await RemoveSlot(*slot);
         break;
@@ -277,10 +288,15 @@ asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& p
     slot = *made;
   }
   leased_[slot] = policy;
-  if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok()) {
-    leased_.erase(slot);
-    co_await RemoveSlot(slot);
-    co_return st.error().Context("apply network policy");
+  // A warm slot made ready for mode `all` needs nothing more for it; any
+  // other policy replaces those rules before the sandbox starts.
+  const bool ready = warm_all_.erase(slot) > 0 && policy.mode == NetMode::kAll;
+  if (!ready) {
+    if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok()) {
+      leased_.erase(slot);
+      co_await RemoveSlot(slot);
+      co_return st.error().Context("apply network policy");
+    }
   }
   RefillWarm();
   co_return LeaseOf(slot);

@@ -131,6 +131,9 @@ class NetworkManager {
   std::unique_ptr<DnsProxy> dns_;
   std::deque<int> warm_;
   std::set<int> making_;  // being made (warm refill in flight)
+  // Warm slots whose rules already say mode `all` (the common request, so
+  // its create skips the nft run; no process is in a warm slot).
+  std::set<int> warm_all_;
   std::set<int> foreign_;  // failed to make: someone else's (skipped)
   std::map<int, NetworkPolicy> leased_;
   bool refilling_ = false;

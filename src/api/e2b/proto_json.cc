@@ -2,6 +2,8 @@
 
 #include <ctime>
 
+#include "common/base64.h"
+
 namespace hutch::api::e2b {
 
 namespace {
@@ -45,15 +47,6 @@ Result<int64_t> Integer(const Json& v, const char* key, int64_t min, int64_t max
   return n;
 }
 
-int B64Value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+' || c == '-') return 62;
-  if (c == '/' || c == '_') return 63;
-  return -1;
-}
-
 }  // namespace
 
 Result<std::string> PjString(const Json& m, const char* key) {
@@ -88,25 +81,8 @@ Result<std::string> PjBytes(const Json& m, const char* key) {
   const Json* v = Field(m, key);
   if (!v) return std::string();
   if (!v->is_string()) return Bad(key, "base64 text");
-  const std::string& s = v->get_ref<const std::string&>();
   std::string out;
-  out.reserve(s.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t i = 0;
-  for (; i < s.size() && s[i] != '='; ++i) {
-    int d = B64Value(s[i]);
-    if (d < 0) return Bad(key, "base64 text");
-    acc = (acc << 6) | static_cast<uint32_t>(d);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  for (; i < s.size(); ++i)
-    if (s[i] != '=') return Bad(key, "base64 text");
-  if (bits >= 6) return Bad(key, "base64 text");  // a lone trailing character
+  if (!Base64Decode(v->get_ref<const std::string&>(), &out)) return Bad(key, "base64 text");
   return out;
 }
 
@@ -153,33 +129,6 @@ Result<int> PjEnum(const Json& m, const char* key, const std::vector<std::pair<c
   auto n = Integer(*v, key, INT32_MIN, INT32_MAX);
   if (!n.ok()) return n.error();
   return static_cast<int>(*n);
-}
-
-std::string PjBase64(std::string_view in) {
-  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += t[(v >> 6) & 63];
-    out += t[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
-    out += t[v >> 18];
-    out += t[(v >> 12) & 63];
-    out += t[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
 }
 
 std::string PjTimestamp(int64_t unix_seconds, int32_t nanos) {

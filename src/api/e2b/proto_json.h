@@ -6,6 +6,8 @@
 // null = default) and strict about types otherwise.
 #pragma once
 
+#include "common/base64.h"
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,7 +37,7 @@ Result<std::vector<std::string>> PjStringList(const Json& m, const char* key);
 Result<int> PjEnum(const Json& m, const char* key, const std::vector<std::pair<const char*, int>>& names);
 
 // Output helpers (defaults omitted by the caller's choice of setter).
-std::string PjBase64(std::string_view bytes);
+inline std::string PjBase64(std::string_view bytes) { return Base64Encode(bytes); }
 // int64 as proto3 JSON writes it: a decimal string.
 inline std::string PjInt64String(int64_t v) { return std::to_string(v); }
 // Seconds (and nanoseconds) since the epoch as an RFC 3339 UTC timestamp.
