@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "driver/driver.h"
 
 namespace hutch::jail {
 
@@ -33,6 +34,18 @@ struct CgroupStats {
   uint64_t pids_current = 0;
   uint64_t oom_kills = 0;     // processes the kernel OOM-killed in this cgroup
 };
+
+// The cgroup's share of a sandbox's stats (disk and network are the
+// driver's to fill in).
+inline InstanceStats ToInstanceStats(const CgroupStats& s) {
+  InstanceStats out;
+  out.cpu_usage_ns = s.cpu_usage_ns;
+  out.memory_current = s.memory_current;
+  out.memory_peak = s.memory_peak;
+  out.pids_current = s.pids_current;
+  out.oom_kills = s.oom_kills;
+  return out;
+}
 
 class Cgroup {
  public:

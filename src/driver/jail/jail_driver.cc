@@ -118,12 +118,7 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     if (!cgroup_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
     auto s = cgroup_->Stats();
     if (!s.ok()) return s.error();
-    InstanceStats out;
-    out.cpu_usage_ns = s->cpu_usage_ns;
-    out.memory_current = s->memory_current;
-    out.memory_peak = s->memory_peak;
-    out.pids_current = s->pids_current;
-    out.oom_kills = s->oom_kills;
+    InstanceStats out = ToInstanceStats(*s);
     // The writable layer is a tmpfs in the sandbox's own mount namespace;
     // statfs of an overlay reports its upper layer, and /proc/<pid>/root
     // reaches the sandbox's root from the host.

@@ -50,13 +50,15 @@ Status RemoveTree(const std::string& path) {
 
 }  // namespace
 
-asio::awaitable<void> DiskImages::WaitTurn(const std::string& key) {
+asio::awaitable<std::unique_ptr<DiskImages::Turn>> DiskImages::TakeTurn(const std::string& key) {
   asio::steady_timer t(co_await asio::this_coro::executor);
   while (building_.count(key)) {
     t.expires_after(std::chrono::milliseconds(50));
     boost::system::error_code ec;
     co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+  building_.insert(key);
+  co_return std::unique_ptr<Turn>(new Turn{&building_, key});
 }
 
 int DiskImages::RemoveLeftovers() {
@@ -93,14 +95,8 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
   }
   const std::string key = Sha256Hex(stamp).substr(0, 16);
   const std::string img = dir_ + "/rootfs-" + key + ".img";
-  co_await WaitTurn(img);
+  auto turn = co_await TakeTurn(img);
   if (access(img.c_str(), F_OK) == 0) co_return img;
-  building_.insert(img);
-  struct Done {
-    std::set<std::string>* s;
-    std::string k;
-    ~Done() { s->erase(k); }
-  } done{&building_, img};
 
   // The tree to copy: the template's root itself, or the kernel's merge of
   // the stack (whiteouts applied) for as long as the copy runs.
@@ -154,14 +150,8 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
 
 asio::awaitable<Result<std::string>> DiskImages::BlankDisk(int64_t disk_mb) {
   const std::string img = dir_ + "/disk-" + std::to_string(disk_mb) + "M.img";
-  co_await WaitTurn(img);
+  auto turn = co_await TakeTurn(img);
   if (access(img.c_str(), F_OK) == 0) co_return img;
-  building_.insert(img);
-  struct Done {
-    std::set<std::string>* s;
-    std::string k;
-    ~Done() { s->erase(k); }
-  } done{&building_, img};
   const std::string tmp = img + ".tmp";
   // No journal: a sandbox's disk dies with the sandbox; lazy init keeps the
   // sparse image small.

@@ -17,6 +17,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,7 +50,13 @@ class DiskImages {
 
  private:
   // Serializes builds of one image: a second create waits for the first.
-  asio::awaitable<void> WaitTurn(const std::string& key);
+  // The turn lasts as long as the returned token.
+  struct Turn {
+    std::set<std::string>* building;
+    std::string key;
+    ~Turn() { building->erase(key); }
+  };
+  asio::awaitable<std::unique_ptr<Turn>> TakeTurn(const std::string& key);
   std::string dir_;
   uint32_t uid_base_;
   std::set<std::string> building_;

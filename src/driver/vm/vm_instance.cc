@@ -88,12 +88,7 @@ Result<InstanceStats> VmInstance::Stats() {
   // QEMU's own cgroup: CPU time of the vCPU and I/O threads, host memory
   // the VM holds (guest RAM it touched + QEMU). Guest-internal figures
   // would need a round trip to the agent.
-  InstanceStats out;
-  out.cpu_usage_ns = s->cpu_usage_ns;
-  out.memory_current = s->memory_current;
-  out.memory_peak = s->memory_peak;
-  out.pids_current = s->pids_current;
-  out.oom_kills = s->oom_kills;
+  InstanceStats out = jail::ToInstanceStats(*s);
   // The sandbox's writes are the qcow2 overlay's allocated clusters.
   struct stat st;
   if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
