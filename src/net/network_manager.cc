@@ -15,6 +15,7 @@
 #include "common/subprocess.h"
 #include "net/dns_policy.h"
 #include "net/dns_proxy.h"
+#include "net/sandbox_link.h"
 
 namespace hutch::net {
 
@@ -204,24 +205,82 @@ asio::awaitable<Status> NetworkManager::IpBatch(const std::string& netns, const 
   co_return co_await RunToolWithInput(argv, &script, kToolTimeout);
 }
 
-asio::awaitable<Status> NetworkManager::MakeSlot(int slot) {
+std::string NetworkManager::HostSideScript(int slot) const {
   const std::string ns = NetnsName(slot), ifname = names_.host_if(slot);
-  const std::string gw = Ipv4ToString(SlotBase(slot) + 1), sb = Ipv4ToString(SlotBase(slot) + 2);
-  std::string host = "netns add " + ns + "\n" + "link add " + ifname + " type veth peer name eth0 netns " + ns +
-                     "\n" + "addr add " + gw + "/30 dev " + ifname + "\n" + "link set " + ifname + " up\n";
-  std::string inside = "link set lo up\naddr add " + sb + "/30 dev eth0\nlink set eth0 up\nroute add default via " +
-                       gw + "\n";
-  auto st = co_await IpBatch("", host);
-  if (st.ok()) st = co_await IpBatch(ns, inside);
-  if (st.ok() && dns_) {
+  const std::string gw = Ipv4ToString(SlotBase(slot) + 1);
+  return "netns add " + ns + "\n" + "link add " + ifname + " type veth peer name eth0 netns " + ns + "\n" +
+         "addr add " + gw + "/30 dev " + ifname + "\n" + "link set " + ifname + " up\n";
+}
+
+Status NetworkManager::FinishSlot(int slot) {
+  SandboxLinkConfig c;
+  c.netns_path = opts_.netns_dir + "/" + NetnsName(slot);
+  c.address = SlotBase(slot) + 2;
+  c.gateway = SlotBase(slot) + 1;
+  if (auto st = ConfigureSandboxLink(c); !st.ok()) return st;
+  if (dns_) {
+    const std::string gw = Ipv4ToString(c.gateway);
     auto port = dns_->AddListener(asio::ip::make_address(gw), opts_.dns_port);
-    if (!port.ok()) st = port.error().Context("DNS listener on " + gw);
+    if (!port.ok()) return port.error().Context("DNS listener on " + gw);
   }
+  return Status{};
+}
+
+asio::awaitable<Status> NetworkManager::MakeSlot(int slot) {
+  auto st = co_await IpBatch("", HostSideScript(slot));
+  if (st.ok()) st = FinishSlot(slot);
   if (!st.ok()) {
     co_await RemoveSlot(slot);
     co_return st.error().Context("prepare network slot " + std::to_string(slot));
   }
   co_return Status{};
+}
+
+asio::awaitable<std::vector<int>> NetworkManager::MakeWarmBatch(int count) {
+  // One ip process for every slot's host side and one nft transaction for
+  // all their mode-`all` rules: each tool run costs ≈ 10–25 ms of process
+  // start and netlink cache here, whatever it does, so a burst of creates
+  // drains the pool slower than one-slot-per-run refills it.
+  std::vector<int> batch;
+  for (int i = 0; i < count; ++i) {
+    auto s = FreeSlot();
+    if (!s) break;
+    making_.insert(*s);
+    batch.push_back(*s);
+  }
+  std::vector<int> made;
+  if (batch.empty()) co_return made;
+  std::string host;
+  for (int s : batch) host += HostSideScript(s);
+  auto st = co_await IpBatch("", host);
+  if (!st.ok()) {
+    // Some slot's names or addresses were taken (another server sharing
+    // the pool?): undo all, and let the one-at-a-time path find out which.
+    spdlog::warn("net warm_batch_failed slots={} err=\"{}\"", batch.size(), st.error().message);
+    for (int s : batch) co_await RemoveSlot(s);
+    for (int s : batch) making_.erase(s);
+    co_return made;
+  }
+  for (int s : batch) {
+    if (auto f = FinishSlot(s); !f.ok()) {
+      spdlog::warn("net slot={} unusable, trying another err=\"{}\"", s, f.error().message);
+      co_await RemoveSlot(s);
+      making_.erase(s);
+      foreign_.insert(s);
+      continue;
+    }
+    made.push_back(s);
+  }
+  if (!made.empty()) {
+    NetworkPolicy all;
+    all.mode = NetMode::kAll;
+    std::string rules;
+    for (int s : made) rules += SlotPolicyScript(names_, s, all, true);
+    if (auto r = co_await Nft(rules); r.ok()) warm_all_.insert(made.begin(), made.end());
+    else spdlog::warn("net warm_policy_failed slots={} err=\"{}\"", made.size(), r.error().message);
+  }
+  for (int s : made) making_.erase(s);
+  co_return made;
 }
 
 asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
@@ -235,42 +294,46 @@ asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
   if (!st.ok()) {
     for (const auto& c : SlotRemoveCommands(names_, slot)) (void)co_await Nft(c + "\n");
   }
-  std::vector<std::string> link = {ip_bin_, "link", "del", names_.host_if(slot)};
-  if (fs::exists("/sys/class/net/" + names_.host_if(slot))) (void)co_await RunTool(link, kToolTimeout);
-  std::vector<std::string> del = {ip_bin_, "netns", "del", NetnsName(slot)};
-  if (fs::exists(opts_.netns_dir + "/" + NetnsName(slot))) {
-    if (auto d = co_await RunTool(del, kToolTimeout); !d.ok())
-      spdlog::error("net slot={} netns_del_failed err=\"{}\"", slot, d.error().message);
+  // The veth and the namespace in one ip run (-force: a missing one does
+  // not stop the other).
+  std::string ip;
+  if (fs::exists("/sys/class/net/" + names_.host_if(slot))) ip += "link del " + names_.host_if(slot) + "\n";
+  if (fs::exists(opts_.netns_dir + "/" + NetnsName(slot))) ip += "netns del " + NetnsName(slot) + "\n";
+  if (!ip.empty()) {
+    std::vector<std::string> argv = {ip_bin_, "-force", "-batch", "-"};
+    if (auto d = co_await RunToolWithInput(argv, &ip, kToolTimeout); !d.ok())
+      spdlog::error("net slot={} remove_failed err=\"{}\"", slot, d.error().message);
   }
 }
 
 void NetworkManager::RefillWarm() {
   if (refilling_ || stopped_) return;
+  // Refilled in batches: only once the pool is down to half, then back to
+  // full, so each tool run serves several slots (see MakeWarmBatch).
+  if (static_cast<int>(warm_.size() + making_.size()) > opts_.warm / 2 && !warm_.empty()) return;
   refilling_ = true;
   std::weak_ptr<bool> alive = alive_;
   asio::co_spawn(io_, [this, alive]() -> asio::awaitable<void> {
-    while (!alive.expired() && !stopped_ && static_cast<int>(warm_.size() + making_.size()) < opts_.warm) {
-      auto slot = co_await MakeAnySlot();
+    while (!alive.expired() && !stopped_) {
+      const int need = opts_.warm - static_cast<int>(warm_.size() + making_.size());
+      if (need <= 0) break;
+      std::vector<int> made = co_await MakeWarmBatch(need);
       if (alive.expired()) co_return;
-      if (!slot.ok()) {
-        spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
-        break;
-      }
-      if (!stopped_) {
-        NetworkPolicy all;
-        all.mode = NetMode::kAll;
-        making_.insert(*slot);  // still being made: no one else may take it
-        auto st = co_await Nft(SlotPolicyScript(names_, *slot, all, true));
+      if (made.empty()) {
+        // The batch failed as a whole: one slot at a time, skipping the
+        // ones that are not ours to take.
+        auto slot = co_await MakeAnySlot();
         if (alive.expired()) co_return;
-        making_.erase(*slot);
-        if (st.ok()) warm_all_.insert(*slot);
-        else spdlog::warn("net slot={} warm_policy_failed err=\"{}\"", *slot, st.error().message);
+        if (!slot.ok()) {
+          spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
+          break;
+        }
+        made.push_back(*slot);
       }
-      if (stopped_) {
-        co_await RemoveSlot(*slot);
-        break;
+      for (int s : made) {
+        if (stopped_) co_await RemoveSlot(s);
+        else warm_.push_back(s);
       }
-      warm_.push_back(*slot);
     }
     if (!alive.expired()) refilling_ = false;
   }, asio::detached);

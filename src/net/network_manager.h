@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "net/net_policy.h"
@@ -47,7 +48,7 @@ struct NetworkOptions {
   // Where allowed names are resolved; unset: the first IPv4 nameserver of
   // the host's /etc/resolv.conf.
   std::optional<asio::ip::udp::endpoint> dns_upstream;
-  int warm = 2;
+  int warm = 8;  // refilled in batches once down to half
   std::string netns_dir = "/run/netns";
   uint16_t dns_port = 53;
 };
@@ -118,6 +119,13 @@ class NetworkManager {
   // the same moment fails on its DNS listener and is skipped).
   asio::awaitable<Result<int>> MakeAnySlot();
   asio::awaitable<Status> MakeSlot(int slot);
+  // Up to `count` warm slots made together, their rules already mode
+  // `all`; empty when the batch failed as a whole.
+  asio::awaitable<std::vector<int>> MakeWarmBatch(int count);
+  // The `ip -batch` lines for a slot's namespace and host end.
+  std::string HostSideScript(int slot) const;
+  // The sandbox end (rtnetlink) and the DNS listener, after the host side.
+  Status FinishSlot(int slot);
   asio::awaitable<void> RemoveSlot(int slot);
   asio::awaitable<Status> Nft(const std::string& script);
   asio::awaitable<Status> IpBatch(const std::string& netns, const std::string& script);

@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
   std::string net_pool = "10.201.0.0/16", dns_upstream;
-  int net_warm = 2;
+  int net_warm = 8;
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest", vm_accel = "auto", vm_user,
               vm_init_path;
   bool no_network = false;

@@ -11,6 +11,7 @@
 
 #include "api/e2b/connect_stream.h"
 #include "api/e2b/e2b_api.h"
+#include "api/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::e2b {
@@ -69,13 +70,7 @@ asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out, std::unique_p
                              const EnvdCall& call, bool deadline) {
   std::shared_ptr<ProcessFollower> f = std::move(attached);
   std::weak_ptr<ProcessFollower> weak = f;
-  ctx.WatchClose([weak] {
-    if (auto p = weak.lock()) p->Interrupt();
-  });
-  struct StopWatch {
-    HttpContext& ctx;
-    ~StopWatch() { ctx.StopWatchingClose(); }
-  } stop{ctx};
+  CloseInterrupts interrupt_on_close(ctx, weak);
   const auto start_at = std::chrono::steady_clock::now();
   Json start = Event("start", Json{{"pid", pid}});
   if (!(co_await out.Send(start)).ok()) co_return;
@@ -212,16 +207,10 @@ asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call, std::ve
   struct Unregister {
     std::map<std::string, std::weak_ptr<PtySession>>& m;
     std::string key;
-    HttpContext& ctx;
-    ~Unregister() {
-      m.erase(key);
-      ctx.StopWatchingClose();
-    }
-  } unregister{ptys_, key, ctx};
+    ~Unregister() { m.erase(key); }
+  } unregister{ptys_, key};
   std::weak_ptr<PtySession> weak = s;
-  ctx.WatchClose([weak] {
-    if (auto p = weak.lock()) p->Interrupt();
-  });
+  CloseInterrupts interrupt_on_close(ctx, weak);
   // The call's deadline ends the terminal (envd's Connect-Timeout-Ms).
   auto ex = co_await asio::this_coro::executor;
   auto timer = std::make_shared<asio::steady_timer>(ex);

@@ -9,6 +9,7 @@
 #include "api/json_fields.h"
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
+#include "api/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::opensandbox {
@@ -83,13 +84,7 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
   if (!attached.ok()) co_return co_await SendError(ctx, attached.error());
   std::shared_ptr<ProcessFollower> f = std::move(*attached);
   std::weak_ptr<ProcessFollower> weak = f;
-  ctx.WatchClose([weak] {
-    if (auto p = weak.lock()) p->Interrupt();
-  });
-  struct StopWatch {
-    HttpContext& ctx;
-    ~StopWatch() { ctx.StopWatchingClose(); }
-  } stop{ctx};
+  CloseInterrupts interrupt_on_close(ctx, weak);
   const auto t0 = std::chrono::steady_clock::now();
   const Json init = InitEvent(id);
   if (!(co_await out.Begin()).ok()) co_return;

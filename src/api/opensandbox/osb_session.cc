@@ -10,6 +10,7 @@
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/opensandbox/session_protocol.h"
+#include "api/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::opensandbox {
@@ -97,13 +98,7 @@ asio::awaitable<void> OpenSandboxApi::RunInSession(HttpContext& ctx, std::shared
   if (!wrote.ok()) co_return co_await SendError(ctx, wrote.error());
 
   std::weak_ptr<ProcessFollower> weak = f;
-  ctx.WatchClose([weak] {
-    if (auto p = weak.lock()) p->Interrupt();
-  });
-  struct StopWatch {
-    HttpContext& ctx;
-    ~StopWatch() { ctx.StopWatchingClose(); }
-  } stop{ctx};
+  CloseInterrupts interrupt_on_close(ctx, weak);
   CommandStream out(ctx);
   const auto t0 = std::chrono::steady_clock::now();
   const auto deadline = t0 + std::chrono::milliseconds(timeout_ms->value_or(0));
