@@ -268,7 +268,10 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::CreateCold(const In
   plan.qemu = BaseConfig(spec);
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
-  if (auto st = co_await WaitAgent(**inst, started + opts_.boot_timeout); !st.ok()) co_return st.error();
+  if (auto st = co_await WaitAgent(**inst, started + opts_.boot_timeout); !st.ok()) {
+    co_await (*inst)->Destroy();  // its watch holds it: the destructor would not run yet
+    co_return st.error();
+  }
   (*inst)->set_boot("cold");
   spdlog::info("sandbox={} vm_booted ms={}", spec.id,
                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());

@@ -128,13 +128,17 @@ asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec, co
   auto inst = co_await Launch(base, std::move(plan));
   if (!inst.ok()) co_return inst.error().Context("boot snapshot: base vm");
   VmInstance& vm = **inst;
-  if (auto st = co_await WaitAgent(vm, started + opts_.boot_timeout); !st.ok())
+  if (auto st = co_await WaitAgent(vm, started + opts_.boot_timeout); !st.ok()) {
+    co_await vm.Destroy();
     co_return st.error().Context("boot snapshot: base vm");
+  }
   const int64_t boot_ms = MsSince(started);
   // Devices only: the RAM is in the shared file already.
   const std::string state = build.path + "/" + kStateFile;
-  if (auto st = co_await SaveState(vm.qmp_path(), state, true, std::chrono::minutes(1)); !st.ok())
+  if (auto st = co_await SaveState(vm.qmp_path(), state, true, std::chrono::minutes(1)); !st.ok()) {
+    co_await vm.Destroy();
     co_return st.error().Context("boot snapshot");
+  }
   // The stream is written and QEMU flushed the disk: end it, take the RAM
   // file (a shared mapping: its pages are the file's) and the disk out.
   co_await vm.KillQemu();
@@ -175,7 +179,10 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Restore(const Insta
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
   state.reset();
-  if (auto st = co_await Awaken(**inst, spec, true, started + opts_.boot_timeout); !st.ok()) co_return st.error();
+  if (auto st = co_await Awaken(**inst, spec, true, started + opts_.boot_timeout); !st.ok()) {
+    co_await (*inst)->Destroy();  // its watch holds it: the destructor would not run yet
+    co_return st.error();
+  }
   (*inst)->set_boot("restore");
   spdlog::info("sandbox={} vm_restored ms={}", spec.id, MsSince(started));
   co_return std::shared_ptr<Instance>(*inst);
@@ -199,7 +206,10 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::RestoreFork(const I
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
   state.reset();
-  if (auto st = co_await Awaken(**inst, spec, false, started + opts_.boot_timeout); !st.ok()) co_return st.error();
+  if (auto st = co_await Awaken(**inst, spec, false, started + opts_.boot_timeout); !st.ok()) {
+    co_await (*inst)->Destroy();
+    co_return st.error();
+  }
   (*inst)->set_boot("fork");
   spdlog::info("sandbox={} vm_fork_restored ms={}", spec.id, MsSince(started));
   co_return std::shared_ptr<Instance>(*inst);
@@ -219,19 +229,26 @@ asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& s
     co_return st.error().Context("vm " + spec.id + inst.Diagnostics());
   // The saved guest still holds the connection of the host it was saved
   // under. QEMU tells it that host is gone once it runs (virtio-serial's
-  // post-load check); a host that connects before that check ran is
-  // taken for the old one and gets no hello. So: connect, and if no hello
-  // comes, hang up (the guest then sees the port close, reopens it and
-  // greets the next connection) and try again, waiting longer each time.
+  // post-load check); a host that connects before that check ran is taken
+  // for the old one and gets no hello. So: connect, and if no hello comes,
+  // hang up and let the guest see the port closed (it then reopens it and
+  // greets the next connection) before trying again. Reconnecting at once
+  // would flip the port closed and open again before the guest looked.
   const std::string sock = inst.dir() + "/" + kAgentSocket;
   Result<std::shared_ptr<AgentConnection>> conn = MakeError(Code::kUnavailable, "no agent");
-  std::chrono::milliseconds wait(1000);
+  // The guest must run a moment with the port closed: give it that before
+  // the first try (measured: connecting right after `cont` loses).
+  std::chrono::milliseconds wait(1000), gap(300);
+  co_await Nap(std::chrono::milliseconds(150));
   while (Clock::now() < deadline) {
     if (inst.exited()) co_return MakeError(Code::kUnavailable, "vm exited after restore:" + inst.Diagnostics());
     const auto attempt = std::min(wait, left());
     conn = co_await AgentConnection::Connect(sock, attempt);
     if (conn.ok()) break;
+    spdlog::info("sandbox={} vm_agent_reconnect err=\"{}\"", spec.id, conn.error().message);
+    co_await Nap(gap);
     wait *= 2;
+    gap *= 2;
   }
   if (!conn.ok()) co_return conn.error().Context("vm agent after restore" + inst.Diagnostics());
   inst.SetAgent(conn.value());
