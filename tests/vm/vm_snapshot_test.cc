@@ -41,9 +41,10 @@ std::string SnapshotDir(const TestServer& s) {
   return "";
 }
 
-std::string Boot(TestServer& s, const std::string& id) {
+// A field of GET /v1/sandboxes/{id} ("boot" unless told).
+std::string Boot(TestServer& s, const std::string& id, const std::string& field = "boot") {
   auto r = s.Client().Request("GET", "/v1/sandboxes/" + id);
-  return r.status == 200 ? r.json().value("boot", std::string()) : "http " + std::to_string(r.status);
+  return r.status == 200 ? r.json().value(field, std::string()) : "http " + std::to_string(r.status);
 }
 
 }  // namespace
@@ -174,4 +175,40 @@ TEST(VmSnapshot, ForkCarriesFilesAndProcessesThenDiverges) {
     EXPECT_TRUE(QemuGone(q)) << id;
   }
   EXPECT_EQ(s.Stop(), 0);
+}
+
+// Restored VMs (boot snapshots) and fork children outlive a hutchd killed
+// with SIGKILL like booted ones: the restart adopts them, and nothing of
+// them is an orphan once they are deleted.
+TEST(VmSnapshot, Kill9WithRestoredAndForkedVmsLeavesNoOrphanQemu) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  const std::string a = CreateVm(s).value("id", ""), b = CreateVm(s).value("id", "");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  auto rb = s.Client().Request("GET", "/v1/sandboxes/" + b);
+  EXPECT_EQ(rb.json().value("boot", ""), "restore") << rb.body;
+  EXPECT_EQ(s.Exec(a, "echo kept > /tmp/k")["exit_code"], 0);
+  auto f = s.Client().Json("POST", "/v1/sandboxes/" + a + "/fork", {{"count", 1}});
+  ASSERT_EQ(f.status, 201) << f.body;
+  const json fj = f.json();
+  const std::string k = fj["sandboxes"][0]["id"];
+  const pid_t qa = QemuPid(s, a), qb = QemuPid(s, b), qk = QemuPid(s, k);
+
+  s.Kill9();
+  EXPECT_TRUE(IsQemu(qa) && IsQemu(qb) && IsQemu(qk)) << "VMs must outlive hutchd";
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  for (const auto& id : {a, b, k}) EXPECT_EQ(Boot(s, id, "status"), "running") << id;
+  EXPECT_EQ(s.Exec(k, "cat /tmp/k; hostname")["stdout"], "kept\n" + k + "\n");
+  EXPECT_EQ(s.Exec(b, "hostname")["stdout"], b + "\n");
+
+  // Killed again, restarted with a delete in between: only the kept ones run.
+  EXPECT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + b).status, 204);
+  EXPECT_TRUE(QemuGone(qb));
+  EXPECT_EQ(s.Stop(), 0);
+  for (pid_t q : {qa, qk}) EXPECT_TRUE(QemuGone(q)) << q;
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(s.state_dir() + "/state/vm/sandboxes", ec));
+  EXPECT_TRUE(fs::is_empty(s.state_dir() + "/state/vm/forks", ec));
 }
