@@ -77,8 +77,9 @@ TEST(VmSnapshot, RestoredSandboxesAreTheirOwnMachines) {
   const std::string rb = Out(s.Exec(idb, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
   EXPECT_EQ(ra.size(), 64u) << ra;
   EXPECT_NE(ra, rb) << "two restored guests read the same random bytes";
-  // boot_id is fixed by the kernel once read; restored copies may share
-  // it (documented in docs/vm-driver.md). Only shown here.
+  // boot_id is made at its first read, then fixed: nothing reads it before
+  // the save, so restored copies differ, but it is no re-identify duty
+  // (docs/vm-driver.md). Only shown here.
   std::cerr << "boot_id a=" << Out(s.Exec(ida, "cat /proc/sys/kernel/random/boot_id"))
             << " b=" << Out(s.Exec(idb, "cat /proc/sys/kernel/random/boot_id"));
 
