@@ -266,6 +266,15 @@ class AgentTest : public ::testing::Test {
 
 // --- Exec -----------------------------------------------------------------
 
+// kIdentify is for a restored vm guest (it sets the hostname and the
+// clock): here only its validation runs, which fails before any change.
+TEST_F(AgentTest, IdentifyRejectsBadEntropyBeforeChangingAnything) {
+  client_.SendJson(Type::kIdentify, 5, {{"hostname", "sb_x"}, {"realtime_ns", 1}, {"entropy", "zz"}});
+  auto r = Collect(client_, 5);
+  ASSERT_TRUE(r.error) << "no kError";
+  EXPECT_EQ((*r.error)["code"], "invalid_request") << r.error->dump();
+}
+
 TEST_F(AgentTest, EchoExitCode) {
   auto r = Exec({{"argv", {"echo", "hi"}}});
   ASSERT_TRUE(r.done);

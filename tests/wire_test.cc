@@ -86,7 +86,8 @@ TEST(FrameProcStdin, RejectsShortPayloadAndUnknownFlags) {
 
 TEST(FrameReader, AcceptsEveryProcessAndPtyType) {
   for (Type t : {Type::kProcStart, Type::kProcList, Type::kProcStatus, Type::kProcAttach, Type::kProcStdin,
-                 Type::kProcSignal, Type::kPtyStart, Type::kPtyResize, Type::kProcResult, Type::kProcDropped}) {
+                 Type::kProcSignal, Type::kPtyStart, Type::kPtyResize, Type::kProcResult, Type::kProcDropped,
+                 Type::kIdentify, Type::kIdentifyResult}) {
     std::string b = Encode(t, 3, "{}");
     FrameReader r;
     ASSERT_TRUE(r.Feed(b.data(), b.size()).ok()) << static_cast<int>(t);

@@ -133,7 +133,7 @@ uint64_t Agent::AddConnection(UniqueFd fd) {
   // "features" lets a newer hutchd that adopted this sandbox know which
   // requests this agent understands (unknown frame types drop a connection).
   SendJson(ref, Type::kHello, 0,
-           {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty"}}});
+           {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty", "identify"}}});
   return ref.id;
 }
 
@@ -185,6 +185,7 @@ bool IsRequest(Type t) {
     case Type::kProcStdin:
     case Type::kProcSignal:
     case Type::kPtyStart:
+    case Type::kIdentify:
       return true;
     default:
       return false;
@@ -204,6 +205,8 @@ void Agent::OnFrame(Connection& c, wire::Frame& f) {
       StartFs(c, f);
     else if (f.type == Type::kPtyStart)
       StartPty(c, f);
+    else if (f.type == Type::kIdentify)
+      Identify(c, f);
     else
       OnProcRequest(c, f);
     return;

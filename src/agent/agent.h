@@ -4,7 +4,8 @@
 //
 // The implementation is split by concept: agent.cc (loop, connections,
 // framing), exec.cc (processes), procs.cc (the background process table),
-// pty.cc (terminals), fs.cc (file operations).
+// pty.cc (terminals), fs.cc (file operations), identify.cc (a restored
+// vm guest's hostname, clock and randomness).
 #pragma once
 
 #include <sys/types.h>
@@ -229,6 +230,9 @@ class Agent {
   // whatever of it is left a moment later.
   void HangupSession(pid_t sid);
   void RunHangups(Clock::time_point now);
+
+  // identify.cc: a restored or forked vm guest takes its own identity.
+  void Identify(Connection& c, const wire::Frame& f);
 
   // fs.cc
   void StartFs(Connection& c, const wire::Frame& f);

@@ -30,7 +30,10 @@ asio::awaitable<void> Api::ForkSandbox(HttpContext& ctx, const std::string& id) 
   if (!kids.ok()) co_return co_await ctx.SendError(kids.error());
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : *kids) list.push_back(r.ToJson());
-  nlohmann::json out = {{"sandboxes", list}, {"memory", false}};
+  // vm children continue the running machine (memory and processes); jail
+  // children start from a file snapshot.
+  const bool memory = !kids->empty() && kids->front().boot == "fork";
+  nlohmann::json out = {{"sandboxes", list}, {"memory", memory}};
   co_await ctx.SendJson(201, out);
 }
 

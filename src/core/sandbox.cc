@@ -43,6 +43,7 @@ nlohmann::json SandboxRecord::ToJson() const {
   if (auto_pause_seconds > 0) j["auto_pause_seconds"] = auto_pause_seconds;
   j["network"] = network.ToJson();
   if (status == SandboxStatus::kPaused) j["paused_by"] = auto_paused ? "idle" : "api";
+  if (!boot.empty()) j["boot"] = boot;
   return j;
 }
 
@@ -71,6 +72,7 @@ std::string SandboxRecord::ToStoreJson() const {
       {"auto_paused", auto_paused},
       {"network", network.ToJson()},
       {"net_slot", net_slot},
+      {"boot", boot},
   };
   // Metadata and env values are client strings that may hold invalid UTF-8
   // only if the API let them in; replace rather than throw if so.
@@ -105,6 +107,7 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     r.auto_paused = j.value("auto_paused", false);
     if (auto n = j.find("network"); n != j.end() && !net::PolicyFromStoreJson(*n, &r.network)) return false;
     r.net_slot = j.value("net_slot", -1);
+    r.boot = j.value("boot", "");
     *out = std::move(r);
     return true;
   } catch (const nlohmann::json::exception&) {

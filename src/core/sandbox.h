@@ -51,6 +51,9 @@ struct SandboxRecord {
   bool auto_paused = false;  // paused by the idle policy, not by the API
   net::NetworkPolicy network;  // mode none: loopback only
   int net_slot = -1;           // its subnet in the network pool (-1: none)
+  // How its instance came up ("cold", "restore", "fork"; "" for drivers
+  // with one way), shown as "boot".
+  std::string boot;
 
   // The API's view (no env, no owner).
   nlohmann::json ToJson() const;

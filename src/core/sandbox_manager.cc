@@ -249,6 +249,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   spec.memory_mb = mem;
   spec.disk_mb = disk;
   spec.pids_max = opts_.pids_max;
+  spec.machine = o.machine;
   ++starting_;
   if (r.network.mode != net::NetMode::kNone) {
     auto lease = co_await net_->Acquire(r.network);
@@ -277,7 +278,12 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   }
   sb->instance = inst.value();
   r.status = SandboxStatus::kRunning;
-  if (auto st = co_await StartTemplateProcess(sb, *tpl); !st.ok()) {
+  r.boot = sb->instance->boot();
+  // A fork child of a running machine has its source's processes already.
+  const bool continued = o.machine != nullptr;
+  Status started;
+  if (!continued) started = co_await StartTemplateProcess(sb, *tpl);
+  if (const Status& st = started; !st.ok()) {
     r.status = SandboxStatus::kStopped;
     sandboxes_.erase(r.id);
     if (auto i = std::move(sb->instance)) co_await i->Destroy();
@@ -706,8 +712,17 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(parent->rec.status));
   if (static_cast<int>(running_count()) + starting_ + count > opts_.max_sandboxes)
     co_return MakeError(Code::kCapacityExhausted, "host has no room for " + std::to_string(count) + " more sandboxes");
-  auto snap = co_await TakeSnapshot(*parent, true);
-  if (!snap.ok()) co_return snap.error().Context("fork");
+  // A driver that can copy the whole running machine (vm) forks it with
+  // its memory and processes; otherwise the children start from a file
+  // snapshot of the parent's writable layer.
+  auto source = parent->instance;  // alive across the capture even if deleted meanwhile
+  auto machine = co_await source->CaptureMachine();
+  if (!machine.ok() && machine.error().code != Code::kNotSupported) co_return machine.error().Context("fork");
+  Result<SnapshotRecord> snap = MakeError(Code::kNotSupported, "no snapshot");
+  if (!machine.ok()) {
+    snap = co_await TakeSnapshot(*parent, true);
+    if (!snap.ok()) co_return snap.error().Context("fork");
+  }
   std::vector<SandboxRecord> out;
   auto remaining = std::chrono::duration_cast<std::chrono::seconds>(parent->rec.expires_at -
                                                                     std::chrono::system_clock::now());
@@ -724,8 +739,14 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const s
     o.owner_key = owner_key;
     o.metadata["hutch.fork_of"] = id;
     o.auto_pause_seconds = parent->rec.auto_pause_seconds;
-    o.layers = snap->layers;  // the internal snapshot, not nameable by the API
-    o.rootfs = snap->rootfs;
+    if (machine.ok()) {
+      o.machine = machine.value();
+      o.layers = parent->rec.layers;  // the same disks as the source
+      o.rootfs = parent->rec.rootfs;
+    } else {
+      o.layers = snap->layers;  // the internal snapshot, not nameable by the API
+      o.rootfs = snap->rootfs;
+    }
     o.volumes = parent->rec.volumes;  // shared, as named volumes are
     o.network = parent->rec.network;  // each child gets its own subnet
     auto rec = co_await Create(std::move(o));

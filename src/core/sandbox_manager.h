@@ -66,6 +66,9 @@ struct CreateOptions {
   std::vector<VolumeMountRequest> volumes;
   int64_t auto_pause_seconds = 0;
   net::NetworkPolicy network;
+  // A fork child of a running machine (vm driver): restored from this
+  // instead of booted; the template's start command is not run again.
+  std::shared_ptr<MachineImage> machine;
 };
 
 struct ListFilter {

@@ -17,7 +17,7 @@ constexpr size_t kCreditBatch = 64 * 1024;  // grant credit in batches
 
 bool IsFinal(wire::Type t) {
   return t == wire::Type::kExit || t == wire::Type::kError || t == wire::Type::kFsResult ||
-         t == wire::Type::kProcResult;
+         t == wire::Type::kProcResult || t == wire::Type::kIdentifyResult;
 }
 }  // namespace
 

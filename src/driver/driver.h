@@ -22,6 +22,15 @@ struct InstanceMount {
   bool read_only = false;
 };
 
+// A running instance's whole machine state (memory, devices, disk),
+// captured once for a fork; each child restored from it continues where the
+// source was, processes included. Drivers that fork by file layers (jail)
+// have none. Dropping the last reference removes what it holds.
+class MachineImage {
+ public:
+  virtual ~MachineImage() = default;
+};
+
 struct InstanceSpec {
   std::string id;            // sandbox id, e.g. sb_0123...
   std::string rootfs;        // template root filesystem (read-only)
@@ -37,6 +46,9 @@ struct InstanceSpec {
   std::string netns_path;
   // /etc/resolv.conf inside, when the sandbox has a network.
   std::string resolv_conf;
+  // A fork child of a running instance: continue this machine instead of
+  // booting (same driver, same cpus and memory as its source).
+  std::shared_ptr<MachineImage> machine;
 };
 
 struct InstanceStats {
@@ -77,6 +89,15 @@ class Instance {
   // What the driver needs to find this instance again after hutchd
   // restarts (JSON text, stored with the sandbox's record).
   virtual std::string AdoptionFacts() const = 0;
+  // How it came up: "cold" (booted), "restore" (from a boot snapshot),
+  // "fork" (a running machine's copy); "" where the driver has one way.
+  virtual std::string boot() const { return ""; }
+  // The whole machine for a fork (see MachineImage); kNotSupported where
+  // forks go through CaptureLayer. A running source keeps running after,
+  // a paused one stays paused.
+  virtual asio::awaitable<Result<std::shared_ptr<MachineImage>>> CaptureMachine() {
+    co_return MakeError(Code::kNotSupported, "this driver forks by file layers");
+  }
   // Called once if the sandbox dies on its own (agent exit, connection loss).
   std::function<void(const std::string& reason)> on_lost;
 };

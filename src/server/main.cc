@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest", vm_accel = "auto", vm_user,
               vm_init_path;
   bool no_network = false;
+  bool no_vm_snapshots = false;
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
@@ -173,6 +174,8 @@ int main(int argc, char** argv) {
   app.add_option("--vm-accel", vm_accel, "auto (KVM only where stock guest kernels run), tcg or kvm")
       ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
       ->capture_default_str();
+  app.add_flag("--no-vm-snapshots", no_vm_snapshots,
+               "Cold-boot every vm sandbox (default: boot once per template and size, restore the rest)");
   app.add_option("--vm-user", vm_user, "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
   app.add_option("--vm-init", vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
   app.add_option("--template-builder", builder, "Script that builds the base template");
@@ -328,6 +331,7 @@ int main(int argc, char** argv) {
     vo.accel = vm_accel;
     vo.user = vm_user;
     vo.uid_base = uid_base;
+    vo.boot_snapshots = !no_vm_snapshots;
     auto v = vm::VmDriver::Make(vo);
     if (v.ok()) {
       vm_driver = std::move(v).value();

@@ -18,6 +18,8 @@ uint32_t GetU32(const char* p) {
 bool IsKnownType(uint8_t t) {
   switch (static_cast<Type>(t)) {
     case Type::kHello:
+    case Type::kIdentify:
+    case Type::kIdentifyResult:
     case Type::kExecStart:
     case Type::kStdin:
     case Type::kStdinClose:

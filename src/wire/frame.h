@@ -54,6 +54,9 @@ enum class Type : uint8_t {
   // Terminals (docs/wire.md "PTY").
   kPtyStart = 25,   // JSON PtySpec; -> kStarted {"pid":N}, kStdout..., kExit
   kPtyResize = 26,  // JSON {"cols":N,"rows":N} on a pty stream
+  // A vm sandbox restored from a snapshot or forked: the guest takes its
+  // new identity (docs/wire.md "Identify"). -> kIdentifyResult or kError.
+  kIdentify = 27,   // JSON {"hostname":s,"realtime_ns":N,"entropy":hex}
 
   // agent -> host
   kStarted = 30,     // JSON {"pid":N}
@@ -65,6 +68,7 @@ enum class Type : uint8_t {
   kFsReadData = 36,  // raw bytes of a "read" request (counted against credit)
   kProcResult = 37,  // JSON answer to a kProc* request; ends stream
   kProcDropped = 38, // JSON {"from":N,"oldest":N,"dropped_bytes":N}: output skipped on an attach stream
+  kIdentifyResult = 39,  // JSON {"hostname":s,"clock_set":b,"entropy_bytes":N,"reseeded":b}; ends stream
 };
 
 bool IsKnownType(uint8_t t);

@@ -2,6 +2,8 @@
 // (checked against the system's cpio), QEMU's command line and the merged
 // view a layered template's image is built from.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -15,6 +17,7 @@
 #include "driver/vm/cpio_archive.h"
 #include "driver/vm/merged_view.h"
 #include "driver/vm/qemu_command.h"
+#include "driver/vm/sealed_ram.h"
 #include "tests/support/test_server.h"
 
 using namespace hutch::vm;
@@ -53,6 +56,23 @@ TEST(QemuCommand, OnlyWhatTheGuestNeedsAndQemusOwnSeccomp) {
     }
   }
   EXPECT_FALSE(has("-netdev"));
+  // Every VM names its RAM block "ram", so any VM's state loads into any
+  // other of the same size.
+  EXPECT_TRUE(has("q35,memory-backend=ram"));
+  EXPECT_TRUE(has("memory-backend-ram,id=ram,size=300M"));
+  EXPECT_FALSE(has("-incoming"));
+  QemuConfig r = c;
+  r.ram = RamKind::kPrivateFile;
+  r.ram_path = "/proc/self/fd/4";
+  r.incoming = true;
+  const auto ra = QemuArgv(r);
+  auto rhas = [&](const std::string& s) { return std::find(ra.begin(), ra.end(), s) != ra.end(); };
+  EXPECT_TRUE(rhas("memory-backend-file,id=ram,size=300M,share=off,mem-path=/proc/self/fd/4"));
+  EXPECT_TRUE(rhas("defer"));
+  r.ram = RamKind::kSharedFile;
+  r.ram_path = "ram";
+  const auto ba = QemuArgv(r);
+  EXPECT_NE(std::find(ba.begin(), ba.end(), "memory-backend-file,id=ram,size=300M,share=on,mem-path=ram"), ba.end());
   c.accel = Accel::kKvm;
   const auto k = QemuArgv(c);
   EXPECT_NE(std::find(k.begin(), k.end(), "kvm"), k.end());
@@ -91,5 +111,42 @@ TEST(MergedView, ShowsTheStackWithWhiteoutsAndLeavesNothing) {
   EXPECT_FALSE(Mounted(mp));
   EXPECT_NE(access(mp.c_str(), F_OK), 0);
   EXPECT_EQ(hutch::testing::HostSh("ls " + dir + "/root/etc"), "gone\nkept\n") << "the stack itself untouched";
+  hutch::testing::HostSh("rm -rf " + dir);
+}
+
+// A boot snapshot's RAM as every restore maps it: the same bytes, and no
+// process can change them (QEMU opens it read-write, see sealed_ram.h).
+TEST(SealedRam, SameBytesAndNobodyCanWrite) {
+  const std::string dir = hutch::testing::TempDir("sealed");
+  const std::string path = dir + "/ram";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.seekp(3 * 4096 + 17);
+    out << "guest page";
+    out.seekp(64 * 4096 - 1);
+    out.put('\0');
+  }
+  auto mem = hutch::vm::SealedCopy(path);
+  ASSERT_TRUE(mem.ok()) << mem.error().message;
+  struct stat st;
+  ASSERT_EQ(fstat(mem->get(), &st), 0);
+  EXPECT_EQ(st.st_size, 64 * 4096);
+  char buf[10] = {};
+  ASSERT_EQ(pread(mem->get(), buf, sizeof buf, 3 * 4096 + 17), 10);
+  EXPECT_EQ(std::string(buf, 10), "guest page");
+  EXPECT_EQ(pwrite(mem->get(), "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(ftruncate(mem->get(), 4096), -1);
+  // Reopened read-write through /proc (as QEMU does) and mapped private:
+  // writes stay in the mapping.
+  hutch::UniqueFd again(open(("/proc/self/fd/" + std::to_string(mem->get())).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(again.valid());
+  void* m = mmap(nullptr, 64 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, again.get(), 0);
+  ASSERT_NE(m, MAP_FAILED);
+  static_cast<char*>(m)[3 * 4096 + 17] = 'G';
+  munmap(m, 64 * 4096);
+  ASSERT_EQ(pread(mem->get(), buf, sizeof buf, 3 * 4096 + 17), 10);
+  EXPECT_EQ(buf[0], 'g');
+  EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, again.get(), 0), MAP_FAILED);
   hutch::testing::HostSh("rm -rf " + dir);
 }

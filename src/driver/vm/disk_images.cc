@@ -165,8 +165,9 @@ asio::awaitable<Result<std::string>> DiskImages::BlankDisk(int64_t disk_mb) {
   co_return img;
 }
 
-asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir, const std::string& backing_name) {
-  std::vector<std::string> argv = {"/usr/bin/qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
+asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir, const std::string& backing_name,
+                                                  const std::string& format) {
+  std::vector<std::string> argv = {"/usr/bin/qemu-img", "create", "-q", "-f", "qcow2", "-F", format,
                                    "-b", backing_name, dir + "/disk.qcow2"};
   co_return co_await RunTool(argv, std::chrono::seconds(30));
 }

@@ -45,8 +45,11 @@ class DiskImages {
   // sandbox disk of that size.
   asio::awaitable<Result<std::string>> BlankDisk(int64_t disk_mb);
   // Creates `<dir>/disk.qcow2` over `<dir>/<backing name>` (relative, so it
-  // resolves inside the sandbox directory QEMU is confined to).
-  static asio::awaitable<Status> CreateOverlay(const std::string& dir, const std::string& backing_name);
+  // resolves inside the sandbox directory QEMU is confined to); `format`
+  // is the backing file's: raw (the blank disk) or qcow2 (a snapshot's or
+  // a fork's disk).
+  static asio::awaitable<Status> CreateOverlay(const std::string& dir, const std::string& backing_name,
+                                               const std::string& format);
 
  private:
   // Serializes builds of one image: a second create waits for the first.

@@ -6,7 +6,7 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
   std::vector<std::string> a = {c.qemu, "-nodefaults", "-no-user-config", "-nographic", "-display", "none"};
   // A guest that powers off, reboots or panics (panic=-1) makes QEMU exit:
   // the host sees the sandbox end instead of a reboot loop.
-  a.insert(a.end(), {"-no-reboot", "-machine", "q35"});
+  a.insert(a.end(), {"-no-reboot", "-machine", "q35,memory-backend=ram"});
   if (c.accel == Accel::kKvm) {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
   } else {
@@ -14,7 +14,17 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
     // 64 MiB keeps a sandbox's footprint near its guest RAM.
     a.insert(a.end(), {"-accel", "tcg,tb-size=64", "-cpu", "max"});
   }
-  a.insert(a.end(), {"-m", std::to_string(c.memory_mb) + "M", "-smp", std::to_string(c.vcpus)});
+  const std::string size = std::to_string(c.memory_mb) + "M";
+  std::string ram;
+  switch (c.ram) {
+    case RamKind::kAnonymous: ram = "memory-backend-ram,id=ram,size=" + size; break;
+    case RamKind::kSharedFile: ram = "memory-backend-file,id=ram,size=" + size + ",share=on,mem-path=" + c.ram_path; break;
+    case RamKind::kPrivateFile: ram = "memory-backend-file,id=ram,size=" + size + ",share=off,mem-path=" + c.ram_path; break;
+  }
+  a.insert(a.end(), {"-m", size, "-object", ram, "-smp", std::to_string(c.vcpus)});
+  // A restore waits for hutchd to set the migration capabilities over QMP
+  // (7.2 has no command-line switch for x-ignore-shared), then loads.
+  if (c.incoming) a.insert(a.end(), {"-incoming", "defer"});
   a.insert(a.end(), {"-kernel", kKernelFile, "-initrd", kInitrdFile});
   // quiet: the console is a slow emulated UART under TCG; only warnings and
   // hutch-vm-init's failures reach console.log.

@@ -28,7 +28,24 @@ inline constexpr const char* kConsoleLog = "console.log";
 // The virtio-serial port's name; hutch-vm-init looks it up in sysfs.
 inline constexpr const char* kAgentPortName = "hutch.agent";
 
+// The base VM's guest RAM file, in its build directory (docs/vm-driver.md
+// "Boot once, restore many").
+inline constexpr const char* kRamFile = "ram";
+// Names in a restored sandbox's directory: the disk its own overlay stands
+// on (a boot snapshot's disk) and a fork's copy of its source's disk are
+// read-only links; fork copies are named fork-<id>.qcow2.
+inline constexpr const char* kSnapDiskFile = "snap-disk.qcow2";
+
 enum class Accel { kTcg, kKvm };
+
+// Where guest RAM lives. Every VM names its RAM block "ram" (the backend's
+// id), so the migration stream of any VM loads into any other of the same
+// size: a cold boot, a restored sandbox and a fork child alike.
+enum class RamKind {
+  kAnonymous,   // private anonymous memory (a cold boot, a fork child)
+  kSharedFile,  // `ram_path` mapped shared: the base VM of a boot snapshot
+  kPrivateFile, // `ram_path` mapped private (copy-on-write): a restored sandbox
+};
 
 struct QemuConfig {
   std::string qemu = "/usr/bin/qemu-system-x86_64";
@@ -36,6 +53,11 @@ struct QemuConfig {
   Accel accel = Accel::kTcg;
   int vcpus = 1;
   int64_t memory_mb = 512;
+  RamKind ram = RamKind::kAnonymous;
+  std::string ram_path;      // kSharedFile, kPrivateFile
+  // Start waiting for a migration stream (`-incoming defer`; FinishIncoming
+  // in migration.h sets the capabilities and starts the load).
+  bool incoming = false;
 };
 
 std::vector<std::string> QemuArgv(const QemuConfig& c);

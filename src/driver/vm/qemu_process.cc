@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 
 namespace hutch::vm {
 
@@ -37,6 +38,9 @@ const char* StepName(int s) {
   }
 }
 
+constexpr size_t kMaxPass = 4;
+constexpr int kHighFd = 64;
+
 // Child side: raw syscalls only (hutchd may have other threads).
 [[noreturn]] void Fail(int fd, int step) {
   int msg[2] = {step, errno};
@@ -48,6 +52,10 @@ const char* StepName(int s) {
 }  // namespace
 
 Result<QemuProcess> StartQemu(const QemuLaunch& l) {
+  if (l.pass_fds.size() > kMaxPass) return MakeError(Code::kInternal, "too many fds for qemu");
+  int pass_arr[kMaxPass];
+  for (size_t i = 0; i < l.pass_fds.size(); ++i) pass_arr[i] = l.pass_fds[i];
+  const std::span<const int> pass(pass_arr, l.pass_fds.size());
   std::vector<char*> argv;
   for (const auto& a : l.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -79,12 +87,26 @@ Result<QemuProcess> StartQemu(const QemuLaunch& l) {
       Fail(rfd, kStepIds);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(rfd, kStepNoNewPrivs);
     if (dup2(devnull.get(), 0) < 0 || dup2(log.get(), 1) < 0 || dup2(log.get(), 2) < 0) Fail(rfd, kStepFds);
+    // The passed fds go to 3, 4, …: first out of the way (above kHighFd,
+    // where none of them or the report pipe can be overwritten), then down.
+    int report = rfd;
+    if (!pass.empty()) {
+      report = fcntl(rfd, F_DUPFD_CLOEXEC, kHighFd);
+      if (report < 0) Fail(rfd, kStepFds);
+      int high[kMaxPass];
+      for (size_t i = 0; i < pass.size(); ++i)
+        if ((high[i] = fcntl(pass[i], F_DUPFD_CLOEXEC, kHighFd)) < 0) Fail(report, kStepFds);
+      for (size_t i = 0; i < pass.size(); ++i)
+        if (dup2(high[i], 3 + static_cast<int>(i)) < 0) Fail(report, kStepFds);  // dup2 clears CLOEXEC
+    }
+    const unsigned first = 3 + static_cast<unsigned>(pass.size());
     // Every other fd of hutchd (sockets, the state db, agents) is closed;
     // the report pipe is close-on-exec and must stay open until exec.
-    if (rfd > 3 && syscall(SYS_close_range, 3, rfd - 1, 0) != 0) Fail(rfd, kStepFds);
-    if (syscall(SYS_close_range, rfd + 1, ~0U, 0) != 0) Fail(rfd, kStepFds);
+    if (static_cast<unsigned>(report) > first && syscall(SYS_close_range, first, report - 1, 0) != 0)
+      Fail(report, kStepFds);
+    if (syscall(SYS_close_range, report + 1, ~0U, 0) != 0) Fail(report, kStepFds);
     execve(argv[0], argv.data(), envp);
-    Fail(rfd, kStepExec);
+    Fail(report, kStepExec);
   }
   go_r.reset();
   rep_w.reset();

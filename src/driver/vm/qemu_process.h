@@ -33,6 +33,9 @@ struct QemuLaunch {
   uid_t uid = 65534;
   gid_t gid = 65534;
   int netns_fd = -1;       // join this network namespace; -1: a new empty one
+  // Inherited by QEMU as fds 3, 4, … in this order (a restore's migration
+  // stream and its sealed RAM); every other fd of hutchd is closed.
+  std::vector<int> pass_fds;
   // Called in the parent between fork and exec: moves the child into its
   // cgroup. An error kills the child.
   std::function<Status(pid_t)> place;

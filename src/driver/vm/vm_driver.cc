@@ -22,6 +22,7 @@
 #include "common/subprocess.h"
 #include "driver/vm/qemu_command.h"
 #include "driver/vm/qemu_process.h"
+#include "driver/vm/boot_snapshots.h"
 #include "driver/vm/qmp_client.h"
 #include "driver/vm/vm_instance.h"
 
@@ -71,7 +72,7 @@ void KillRecorded(const std::string& pidfile) {
 }  // namespace
 
 VmDriver::VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice accel,
-                   std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid)
+                   std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid, std::string guest_identity)
     : opts_(std::move(opts)),
       vm_dir_(opts_.state_dir + "/vm"),
       kernel_release_(std::move(kernel_release)),
@@ -79,13 +80,15 @@ VmDriver::VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice
       cgroups_(std::move(cg)),
       images_(vm_dir_ + "/images", opts_.uid_base),
       uid_(uid),
-      gid_(gid) {}
+      gid_(gid),
+      guest_identity_(std::move(guest_identity)) {}
 
 Result<std::unique_ptr<VmDriver>> VmDriver::Make(const VmDriverOptions& opts) {
   if (access(opts.qemu.c_str(), X_OK) != 0) return ErrnoError("qemu " + opts.qemu + " (package qemu-system-x86)");
   const std::string vm_dir = opts.state_dir + "/vm";
   for (const auto& [d, mode] : {std::pair<std::string, mode_t>{vm_dir, 0700}, {vm_dir + "/images", 0700},
-                                {vm_dir + "/sandboxes", 0700}, {vm_dir + "/pids", 0700}}) {
+                                {vm_dir + "/sandboxes", 0700}, {vm_dir + "/pids", 0700},
+                                {vm_dir + "/snapshots", 0700}, {vm_dir + "/forks", 0700}}) {
     if (auto st = MakeDir(d, mode); !st.ok()) return st.error();
   }
   std::string release;
@@ -102,9 +105,14 @@ Result<std::unique_ptr<VmDriver>> VmDriver::Make(const VmDriverOptions& opts) {
   if (!pw) return MakeError(Code::kInvalidRequest, "vm user " + user + " does not exist");
   if (pw->pw_uid == 0) return MakeError(Code::kInvalidRequest, "the vm user must not be root");
   auto accel = ChooseAccel(opts.accel);
-  spdlog::info("vm_driver kernel={} accel=\"{}\" user={}", release, accel.why, user);
-  return std::unique_ptr<VmDriver>(
-      new VmDriver(opts, release, accel, std::move(cg).value(), pw->pw_uid, pw->pw_gid));
+  // What every boot snapshot of this run is made of (reconcile removes the
+  // snapshots of any other).
+  auto identity = GuestIdentity(opts.guest_dir, opts.init_path, opts.agent_path, opts.qemu);
+  if (!identity.ok()) return identity.error().Context("vm guest identity");
+  spdlog::info("vm_driver kernel={} accel=\"{}\" user={} boot_snapshots={}", release, accel.why, user,
+               opts.boot_snapshots);
+  return std::unique_ptr<VmDriver>(new VmDriver(opts, release, accel, std::move(cg).value(), pw->pw_uid, pw->pw_gid,
+                                                std::move(identity).value()));
 }
 
 Result<const GuestFiles*> VmDriver::Guest() {
@@ -116,12 +124,20 @@ Result<const GuestFiles*> VmDriver::Guest() {
   return &*guest_;
 }
 
+QemuConfig VmDriver::BaseConfig(const InstanceSpec& spec) const {
+  QemuConfig qc;
+  qc.qemu = opts_.qemu;
+  qc.sandbox_id = spec.id;
+  qc.accel = accel_.accel;
+  qc.vcpus = std::max(1, static_cast<int>(std::ceil(spec.cpus)));
+  qc.memory_mb = spec.memory_mb;
+  return qc;
+}
+
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const InstanceSpec& spec) {
-  auto ex = co_await asio::this_coro::executor;
   if (!spec.mounts.empty()) co_return MakeError(Code::kNotSupported, "vm sandboxes cannot mount volumes yet");
   if (!spec.netns_path.empty())
     co_return MakeError(Code::kNotSupported, "vm sandboxes have no network yet: create with network mode none");
-  const auto started = std::chrono::steady_clock::now();
   auto guest = Guest();
   if (!guest.ok()) co_return guest.error().Context("vm guest files");
 
@@ -132,6 +148,22 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
   auto blank = co_await images_.BlankDisk(spec.disk_mb);
   if (!blank.ok()) co_return blank.error().Context("vm disk");
 
+  if (spec.machine) co_return co_await RestoreFork(spec, *rootfs, *blank);
+  if (opts_.boot_snapshots) {
+    auto snap = co_await BootSnapshot(spec, *rootfs, *blank);
+    if (snap.ok()) {
+      auto inst = co_await Restore(spec, *rootfs, *blank, **snap);
+      if (inst.ok()) co_return inst;
+      spdlog::warn("sandbox={} vm_restore_failed err=\"{}\" (booting instead)", spec.id, inst.error().message);
+    }
+  }
+  co_return co_await CreateCold(spec, *rootfs, *blank);
+}
+
+asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const InstanceSpec& spec, LaunchPlan plan) {
+  auto ex = co_await asio::this_coro::executor;
+  auto guest = Guest();
+  if (!guest.ok()) co_return guest.error().Context("vm guest files");
   const std::string dir = SandboxDir(spec.id);
   auto cleanup = [&]() {
     std::error_code ec;
@@ -140,14 +172,14 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
   if (auto st = MakeDir(dir, 0700); !st.ok()) co_return st.error();
   // Everything QEMU opens is in its directory: the shared read-only files
   // as hard links (same filesystem, nothing copied).
-  for (const auto& [src, name] : {std::pair<std::string, const char*>{(*guest)->kernel, kKernelFile},
-                                  {(*guest)->initrd, kInitrdFile}, {*rootfs, kRootfsFile}, {*blank, kDiskBaseFile}}) {
+  plan.links.insert(plan.links.begin(), {{(*guest)->kernel, kKernelFile}, {(*guest)->initrd, kInitrdFile}});
+  for (const auto& [src, name] : plan.links) {
     if (auto st = Link(src, dir + "/" + name); !st.ok()) {
       cleanup();
       co_return st.error();
     }
   }
-  if (auto st = co_await DiskImages::CreateOverlay(dir, kDiskBaseFile); !st.ok()) {
+  if (auto st = co_await DiskImages::CreateOverlay(dir, plan.backing, plan.backing_format); !st.ok()) {
     cleanup();
     co_return st.error().Context("vm disk overlay");
   }
@@ -169,18 +201,13 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
     co_return cg.error().Context("create cgroup");
   }
 
-  QemuConfig qc;
-  qc.qemu = opts_.qemu;
-  qc.sandbox_id = spec.id;
-  qc.accel = accel_.accel;
-  qc.vcpus = std::max(1, static_cast<int>(std::ceil(spec.cpus)));
-  qc.memory_mb = spec.memory_mb;
   QemuLaunch launch;
-  launch.argv = QemuArgv(qc);
+  launch.argv = QemuArgv(plan.qemu);
   launch.dir = dir;
   launch.log_path = dir + "/qemu.log";
   launch.uid = uid_;
   launch.gid = gid_;
+  launch.pass_fds = plan.pass_fds;
   jail::Cgroup* cgp = cg.value().get();
   launch.place = [cgp](pid_t pid) { return cgp->AddProcess(pid); };
   auto proc = StartQemu(launch);
@@ -202,30 +229,53 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
                                            std::move(cg).value(), spec.disk_mb);
   // From here `inst` owns QEMU, the cgroup and the files: an early return
   // destroys them through its destructor.
+  inst->set_forks_dir(vm_dir_ + "/forks");
   inst->StartWatch(ex);
+  co_return inst;
+}
 
+asio::awaitable<Status> VmDriver::WaitAgent(VmInstance& inst, std::chrono::steady_clock::time_point deadline) {
   // QEMU creates the agent socket as it starts; the guest's agent says
   // hello once the kernel booted and the host side is connected.
-  const auto deadline = started + opts_.boot_timeout;
+  const std::string sock = inst.dir() + "/" + kAgentSocket;
   Result<std::shared_ptr<AgentConnection>> conn = MakeError(Code::kUnavailable, "vm did not start");
   while (std::chrono::steady_clock::now() < deadline) {
-    if (inst->exited()) co_return MakeError(Code::kUnavailable, "vm exited while booting:" + inst->Diagnostics());
-    if (access((dir + "/" + kAgentSocket).c_str(), F_OK) != 0) {
+    if (inst.exited()) co_return MakeError(Code::kUnavailable, "vm exited while booting:" + inst.Diagnostics());
+    if (access(sock.c_str(), F_OK) != 0) {
       co_await Sleep(std::chrono::milliseconds(5));
       continue;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    conn = co_await AgentConnection::Connect(dir + "/" + kAgentSocket, std::max(left, std::chrono::milliseconds(1)));
+    conn = co_await AgentConnection::Connect(sock, std::max(left, std::chrono::milliseconds(1)));
     // QEMU binds the socket a moment before it listens: a refused connect
     // is retried; a connection that got no hello is the answer.
     if (conn.ok() || conn.error().message.find("connect agent socket") == std::string::npos) break;
     co_await Sleep(std::chrono::milliseconds(5));
   }
-  if (!conn.ok()) co_return conn.error().Context("vm agent" + inst->Diagnostics());
-  inst->SetAgent(conn.value());
+  if (!conn.ok()) co_return conn.error().Context("vm agent" + inst.Diagnostics());
+  inst.SetAgent(conn.value());
+  co_return Status{};
+}
+
+asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::CreateCold(const InstanceSpec& spec,
+                                                                        const std::string& rootfs,
+                                                                        const std::string& blank) {
+  const auto started = std::chrono::steady_clock::now();
+  LaunchPlan plan;
+  plan.links = {{rootfs, kRootfsFile}, {blank, kDiskBaseFile}};
+  plan.backing = kDiskBaseFile;
+  plan.backing_format = "raw";
+  plan.qemu = BaseConfig(spec);
+  auto inst = co_await Launch(spec, std::move(plan));
+  if (!inst.ok()) co_return inst.error();
+  if (auto st = co_await WaitAgent(**inst, started + opts_.boot_timeout); !st.ok()) {
+    co_await (*inst)->Destroy();  // its watch holds it: the destructor would not run yet
+    co_return st.error();
+  }
+  (*inst)->set_boot("cold");
   spdlog::info("sandbox={} vm_booted ms={}", spec.id,
                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
-  co_return std::shared_ptr<Instance>(inst);
+  co_return std::shared_ptr<Instance>(*inst);
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const InstanceSpec& spec, const std::string& facts,
@@ -251,6 +301,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const Instanc
   const std::string dir = SandboxDir(spec.id);
   auto inst = std::make_shared<VmInstance>(spec.id, dir, PidFile(spec.id), pf, std::move(pidfd),
                                            std::move(cg).value(), spec.disk_mb);
+  inst->set_forks_dir(vm_dir_ + "/forks");
   inst->StartWatch(ex);
   // A VM that should run but was left stopped (hutchd died during a pause
   // or resume) is continued so its agent can answer.
@@ -275,6 +326,21 @@ int VmDriver::ReconcileAtStart(const std::set<std::string>& keep) {
   int removed = 0;
   // A build that died with the previous run: its overlay mount and copies.
   if (int n = images_.RemoveLeftovers(); n > 0) spdlog::info("reconcile vm_image_leftovers removed={}", n);
+  // Boot snapshots half-written, or of a guest (kernel, agent, QEMU) or a
+  // root image this run can no longer produce.
+  if (int n = RemoveStaleBootSnapshots(vm_dir_ + "/snapshots", guest_identity_); n > 0)
+    spdlog::info("reconcile vm_boot_snapshots removed={}", n);
+  // A fork's state lives only as long as its request.
+  {
+    std::error_code fec;
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(vm_dir_ + "/forks", fec)) {
+      std::error_code rec;
+      fs::remove_all(e.path(), rec);
+      ++n;
+    }
+    if (n > 0) spdlog::info("reconcile vm_fork_leftovers removed={}", n);
+  }
   std::set<std::string> ids;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(vm_dir_ + "/pids", ec)) ids.insert(e.path().filename().string());

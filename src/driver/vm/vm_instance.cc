@@ -98,6 +98,7 @@ Result<InstanceStats> VmInstance::Stats() {
 
 Status VmInstance::Pause() {
   if (destroyed_ || destroying_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+  if (capturing_) return MakeError(Code::kConflict, "a fork of this sandbox is in progress");
   if (auto r = QmpExecute(qmp_path(), "stop"); !r.ok()) return r.error().Context("pause vm");
   paused_ = true;
   return Status{};
@@ -105,6 +106,7 @@ Status VmInstance::Pause() {
 
 Status VmInstance::Resume() {
   if (destroyed_ || destroying_) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+  if (capturing_) return MakeError(Code::kConflict, "a fork of this sandbox is in progress");
   if (auto r = QmpExecute(qmp_path(), "cont"); !r.ok()) return r.error().Context("resume vm");
   paused_ = false;
   return Status{};
@@ -128,6 +130,15 @@ asio::awaitable<void> VmInstance::Destroy() {
     co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
   }
   DestroyNow();
+}
+
+asio::awaitable<void> VmInstance::KillQemu() {
+  destroying_ = true;  // an exit from here on is no loss to report
+  if (agent_) agent_->Close();
+  if (pidfd_.valid()) {
+    PidfdSendSignal(pidfd_.get(), SIGKILL);
+    co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
+  }
 }
 
 void VmInstance::DestroyNow() {

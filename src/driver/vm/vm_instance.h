@@ -37,6 +37,18 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   Result<UniqueFd> NetNamespace() override;
   asio::awaitable<void> Destroy() override;
   std::string AdoptionFacts() const override;
+  std::string boot() const override { return boot_; }
+  // vm_fork.cc: stop, migrate the whole machine to a file, copy the disk
+  // overlay, continue (see vm_fork.h).
+  asio::awaitable<Result<std::shared_ptr<MachineImage>>> CaptureMachine() override;
+
+  // Ends QEMU and waits for it, leaving its files (a boot snapshot's build
+  // takes its RAM file and disk out before Destroy removes the rest).
+  asio::awaitable<void> KillQemu();
+  void set_boot(std::string b) { boot_ = std::move(b); }
+  // Where fork images are made (<vm dir>/forks).
+  void set_forks_dir(std::string d) { forks_dir_ = std::move(d); }
+  const std::string& dir() const { return dir_; }
 
   // Watches QEMU's pidfd: QEMU exiting (guest powered off or panicked,
   // killed) reports on_lost.
@@ -57,6 +69,8 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   int64_t disk_mb_;
   std::shared_ptr<AgentConnection> agent_;
   bool paused_ = false;
+  bool capturing_ = false;  // a fork's capture has the VM stopped
+  std::string boot_, forks_dir_;
   bool destroying_ = false;
   bool destroyed_ = false;
   bool reaped_ = false;
