@@ -10,7 +10,9 @@
 // sandbox's own writable ext4 disk — and stacks them as an overlay (upper
 // and work dirs on vdb), so a sandbox never needs a copy of its template;
 // moves into that root; sets the hostname (the sandbox id, from the kernel
-// command line `hutch.id=`), brings up loopback and execs hutch-agent,
+// command line `hutch.id=`), brings up loopback, closes module loading,
+// kexec and ptrace (kernel.modules_disabled, kernel.kexec_load_disabled,
+// kernel.yama.ptrace_scope=3) and execs hutch-agent,
 // kept open from the initramfs, on the virtio-serial port named
 // `hutch.agent`.
 //
@@ -115,6 +117,17 @@ std::string FindPort(const std::string& name) {
   Die("find virtio port " + name);
 }
 
+// Closes a door of the guest kernel for good (these sysctls cannot be
+// lowered until the next boot). A kernel built without the feature has no
+// file, and nothing to close.
+void LockSysctl(const char* path, const char* value) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return;
+  const ssize_t len = static_cast<ssize_t>(std::strlen(value));
+  if (fd < 0 || write(fd, value, static_cast<size_t>(len)) != len) Die(std::string("write ") + path);
+  close(fd);
+}
+
 void LoopbackUp() {
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) Die("socket");
@@ -173,6 +186,16 @@ int main() {
   LoopbackUp();
   rlimit nofile{kSandboxNofile, kSandboxNofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Die("setrlimit");
+  // Every module the guest needs is loaded: from here the guest kernel
+  // takes no new code, neither a module nor a kexec image, so root in the
+  // sandbox cannot run its own code in the guest kernel (where it would
+  // drive the virtual devices, QEMU's attack surface, directly).
+  LockSysctl("/proc/sys/kernel/modules_disabled", "1");
+  LockSysctl("/proc/sys/kernel/kexec_load_disabled", "1");
+  // No ptrace at all (Yama scope 3, as the jail's seccomp filter): root in
+  // the guest could otherwise attach to the agent, PID 1, and hold it
+  // stopped, and with it every request hutchd sends the sandbox.
+  LockSysctl("/proc/sys/kernel/yama/ptrace_scope", "3");
 
   char arg0[] = "hutch-agent";
   char arg1[] = "--serial";
