@@ -105,6 +105,12 @@ void TestServer::Launch(bool append_log) {
   if (OnVm() && std::find(extra_args_.begin(), extra_args_.end(), "--driver") == extra_args_.end()) {
     args.push_back("--driver");
     args.push_back("vm");
+    // Under TCG a test spends minutes where a jail's takes seconds: its
+    // sandboxes must not expire under it (tests that want a TTL set one).
+    if (std::find(extra_args_.begin(), extra_args_.end(), "--default-ttl") == extra_args_.end()) {
+      args.push_back("--default-ttl");
+      args.push_back("3600");
+    }
   }
   for (auto& a : extra_args_) args.push_back(a);
   pid_ = fork();

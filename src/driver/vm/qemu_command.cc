@@ -22,7 +22,13 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
   a.insert(a.end(), {"-serial", std::string("file:") + kConsoleLog});
   a.insert(a.end(), {"-drive", std::string("if=none,id=root,format=raw,readonly=on,file=") + kRootfsFile, "-device",
                      "virtio-blk-pci,drive=root"});
-  a.insert(a.end(), {"-drive", std::string("if=none,id=disk,format=qcow2,discard=unmap,file=") + kDiskFile,
+  // The sandbox's writes grow a sparse qcow2 in the state dir. When the
+  // host's disk is full, the guest gets an I/O error (its disk is full)
+  // instead of QEMU's default, pausing the VM: a paused guest would hold
+  // every request to the sandbox until its TTL.
+  a.insert(a.end(), {"-drive",
+                     std::string("if=none,id=disk,format=qcow2,discard=unmap,werror=report,rerror=report,file=") +
+                         kDiskFile,
                      "-device", "virtio-blk-pci,drive=disk"});
   a.insert(a.end(), {"-device", "virtio-serial-pci,id=vser", "-chardev",
                      std::string("socket,id=agent,server=on,wait=off,path=") + kAgentSocket, "-device",
