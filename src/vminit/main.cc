@@ -11,7 +11,8 @@
 // and work dirs on vdb), so a sandbox never needs a copy of its template;
 // moves into that root; sets the hostname (the sandbox id, from the kernel
 // command line `hutch.id=`), brings up loopback, puts itself (so the agent
-// and every command) in a pids-limited cgroup, closes module loading,
+// and every command) in a pids-limited cgroup, raises its own priority
+// (nice -10, the agent's; commands start at 0), closes module loading,
 // kexec and ptrace (kernel.modules_disabled, kernel.kexec_load_disabled,
 // kernel.yama.ptrace_scope=3) and execs hutch-agent,
 // kept open from the initramfs, on the virtio-serial port named
@@ -209,6 +210,11 @@ int main() {
   rlimit nofile{kSandboxNofile, kSandboxNofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Die("setrlimit");
   LimitPids(cmdline);
+  // The agent ahead of its commands for the guest's CPU, as it is ahead
+  // of them for memory (oom_score_adj): a fork bomb or a busy loop in the
+  // sandbox leaves it the slices to answer hutchd (its children start at
+  // nice 0 again).
+  if (setpriority(PRIO_PROCESS, 0, -10) != 0) Die("setpriority");
   // Every module the guest needs is loaded: from here the guest kernel
   // takes no new code, neither a module nor a kexec image, so root in the
   // sandbox cannot run its own code in the guest kernel (where it would

@@ -118,14 +118,14 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
   // (On vm, a TTL that ends a guest which stops answering in minutes, not
   // the default five: hutchd has no deadline of its own for a request to
   // an agent that no longer gets the guest's CPU.)
-  std::string bomb = s.CreateSandbox(OnVm() ? json{{"memory_mb", 256}, {"ttl_seconds", 180}} : json{{"memory_mb", 256}});
+  std::string bomb = s.CreateSandbox(OnVm() ? json{{"memory_mb", 256}, {"ttl_seconds", 600}} : json{{"memory_mb", 256}});
   if (OnVm()) {
     // The guest's pids.events as a regular file the files API can read
     // (it serves a file by its size; cgroupfs files have none), copied
     // by a process that needs no fork while the bomb holds every pid.
-    // It is made immune to the guest's OOM killer (root there may), which
-    // would otherwise pick it, the largest process, while the bomb fills
-    // the guest's memory.
+    // It is made immune to the guest's OOM killer and first in its
+    // scheduler (root there may): the largest process would be the OOM
+    // killer's pick, and the bomb takes every other CPU slice.
     const std::string copier =
         "import os, time\n"
         "while True:\n"
@@ -133,8 +133,17 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
         "  os.rename('/tmp/pe.tmp', '/tmp/pids.events')\n"
         "  time.sleep(0.5)\n";
     ASSERT_EQ(s.Client().Request("PUT", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pe.py", copier).status, 201);
-    ASSERT_EQ(StartDetached(s, bomb, "sh -c 'echo -1000 > /proc/self/oom_score_adj; exec python3 /tmp/pe.py'")["_status"],
+    ASSERT_EQ(StartDetached(s, bomb,
+                            "sh -c 'echo -1000 > /proc/self/oom_score_adj; exec nice -n -20 python3 /tmp/pe.py'")["_status"],
               200);
+    // Running before the bomb starts: a process still starting when 500
+    // others compete for the guest's one vCPU would take minutes to.
+    bool copying = false;
+    for (int i = 0; i < 600 && !copying; ++i) {
+      copying = s.Client().Request("GET", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pids.events").status == 200;
+      if (!copying) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(copying) << "the pids.events copier never ran";
   }
   auto running = std::async(std::launch::async, [&] { return s.Exec(bomb, "bash -c ':(){ :|:& };:'", 5); });
   ASSERT_EQ(running.wait_for(std::chrono::seconds(40)), std::future_status::ready) << "the fork bomb exec never returned";
