@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,6 +99,10 @@ struct ChildArgs {
     [[maybe_unused]] ssize_t n = write(oom, "0", 1);
     close(oom);
   }
+  // Likewise the scheduler: in a vm guest the agent runs at nice -10
+  // (hutch-vm-init) so a CPU flood of its commands cannot starve it; they
+  // start at 0 again. (A jail's agent is at 0 already.)
+  (void)setpriority(PRIO_PROCESS, 0, 0);
   if (dup2(a.in, 0) < 0 || dup2(a.out, 1) < 0 || dup2(a.err, 2) < 0) _exit(127);
   // Fails when the user namespace denies setgroups; then there are no
   // supplementary groups to drop in the first place.

@@ -10,7 +10,11 @@
 // sandbox's own writable ext4 disk — and stacks them as an overlay (upper
 // and work dirs on vdb), so a sandbox never needs a copy of its template;
 // moves into that root; sets the hostname (the sandbox id, from the kernel
-// command line `hutch.id=`), brings up loopback and execs hutch-agent,
+// command line `hutch.id=`), brings up loopback, puts itself (so the agent
+// and every command) in a pids-limited cgroup, raises its own priority
+// (nice -10, the agent's; commands start at 0), closes module loading,
+// kexec and ptrace (kernel.modules_disabled, kernel.kexec_load_disabled,
+// kernel.yama.ptrace_scope=3) and execs hutch-agent,
 // kept open from the initramfs, on the virtio-serial port named
 // `hutch.agent`.
 //
@@ -115,6 +119,38 @@ std::string FindPort(const std::string& name) {
   Die("find virtio port " + name);
 }
 
+// Closes a door of the guest kernel for good (these sysctls cannot be
+// lowered until the next boot). A kernel built without the feature has no
+// file, and nothing to close.
+void LockSysctl(const char* path, const char* value) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return;
+  const ssize_t len = static_cast<ssize_t>(std::strlen(value));
+  if (fd < 0 || write(fd, value, static_cast<size_t>(len)) != len) Die(std::string("write ") + path);
+  close(fd);
+}
+
+void WriteOrDie(const std::string& path, const std::string& value) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) Die("write " + path);
+  close(fd);
+}
+
+// Every process of the sandbox, the agent included, goes into one
+// pids-limited cgroup, as in the jail: a fork bomb meets the limit (the
+// agent's own fork then fails and it answers "resource exhausted")
+// instead of filling the guest until nothing in it answers. The limit is
+// `hutch.pids=` on the kernel command line, else the jail's default.
+void LimitPids(const std::string& cmdline) {
+  std::string n = CmdlineValue(cmdline, "hutch.pids");
+  if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) n = "512";
+  MountOrDie("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  WriteOrDie("/sys/fs/cgroup/cgroup.subtree_control", "+pids");
+  mkdir("/sys/fs/cgroup/sandbox", 0755);
+  WriteOrDie("/sys/fs/cgroup/sandbox/pids.max", n);
+  WriteOrDie("/sys/fs/cgroup/sandbox/cgroup.procs", "0");
+}
+
 void LoopbackUp() {
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) Die("socket");
@@ -173,6 +209,22 @@ int main() {
   LoopbackUp();
   rlimit nofile{kSandboxNofile, kSandboxNofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Die("setrlimit");
+  LimitPids(cmdline);
+  // The agent ahead of its commands for the guest's CPU, as it is ahead
+  // of them for memory (oom_score_adj): a fork bomb or a busy loop in the
+  // sandbox leaves it the slices to answer hutchd (its children start at
+  // nice 0 again).
+  if (setpriority(PRIO_PROCESS, 0, -10) != 0) Die("setpriority");
+  // Every module the guest needs is loaded: from here the guest kernel
+  // takes no new code, neither a module nor a kexec image, so root in the
+  // sandbox cannot run its own code in the guest kernel (where it would
+  // drive the virtual devices, QEMU's attack surface, directly).
+  LockSysctl("/proc/sys/kernel/modules_disabled", "1");
+  LockSysctl("/proc/sys/kernel/kexec_load_disabled", "1");
+  // No ptrace at all (Yama scope 3, as the jail's seccomp filter): root in
+  // the guest could otherwise attach to the agent, PID 1, and hold it
+  // stopped, and with it every request hutchd sends the sandbox.
+  LockSysctl("/proc/sys/kernel/yama/ptrace_scope", "3");
 
   char arg0[] = "hutch-agent";
   char arg1[] = "--serial";

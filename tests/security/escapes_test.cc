@@ -3,6 +3,13 @@
 // one host-side process it can see (hutch-agent, its PID 1), and looks for
 // a host fd leaked into it. Every attempt must fail, and where the host
 // could have changed the test reads the host's value back.
+//
+// With the vm driver (HUTCH_TEST_DRIVER=vm) these interfaces are the guest
+// kernel's own: root in the guest may write its core_pattern, its sysrq
+// trigger and its /sys, and that is no escape. There each test proves the
+// VM's boundary instead: the write lands in the guest kernel (read back
+// inside, or seen on the guest's console) and the host's value, read back
+// on the host, is unchanged.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +22,7 @@
 
 using namespace std::string_literals;
 using hutch::testing::HostSh;
+using hutch::testing::OnVm;
 using hutch::testing::StdoutOf;
 using hutch::testing::probe::ReadFile;
 
@@ -27,11 +35,31 @@ class Escape : public hutch::testing::SharedServerTest {
   static std::string TryWrite(const std::string& path) {
     return Sh("if printf '%s\\n' '|/tmp/pwn %p' > "s + path + "; then echo WROTE; else echo FAILED; fi");
   }
+  // On vm: the guest kernel takes the write (it is the sandbox's own), the
+  // guest reads back what it wrote, and the host's file keeps its value.
+  static void ExpectGuestOnlyWrite(const std::string& path) {
+    const std::string host = ReadFile(path);
+    EXPECT_EQ(TryWrite(path), "WROTE\n") << path << ": the guest kernel refused its own root";
+    EXPECT_EQ(Sh("cat " + path), "|/tmp/pwn %p\n") << path;
+    EXPECT_EQ(ReadFile(path), host) << path << ": the host's value changed";
+  }
+  // The guest's console log, as QEMU wrote it into the sandbox's dir.
+  static std::string GuestConsole() {
+    return ReadFile(server().state_dir() + "/state/vm/sandboxes/" + sandbox() + "/console.log");
+  }
 };
 
 }  // namespace
 
 TEST_F(Escape, ProcSysCorePatternIsNotWritable) {
+  if (OnVm()) {
+    ExpectGuestOnlyWrite("/proc/sys/kernel/core_pattern");
+    // A crashing process in the guest runs nothing on the host: the host's
+    // pattern is not the guest's, and the guest's kernel is not the host's.
+    EXPECT_NE(Sh("cat /proc/sys/kernel/random/boot_id"), ReadFile("/proc/sys/kernel/random/boot_id"));
+    Exec("echo core > /proc/sys/kernel/core_pattern");
+    return;
+  }
   const std::string host = ReadFile("/proc/sys/kernel/core_pattern");
   EXPECT_EQ(TryWrite("/proc/sys/kernel/core_pattern"), "FAILED\n");
   // Not even through a fresh fd with O_TRUNC, and /proc/sys is read-only.
@@ -41,6 +69,15 @@ TEST_F(Escape, ProcSysCorePatternIsNotWritable) {
 }
 
 TEST_F(Escape, ProcSysModprobeIsNotWritable) {
+  if (OnVm()) {
+    ExpectGuestOnlyWrite("/proc/sys/kernel/modprobe");
+    // The guest's hostname is its own: the host's stays.
+    const std::string host_name = ReadFile("/proc/sys/kernel/hostname");
+    EXPECT_EQ(Sh("echo guest-renamed > /proc/sys/kernel/hostname && hostname"), "guest-renamed\n");
+    EXPECT_EQ(ReadFile("/proc/sys/kernel/hostname"), host_name);
+    Exec("hostname " + sandbox());
+    return;
+  }
   // The file exists only with CONFIG_MODULES; the write must fail either way.
   const std::string host = ReadFile("/proc/sys/kernel/modprobe");
   EXPECT_EQ(TryWrite("/proc/sys/kernel/modprobe"), "FAILED\n");
@@ -51,6 +88,22 @@ TEST_F(Escape, ProcSysModprobeIsNotWritable) {
 }
 
 TEST_F(Escape, ProcSysrqTriggerIsNotWritable) {
+  if (OnVm()) {
+    // `h` (help) is the one harmless key: the guest kernel answers it on
+    // its console, which QEMU writes to the sandbox's console.log, and the
+    // host's kernel log never sees it.
+    const std::string host_log = HostSh("dmesg 2>/dev/null | grep -c 'sysrq: HELP'");
+    EXPECT_EQ(Sh("echo h > /proc/sysrq-trigger && echo WROTE"), "WROTE\n");
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; ++i) {
+      seen = GuestConsole().find("sysrq: HELP") != std::string::npos;
+      if (!seen) usleep(50000);
+    }
+    EXPECT_TRUE(seen) << "the guest's sysrq answer is not on its console: " << GuestConsole();
+    EXPECT_EQ(HostSh("dmesg 2>/dev/null | grep -c 'sysrq: HELP'"), host_log) << "the host's kernel took the key";
+    EXPECT_EQ(Sh("echo alive"), "alive\n");
+    return;
+  }
   EXPECT_EQ(TryWrite("/proc/sysrq-trigger"), "FAILED\n");
   // Other host-kernel views are masked: they read empty.
   EXPECT_EQ(Sh("for f in /proc/kcore /proc/kmsg /proc/kallsyms /proc/timer_list /proc/keys; do "
@@ -60,6 +113,18 @@ TEST_F(Escape, ProcSysrqTriggerIsNotWritable) {
 }
 
 TEST_F(Escape, SysIsEmptyAndReadOnly) {
+  if (OnVm()) {
+    // The guest's /sys is its own machine's: two virtio disks, no network
+    // device but loopback, none of the host's. What root writes there
+    // reaches the guest kernel only; the host's knob keeps its value.
+    EXPECT_EQ(Sh("ls /sys/block"), "vda\nvdb\n");
+    EXPECT_EQ(Sh("ls /sys/class/net"), "lo\n");
+    const std::string host_helper = ReadFile("/sys/kernel/uevent_helper");
+    Exec("printf '%s' /tmp/pwn > /sys/kernel/uevent_helper");
+    EXPECT_EQ(ReadFile("/sys/kernel/uevent_helper"), host_helper);
+    Exec("printf '' > /sys/kernel/uevent_helper");
+    return;
+  }
   for (const char* f : {"/sys/kernel/uevent_helper", "/sys/fs/cgroup/x", "/sys/x", "/sys/power/state"})
     EXPECT_EQ(TryWrite(f), "FAILED\n") << f;
   EXPECT_EQ(Sh("mkdir /sys/d 2>/dev/null; echo rc=$?; ls -A /sys | wc -l"), "rc=1\n0\n");
@@ -93,10 +158,18 @@ TEST_F(Escape, HostSideProcessExeIsNotWritable) {
   while (std::getline(in, line))
     if (line.rfind("FAILED", 0) == 0) ++failed;
   EXPECT_EQ(failed, 5) << r.dump();
-  // The agent is non-dumpable: its exe link and its fds (fd 4 is the
-  // sandbox's writable layer, kept for snapshots) are out of reach.
-  EXPECT_TRUE(out.find("memfd:") != std::string::npos || out.find("NO-EXE-LINK") != std::string::npos) << out;
-  EXPECT_NE(out.find("NO-LAYER-FD"), std::string::npos) << out;
+  if (OnVm()) {
+    // In a VM nothing inside came from a host process: PID 1 is the
+    // guest's copy of hutch-agent, run from the initramfs (busy text, so
+    // the writes fail), and no host path exists in the guest.
+    EXPECT_EQ(out.find(server().state_dir()), std::string::npos) << out;
+    EXPECT_EQ(Sh("readlink /proc/1/exe"), "/hutch-agent\n");
+  } else {
+    // The agent is non-dumpable: its exe link and its fds (fd 4 is the
+    // sandbox's writable layer, kept for snapshots) are out of reach.
+    EXPECT_TRUE(out.find("memfd:") != std::string::npos || out.find("NO-EXE-LINK") != std::string::npos) << out;
+    EXPECT_NE(out.find("NO-LAYER-FD"), std::string::npos) << out;
+  }
   EXPECT_EQ(Sh("echo still"), "still\n");
   if (agent_bin) {
     EXPECT_EQ(HostSh("sha256sum "s + agent_bin), hash_before);

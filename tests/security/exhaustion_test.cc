@@ -5,11 +5,20 @@
 // run (1 GB of stdout, a 1 GB upload and download, 10,000 SSE streams) run
 // smaller here and at full size in exhaustion_slow_test.cc (label slow).
 // Timings are printed, never asserted.
+//
+// With the vm driver (HUTCH_TEST_DRIVER=vm) each sandbox is a guest whose
+// limits are its VM's: memory_mb of guest RAM (the guest kernel's OOM
+// killer), its disk_mb disk, its vCPUs, and QEMU's own cgroup on the host
+// (guest RAM + QEMU's overhead, 256 pids, the CPU quota). The tests assert
+// the same outcome (the sandbox suffers, the host, hutchd and the
+// neighbours don't) and, where the jail's proof is a host cgroup counter
+// of the sandbox's processes, prove it on QEMU's cgroup instead.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -21,9 +30,11 @@
 #include "tests/support/exhaustion.h"
 #include "tests/support/host_probe.h"
 #include "tests/support/hostile.h"
+#include "tests/vm/vm_support.h"
 
 using hutch::testing::FdCount;
 using hutch::testing::HostSh;
+using hutch::testing::OnVm;
 using hutch::testing::OpenSseStream;
 using hutch::testing::StartDetached;
 using hutch::testing::StderrOf;
@@ -38,6 +49,43 @@ namespace {
 constexpr uint64_t kMiB = 1024 * 1024;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// A number from a cgroup file (the first one; 0 when absent, "max" too).
+uint64_t CgroupValue(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0;
+  in >> v;
+  return v;
+}
+
+// A vm sandbox's QEMU stays inside its cgroup's limits: memory (guest RAM
+// plus QEMU's overhead) never over memory.max, its processes and threads
+// under pids.max.
+void ExpectQemuWithinItsCgroup(const Footprint& f, const std::string& id) {
+  ASSERT_FALSE(f.cgroups.empty()) << id;
+  int memory_dirs = 0;
+  for (const auto& dir : f.cgroups) {
+    // cgroup v2 names, else v1's (one dir per controller there).
+    uint64_t max = CgroupValue(dir + "/memory.max");
+    uint64_t peak = std::max(CgroupValue(dir + "/memory.peak"), CgroupValue(dir + "/memory.current"));
+    if (max == 0) {
+      max = CgroupValue(dir + "/memory.limit_in_bytes");
+      peak = CgroupValue(dir + "/memory.max_usage_in_bytes");
+    }
+    std::cout << dir << ": memory peak " << (peak >> 20) << " MiB of " << (max >> 20) << ", pids "
+              << CgroupValue(dir + "/pids.current") << "\n";
+    if (max > 0) {
+      ++memory_dirs;
+      EXPECT_LE(peak, max) << dir;
+    }
+    EXPECT_LE(CgroupValue(dir + "/pids.current"), 256u) << dir;
+  }
+  EXPECT_GT(memory_dirs, 0) << id << ": no memory limit on QEMU's cgroup";
+}
+
+// Processes of a sandbox as its own `ps` counts them: in a guest, the
+// kernel's threads (kthreadd, pid 2, and its children) are left out.
+std::string ProcCountCmd() { return OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ps -e | wc -l"; }
 
 }  // namespace
 
@@ -57,7 +105,7 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
   std::string last;
   bool recovered = false;
   for (int i = 0; i < 40 && !recovered; ++i) {
-    auto e = s.Exec(timed, "echo ok; ps -e | wc -l", 10);
+    auto e = s.Exec(timed, "echo ok; " + ProcCountCmd(), 10);
     last = e.dump();
     std::string out = StdoutOf(e);
     recovered = out.rfind("ok\n", 0) == 0 && out.size() > 3 && std::stoi(out.substr(3)) < 10;
@@ -67,7 +115,36 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
 
   // 2. The classic bomb: its main process returns at once and the bomb
   // rages on in the background at the sandbox's pids limit.
-  std::string bomb = s.CreateSandbox({{"memory_mb", 256}});
+  // (On vm, a TTL that ends a guest which stops answering in minutes, not
+  // the default five: hutchd has no deadline of its own for a request to
+  // an agent that no longer gets the guest's CPU.)
+  std::string bomb = s.CreateSandbox(OnVm() ? json{{"memory_mb", 256}, {"ttl_seconds", 600}} : json{{"memory_mb", 256}});
+  if (OnVm()) {
+    // The guest's pids.events as a regular file the files API can read
+    // (it serves a file by its size; cgroupfs files have none), copied
+    // by a process that needs no fork while the bomb holds every pid.
+    // It is made immune to the guest's OOM killer and first in its
+    // scheduler (root there may): the largest process would be the OOM
+    // killer's pick, and the bomb takes every other CPU slice.
+    const std::string copier =
+        "import os, time\n"
+        "while True:\n"
+        "  open('/tmp/pe.tmp', 'w').write(open('/sys/fs/cgroup/sandbox/pids.events').read())\n"
+        "  os.rename('/tmp/pe.tmp', '/tmp/pids.events')\n"
+        "  time.sleep(0.5)\n";
+    ASSERT_EQ(s.Client().Request("PUT", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pe.py", copier).status, 201);
+    ASSERT_EQ(StartDetached(s, bomb,
+                            "sh -c 'echo -1000 > /proc/self/oom_score_adj; exec nice -n -20 python3 /tmp/pe.py'")["_status"],
+              200);
+    // Running before the bomb starts: a process still starting when 500
+    // others compete for the guest's one vCPU would take minutes to.
+    bool copying = false;
+    for (int i = 0; i < 600 && !copying; ++i) {
+      copying = s.Client().Request("GET", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pids.events").status == 200;
+      if (!copying) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(copying) << "the pids.events copier never ran";
+  }
   auto running = std::async(std::launch::async, [&] { return s.Exec(bomb, "bash -c ':(){ :|:& };:'", 5); });
   ASSERT_EQ(running.wait_for(std::chrono::seconds(40)), std::future_status::ready) << "the fork bomb exec never returned";
   r = running.get();
@@ -78,7 +155,26 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
   // bomb takes longer to get there, so look again for a while.
   Footprint raging;
   uint64_t refused = 0;
-  for (int i = 0; i < 60 && refused == 0; ++i) {
+  if (OnVm()) {
+    // In the guest, hutch-vm-init put the agent and every command in a
+    // pids-limited cgroup of the guest kernel: its pids.events counts the
+    // refused forks (read through the files API, which needs no fork, from
+    // the copy made above). From the host, the bomb is one QEMU whose
+    // cgroup holds.
+    for (int i = 0; i < 240 && refused == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      auto ev = s.Client().Request("GET", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pids.events");
+      std::istringstream in(ev.body);
+      std::string key;
+      uint64_t n = 0;
+      while (in >> key >> n)
+        if (key == "max") refused += n;
+    }
+    raging = FootprintOf(s, bomb);
+    ExpectQemuWithinItsCgroup(raging, bomb);
+    EXPECT_EQ(raging.procs.size(), 1u) << "the bomb is more than its QEMU on the host";
+  }
+  for (int i = 0; !OnVm() && i < 60 && refused == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     raging = FootprintOf(s, bomb);
     for (const auto& dir : raging.cgroups) {
@@ -114,12 +210,65 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
   EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
 }
 
+namespace {
+
+// The balloon in a 128 MB guest: the guest kernel's OOM killer takes it,
+// QEMU's host memory stays inside its cgroup, hutchd and the neighbour
+// carry on. Root in a guest may make a process immune (it owns that
+// kernel): the second balloon then leaves the guest's OOM killer no
+// victim but the agent, and the guest (its PID 1 gone) dies, the sandbox
+// with it; only that sandbox.
+void MemoryBalloonOnVm(TestServer& s, const std::string& id, const std::string& neighbour, size_t rss_before) {
+  auto c = s.Client();
+  // 16 MB at a time, every byte written: the guest kernel refuses one
+  // 400 MB allocation outright (more than its RAM: MemoryError, no OOM),
+  // so the balloon grows until its OOM killer acts.
+  const std::string balloon = "b = []\nwhile True: b.append(b'x' * (16 << 20))";
+  auto direct = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                       {{"argv", {"python3", "-c", balloon}}, {"timeout_seconds", 120}});
+  EXPECT_EQ(direct.status, 200) << direct.body;
+  EXPECT_EQ(direct.json()["exit_code"], 137) << direct.body;
+  EXPECT_EQ(direct.json()["oom_killed"], true) << direct.body;
+  auto again = s.Exec(id, "echo ok");
+  EXPECT_EQ(StdoutOf(again), "ok\n") << again.dump();
+  EXPECT_EQ(StdoutOf(s.Exec(id, "grep -c . /proc/vmstat >/dev/null; grep oom_kill /proc/vmstat")).rfind("oom_kill 0", 0),
+            std::string::npos)
+      << "the guest kernel counted no OOM kill";
+  ExpectQemuWithinItsCgroup(FootprintOf(s, id), id);
+  EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
+  EXPECT_LT(s.RssBytes(), rss_before + 64 * kMiB);
+  // The immune balloon.
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                  {{"argv", {"sh", "-c", "echo -1000 > /proc/self/oom_score_adj; exec python3 -c \"$0\"", balloon}},
+                   {"timeout_seconds", 120}})
+               .json();
+  std::cout << "immune balloon in a guest: " << r.dump() << "\n";
+  EXPECT_NE(r.value("code", ""), "internal") << r.dump();
+  EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
+  EXPECT_EQ(s.Client().Request("GET", "/healthz").status, 200);
+  EXPECT_LT(s.RssBytes(), rss_before + 64 * kMiB);
+  // The sandbox is either still serving or failed with a reason; its
+  // delete leaves nothing either way.
+  auto st = c.Request("GET", "/v1/sandboxes/" + id).json();
+  std::cout << "after the immune balloon: " << st.dump() << "\n";
+  EXPECT_TRUE(st["status"] == "running" || st["status"] == "failed") << st.dump();
+  Footprint f = FootprintOf(s, id);
+  EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+  ExpectNothingLeft(s, id, f);
+}
+
+}  // namespace
+
 TEST(Exhaustion, MemoryBalloonIsOomKilledInsideItsSandbox) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox({{"memory_mb", 128}});
   std::string neighbour = s.CreateSandbox();
   const size_t rss_before = s.RssBytes();
+  if (OnVm()) {
+    MemoryBalloonOnVm(s, id, neighbour, rss_before);
+    return;
+  }
   auto c = s.Client();
   const std::string balloon = "b=bytearray(400*1024*1024); [b.__setitem__(i,1) for i in range(0,len(b),4096)]";
   // A balloon run without a shell is reported as OOM-killed.
@@ -167,6 +316,14 @@ TEST(Exhaustion, DiskFillHitsTheQuota) {
   EXPECT_NE(StderrOf(r).find("No space left on device"), std::string::npos) << r.dump();
   auto size = s.Exec(id, "stat -c %s /home/user/fill");
   EXPECT_LE(std::stoll(StdoutOf(size)), 64ll * 1024 * 1024) << size.dump();
+  if (OnVm()) {
+    // On the host the guest's disk is a qcow2 overlay over the blank 64 MB
+    // image: it holds at most the guest's writes, whatever the guest asks.
+    const std::string qcow = SandboxDirOf(s, id) + "/disk.qcow2";
+    const uint64_t on_host = std::filesystem::file_size(qcow);
+    std::cout << "guest disk overlay on the host: " << (on_host >> 20) << " MiB\n";
+    EXPECT_LE(on_host, 80ull << 20) << qcow;
+  }
   EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
   EXPECT_EQ(s.Client().Request("GET", "/healthz").status, 200);
   // The host's disk was never at stake: the quota is a tmpfs of the

@@ -4,6 +4,13 @@
 // test first shows from the host (or from B) that the thing A looks for
 // really exists. Two forks of one sandbox get their own id, hostname and
 // random state.
+//
+// With the vm driver (HUTCH_TEST_DRIVER=vm) A and B are two guests, each
+// with its own kernel: B's processes are not even host processes (the
+// host sees one QEMU per sandbox), A's /proc lists its own kernel threads
+// besides its commands, and B's directory and agent socket are under the
+// vm driver's dir. Forks of a vm sandbox answer 501 until vm snapshots
+// land; the fork test skips on that answer only.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,10 +19,12 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/host_probe.h"
 #include "tests/support/shared_server.h"
 
 using namespace std::string_literals;
 using hutch::testing::HostSh;
+using hutch::testing::OnVm;
 using hutch::testing::RandomHex;
 using hutch::testing::StartDetached;
 using hutch::testing::StdoutOf;
@@ -50,11 +59,20 @@ class Neighbour : public hutch::testing::SharedServerTest {
 TEST_F(Neighbour, ProcessesAreInvisible) {
   ASSERT_EQ(StartDetached(server(), b_, "sleep 1234")["_status"], 200);
   ASSERT_TRUE(WaitInB("pgrep -xc sleep", "1\n")) << "control: B's sleep is not running";
-  EXPECT_NE(HostSh("ps -eo args").find("sleep 1234"), std::string::npos) << "control: the host sees it";
-  const std::string out = Sh("ps -eo comm,args; echo ---; ls /proc | grep -c '^[0-9]'");
+  if (OnVm()) {
+    // B's process lives in B's guest kernel: not a host process at all.
+    EXPECT_EQ(HostSh("ps -eo args").find("sleep 1234"), std::string::npos) << "a guest process on the host";
+  } else {
+    EXPECT_NE(HostSh("ps -eo args").find("sleep 1234"), std::string::npos) << "control: the host sees it";
+  }
+  // (In a guest, /proc also lists its kernel's threads: kthreadd, pid 2,
+  // and its children are left out of the count.)
+  const std::string count = OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ls /proc | grep -c '^[0-9]'";
+  const std::string out = Sh("ps -eo comm,args; echo ---; " + count);
   EXPECT_EQ(out.find("sleep 1234"), std::string::npos) << out;
   EXPECT_EQ(out.find("hutchd"), std::string::npos) << out;
   EXPECT_EQ(out.find("systemd"), std::string::npos) << out;
+  EXPECT_EQ(out.find("qemu"), std::string::npos) << out;
   // The agent, sh, ps and ls at most.
   EXPECT_LE(std::stoi(out.substr(out.rfind("---\n") + 4)), 5) << out;
   EXPECT_EQ(Sh("pgrep -x sleep; echo rc=$?"), "rc=1\n");
@@ -69,7 +87,7 @@ TEST_F(Neighbour, FilesAreInvisible) {
   ASSERT_EQ(ShB("echo secret > /home/user/b-" + token + " && echo ok"), "ok\n");
   EXPECT_EQ(Sh("find / -path /proc -prune -o -name '*" + token + "*' -print 2>/dev/null | wc -l"), "0\n");
   // B's host directory (under the server's state dir) is not in A's tree.
-  const std::string b_dir = server().state_dir() + "/state/sandboxes/" + b_;
+  const std::string b_dir = hutch::testing::probe::SandboxDirOf(server(), b_);
   EXPECT_EQ(HostSh("test -d " + b_dir + " && echo yes"), "yes\n") << "control: " << b_dir;
   EXPECT_EQ(Sh("ls " + b_dir + " " + server().state_dir() + " 2>/dev/null | wc -l"), "0\n");
   // Nor through a mount listing: A's mountinfo names no other sandbox.
@@ -118,8 +136,13 @@ TEST_F(Neighbour, MemoryIsUnreachable) {
   auto r = Exec(scan);
   const std::string out = StdoutOf(r);
   EXPECT_EQ(out.rfind("hits 0 scanned ", 0), 0u) << "A found B's secret: " << r.dump();
-  // Kernel memory views are masked (Escape suite); /dev/mem does not exist.
-  EXPECT_EQ(Sh("ls /dev/mem /dev/kmem /dev/port 2>/dev/null | wc -l"), "0\n");
+  // (In a guest, /dev/mem is that guest's own RAM, and the guest kernel
+  // lets root read only its first MB: B's RAM is another QEMU process's
+  // memory, beyond any address A's kernel has.)
+  if (!OnVm()) {
+    // Kernel memory views are masked (Escape suite); /dev/mem does not exist.
+    EXPECT_EQ(Sh("ls /dev/mem /dev/kmem /dev/port 2>/dev/null | wc -l"), "0\n");
+  }
 }
 
 TEST_F(Neighbour, NetworkIsUnreachable) {
@@ -138,7 +161,7 @@ TEST_F(Neighbour, NetworkIsUnreachable) {
 }
 
 TEST_F(Neighbour, AgentSocketIsUnreachable) {
-  const std::string sock = server().state_dir() + "/state/sandboxes/" + b_ + "/agent.sock";
+  const std::string sock = hutch::testing::probe::SandboxDirOf(server(), b_) + "/agent.sock";
   EXPECT_EQ(HostSh("test -S " + sock + " && echo yes"), "yes\n") << "control: " << sock;
   auto r = Exec("python3 -c \"\n"
                 "import socket\n"
@@ -159,6 +182,7 @@ TEST_F(Neighbour, ForksGetTheirOwnIdsHostnamesAndRandomState) {
   ASSERT_EQ(Sh("echo parent-state > /home/user/fork-marker && echo ok"), "ok\n");
   auto c = server().Client();
   auto f = c.Json("POST", "/v1/sandboxes/" + sandbox() + "/fork", {{"count", 2}});
+  if (OnVm() && f.status == 501) GTEST_SKIP() << "fork of a vm sandbox is not supported yet (501): " << f.body;
   ASSERT_EQ(f.status, 201) << f.body;
   std::vector<std::string> ids = {sandbox()};
   const json forks = f.json();

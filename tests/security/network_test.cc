@@ -5,6 +5,11 @@
 // 169.254.169.254 are unreachable. The items that need other modes
 // (allowlists and their bypass by raw IP, DNS or IPv6) wait for the
 // networking work; docs/security.md lists them.
+//
+// With the vm driver (HUTCH_TEST_DRIVER=vm) the same probes run in the
+// guest (a VM without a NIC: loopback only), and the host-ports test also
+// shows the layer below: the QEMU process itself sits in an empty network
+// namespace, so even an escaped QEMU reaches nothing.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -18,7 +23,10 @@
 #include <vector>
 
 #include "tests/support/shared_server.h"
+#include "tests/vm/vm_support.h"
 
+using hutch::testing::HostSh;
+using hutch::testing::OnVm;
 using hutch::testing::StdoutOf;
 
 namespace {
@@ -140,6 +148,16 @@ TEST_F(Network, HostPortsAreUnreachable) {
     EXPECT_EQ(a.err, a.host == "127.0.0.1" ? ECONNREFUSED : ENETUNREACH) << a.host << ":" << a.port;
   }
   EXPECT_EQ(l.Drain(), 0) << "a connection from the sandbox reached the host listener";
+  if (OnVm()) {
+    const pid_t qemu = hutch::testing::vm::QemuPid(server(), sandbox());
+    ASSERT_TRUE(hutch::testing::vm::IsQemu(qemu));
+    const std::string proc = "/proc/" + std::to_string(qemu);
+    EXPECT_NE(HostSh("readlink " + proc + "/ns/net"), HostSh("readlink /proc/self/ns/net"))
+        << "QEMU shares the host's network namespace";
+    // Its namespace's interfaces: lo alone (and down: nothing configured it).
+    EXPECT_EQ(HostSh("tail -n +3 " + proc + "/net/dev | cut -d: -f1 | tr -d ' '"), "lo\n");
+    EXPECT_EQ(HostSh("tail -n +2 " + proc + "/net/route | wc -l"), "0\n");
+  }
 }
 
 TEST_F(Network, LinkLocalAndMetadataAddressAreUnreachable) {

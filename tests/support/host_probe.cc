@@ -94,12 +94,18 @@ std::vector<std::string> MountsOf(const std::string& id) {
   return out;
 }
 
+std::string SandboxDirOf(const TestServer& s, const std::string& id) {
+  const std::string vm = s.state_dir() + "/state/vm/sandboxes/" + id;
+  return fs::exists(vm) ? vm : s.state_dir() + "/state/sandboxes/" + id;
+}
+
 Footprint FootprintOf(const TestServer& s, const std::string& id) {
   Footprint f;
   f.procs = ProcsOf(id);
   f.cgroups = CgroupDirsOf(id);
   f.mounts = MountsOf(id);
-  f.dir = fs::exists(s.state_dir() + "/state/sandboxes/" + id);
+  f.vm = fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id);
+  f.dir = fs::exists(SandboxDirOf(s, id));
   return f;
 }
 
@@ -107,11 +113,20 @@ Footprint FootprintOf(const TestServer& s, const std::string& id) {
 // their silence after deletion means something.
 void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_procs) {
   EXPECT_GE(f.procs.size(), min_procs) << id;
-  for (const auto& p : f.procs)
-    EXPECT_TRUE(p.uid >= kUidBase && p.uid < kUidBase + 65536)
-        << id << ": pid " << p.pid << " (" << p.name << ") runs as host uid " << p.uid;
+  for (const auto& p : f.procs) {
+    if (f.vm) {
+      // QEMU, confined as the unprivileged vm user (never root).
+      EXPECT_NE(p.uid, 0u) << id << ": pid " << p.pid << " (" << p.name << ") runs as root";
+    } else {
+      EXPECT_TRUE(p.uid >= kUidBase && p.uid < kUidBase + 65536)
+          << id << ": pid " << p.pid << " (" << p.name << ") runs as host uid " << p.uid;
+    }
+  }
   EXPECT_FALSE(f.cgroups.empty()) << id;
-  EXPECT_FALSE(f.mounts.empty()) << id;
+  // A VM's mounts are the guest kernel's; the host holds none for it.
+  if (!f.vm) {
+    EXPECT_FALSE(f.mounts.empty()) << id;
+  }
   EXPECT_TRUE(f.dir) << id;
 }
 
@@ -122,6 +137,8 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
   for (const auto& d : CgroupDirsOf(id)) ADD_FAILURE() << id << ": cgroup left: " << d;
   for (const auto& m : MountsOf(id)) ADD_FAILURE() << id << ": mount left: " << m;
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
+  EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id)) << id << ": vm sandbox dir left";
+  EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/pids/" + id)) << id << ": vm pid file left";
 }
 
 // This server's cgroup name prefix, from its start line ("tag=h1234abcd").
@@ -148,7 +165,8 @@ std::set<std::string> CgroupIdsOf(const std::string& tag) {
 std::set<std::string> SandboxDirs(const TestServer& s) {
   std::set<std::string> out;
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(s.state_dir() + "/state/sandboxes", ec)) out.insert(e.path().filename());
+  for (const char* sub : {"/state/sandboxes", "/state/vm/sandboxes"})
+    for (auto& e : fs::directory_iterator(s.state_dir() + sub, ec)) out.insert(e.path().filename());
   return out;
 }
 

@@ -38,7 +38,14 @@ struct Footprint {
   std::vector<std::string> cgroups;
   std::vector<std::string> mounts;
   bool dir = false;
+  // A vm sandbox: its dir is <state>/vm/sandboxes/<id>, its one host
+  // process is QEMU (as the vm user), and it has no host mounts.
+  bool vm = false;
 };
+
+// The sandbox's directory on the host: the jail driver's, or the vm
+// driver's when that one exists.
+std::string SandboxDirOf(const TestServer& s, const std::string& id);
 
 Footprint FootprintOf(const TestServer& s, const std::string& id);
 // The positive control: a live sandbox is visible to every probe above, so
@@ -50,7 +57,8 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
 std::string TagOf(const TestServer& s);
 // Sandbox ids that have a cgroup of this server (by tag) on the host.
 std::set<std::string> CgroupIdsOf(const std::string& tag);
-// Sandbox ids that have a directory in the server's state dir.
+// Sandbox ids that have a directory in the server's state dir (either
+// driver's).
 std::set<std::string> SandboxDirs(const TestServer& s);
 
 }  // namespace hutch::testing::probe

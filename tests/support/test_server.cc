@@ -39,6 +39,11 @@ std::string HostSh(const std::string& cmd) {
   return out;
 }
 
+std::string TestDriver() {
+  const char* d = getenv("HUTCH_TEST_DRIVER");
+  return d && std::string(d) == "vm" ? "vm" : "jail";
+}
+
 int ClaimNetIndex(int* lock_fd) {
   for (int i = 0; i < 256; ++i) {
     std::string lock = "/tmp/hutch-test-netpool-" + std::to_string(i) + ".lock";
@@ -95,6 +100,17 @@ void TestServer::Launch(bool append_log) {
       g && *g && std::find(extra_args_.begin(), extra_args_.end(), "--vm-guest-dir") == extra_args_.end()) {
     args.push_back("--vm-guest-dir");
     args.push_back(g);
+  }
+  // The vm variants: every create that names no driver boots a VM.
+  if (OnVm() && std::find(extra_args_.begin(), extra_args_.end(), "--driver") == extra_args_.end()) {
+    args.push_back("--driver");
+    args.push_back("vm");
+    // Under TCG a test spends minutes where a jail's takes seconds: its
+    // sandboxes must not expire under it (tests that want a TTL set one).
+    if (std::find(extra_args_.begin(), extra_args_.end(), "--default-ttl") == extra_args_.end()) {
+      args.push_back("--default-ttl");
+      args.push_back("3600");
+    }
   }
   for (auto& a : extra_args_) args.push_back(a);
   pid_ = fork();

@@ -21,6 +21,14 @@ namespace hutch::testing {
 // server's sandboxes, 198.19.<index>.0/24 for a NetWorld). -1: none free.
 int ClaimNetIndex(int* lock_fd);
 
+// The driver the test servers give sandboxes created without "driver":
+// "jail", or "vm" when HUTCH_TEST_DRIVER=vm (the security suite's vm
+// variants, ctest names security_vm_*, label slow). A suite reads it to
+// decide what its boundary means: inside a VM the guest kernel is the
+// sandbox's own, so the tests there prove the host is out of reach.
+std::string TestDriver();
+inline bool OnVm() { return TestDriver() == "vm"; }
+
 class TestServer {
  public:
   // with_env_key=false: no HUTCH_API_KEY, so hutchd generates its own key

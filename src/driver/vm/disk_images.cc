@@ -2,6 +2,7 @@
 
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <boost/asio/redirect_error.hpp>
@@ -39,6 +40,20 @@ int ShiftOwner(const char* path, const struct stat* st, int, FTW*) {
   g_tree_bytes += static_cast<uint64_t>(st->st_blocks) * 512;
   ++g_tree_inodes;
   return 0;
+}
+
+// A tool that failed because the state dir's filesystem is full (its own
+// message says so, or nothing is left there) is the host's disk, not a
+// fault of hutchd: 507 storage_full, as the jail driver answers. Checked
+// before the caller cleans up, which may free space again.
+Error FullAware(const Error& e, const std::string& dir) {
+  struct statvfs v{};
+  const bool empty = statvfs(dir.c_str(), &v) == 0 && v.f_bavail == 0;
+  if (!empty && e.message.find("No space left on device") == std::string::npos) return e;
+  Error full = e;
+  full.code = Code::kStorageFull;
+  full.message = "state dir full: " + e.message;
+  return full;
 }
 
 Status RemoveTree(const std::string& path) {
@@ -119,8 +134,9 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
   if (ec) co_return MakeError(Code::kInternal, "create " + work + ": " + ec.message());
   std::vector<std::string> cp = {"/bin/cp", "-a", "--", source, work + "/tree"};
   if (auto r = co_await RunTool(cp, kBuildTimeout); !r.ok()) {
+    Error e = FullAware(r.error(), dir_);
     (void)RemoveTree(work);
-    co_return r.error().Context("copy template for its vm image");
+    co_return e.Context("copy template for its vm image");
   }
   view.reset();  // unmounted as soon as the copy is done
   g_shift_base = uid_base_;
@@ -139,11 +155,13 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
   std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-root", "-b", "4096",
                                    "-d", work + "/tree", tmp, std::to_string(mb) + "M"};
   auto r = co_await RunTool(mkfs, kBuildTimeout);
-  (void)RemoveTree(work);
   if (!r.ok()) {
+    Error e = FullAware(r.error(), dir_);
+    (void)RemoveTree(work);
     unlink(tmp.c_str());
-    co_return r.error().Context("mkfs.ext4 vm image");
+    co_return e.Context("mkfs.ext4 vm image");
   }
+  (void)RemoveTree(work);
   if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
   co_return img;
 }
@@ -158,8 +176,9 @@ asio::awaitable<Result<std::string>> DiskImages::BlankDisk(int64_t disk_mb) {
   std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-disk", "-E",
                                    "lazy_itable_init=1", tmp, std::to_string(disk_mb) + "M"};
   if (auto r = co_await RunTool(mkfs, kBuildTimeout); !r.ok()) {
+    Error e = FullAware(r.error(), dir_);
     unlink(tmp.c_str());
-    co_return r.error().Context("mkfs.ext4 sandbox disk");
+    co_return e.Context("mkfs.ext4 sandbox disk");
   }
   if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
   co_return img;
@@ -169,7 +188,9 @@ asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir, const 
                                                   const std::string& format) {
   std::vector<std::string> argv = {"/usr/bin/qemu-img", "create", "-q", "-f", "qcow2", "-F", format,
                                    "-b", backing_name, dir + "/disk.qcow2"};
-  co_return co_await RunTool(argv, std::chrono::seconds(30));
+  auto r = co_await RunTool(argv, std::chrono::seconds(30));
+  if (!r.ok()) co_return FullAware(r.error(), dir);
+  co_return r;
 }
 
 }  // namespace hutch::vm

@@ -27,12 +27,22 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
   if (c.incoming) a.insert(a.end(), {"-incoming", "defer"});
   a.insert(a.end(), {"-kernel", kKernelFile, "-initrd", kInitrdFile});
   // quiet: the console is a slow emulated UART under TCG; only warnings and
-  // hutch-vm-init's failures reach console.log.
-  a.insert(a.end(), {"-append", "console=ttyS0 quiet panic=-1 rdinit=/init hutch.id=" + c.sandbox_id});
+  // hutch-vm-init's failures reach console.log. no_timer_check: on a
+  // loaded host a TCG guest's early timer check sees too few ticks and the
+  // kernel panics ("IO-APIC + timer doesn't work"); virtual hardware has a
+  // working timer, so the check only ever fails spuriously.
+  a.insert(a.end(),
+           {"-append", "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init hutch.id=" + c.sandbox_id});
   a.insert(a.end(), {"-serial", std::string("file:") + kConsoleLog});
   a.insert(a.end(), {"-drive", std::string("if=none,id=root,format=raw,readonly=on,file=") + kRootfsFile, "-device",
                      "virtio-blk-pci,drive=root"});
-  a.insert(a.end(), {"-drive", std::string("if=none,id=disk,format=qcow2,discard=unmap,file=") + kDiskFile,
+  // The sandbox's writes grow a sparse qcow2 in the state dir. When the
+  // host's disk is full, the guest gets an I/O error (its disk is full)
+  // instead of QEMU's default, pausing the VM: a paused guest would hold
+  // every request to the sandbox until its TTL.
+  a.insert(a.end(), {"-drive",
+                     std::string("if=none,id=disk,format=qcow2,discard=unmap,werror=report,rerror=report,file=") +
+                         kDiskFile,
                      "-device", "virtio-blk-pci,drive=disk"});
   a.insert(a.end(), {"-device", "virtio-serial-pci,id=vser", "-chardev",
                      std::string("socket,id=agent,server=on,wait=off,path=") + kAgentSocket, "-device",
