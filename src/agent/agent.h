@@ -52,6 +52,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
 
 // The kExit payload for a wait() status.
 nlohmann::json ExitJson(int status, bool timed_out, int64_t duration_ms);
+// oom_kill of /proc/vmstat: the OOM kills of the kernel the agent runs on.
+std::optional<uint64_t> KernelOomKills();
 int64_t UnixMillisNow();
 
 // One command started by kExecStart, kProcStart or kPtyStart. Owned by the

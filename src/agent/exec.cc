@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -119,7 +120,22 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
 json ExitJson(int status, bool timed_out, int64_t duration_ms) {
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   const int code = sig ? 128 + sig : WEXITSTATUS(status);
-  return {{"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
+  json j = {{"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
+  // The kernel's OOM kills so far, as this agent's kernel counts them. In a
+  // vm sandbox that is the guest's own OOM killer, which the host's cgroup
+  // of QEMU never sees; hutchd uses it to tell an OOM kill from another
+  // SIGKILL. (In a jail it is the host's count, which hutchd ignores.)
+  if (auto n = KernelOomKills()) j["oom_kills"] = *n;
+  return j;
+}
+
+std::optional<uint64_t> KernelOomKills() {
+  std::ifstream in("/proc/vmstat");
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value)
+    if (key == "oom_kill") return value;
+  return std::nullopt;
 }
 
 int64_t UnixMillisNow() {

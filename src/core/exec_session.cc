@@ -61,6 +61,8 @@ Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, u
     e.signal = j.value("signal", 0);
     e.timed_out = j.value("timed_out", false);
     e.duration_ms = j.value("duration_ms", int64_t{0});
+    if (auto n = j.find("oom_kills"); n != j.end() && n->is_number_unsigned() && sb.instance)
+      sb.instance->NoteAgentOomKills(n->get<uint64_t>());
   } catch (const std::exception&) {
     return MakeError(Code::kInternal, "malformed agent exit frame");
   }

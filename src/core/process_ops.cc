@@ -47,6 +47,8 @@ Result<ProcessInfo> InfoFromJson(const json& j, const Sandbox& sb) {
       e.signal = x.value("signal", 0);
       e.timed_out = x.value("timed_out", false);
       e.duration_ms = x.value("duration_ms", int64_t{0});
+      if (auto n = x.find("oom_kills"); n != x.end() && n->is_number_unsigned() && sb.instance)
+        sb.instance->NoteAgentOomKills(n->get<uint64_t>());
       // Best effort, like exec's: the agent cannot see the memory cgroup,
       // so the sandbox's OOM count when it started rides along in meta.
       if (p.background && meta.is_object())

@@ -70,6 +70,11 @@ class Instance {
   virtual std::shared_ptr<AgentConnection> agent() = 0;
   // Processes the kernel OOM-killed in this sandbox so far.
   virtual uint64_t OomKills() = 0;
+  // The count of OOM kills the agent's kernel reported with an exit
+  // (`oom_kills` of the exit frame). Only a vm sandbox's agent has its own
+  // kernel: the guest's OOM killer is invisible to QEMU's host cgroup, so
+  // the vm instance adds what the guest counted to OomKills().
+  virtual void NoteAgentOomKills(uint64_t) {}
   virtual Result<InstanceStats> Stats() = 0;
   // Stops every process of the sandbox where it is (memory and open files
   // stay; no CPU) / lets them go on. Idempotent.

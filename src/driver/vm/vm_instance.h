@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -27,7 +28,9 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   ~VmInstance() override;
 
   std::shared_ptr<AgentConnection> agent() override { return agent_; }
-  uint64_t OomKills() override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  // QEMU's own (host cgroup) plus the guest's, as the agent last reported.
+  uint64_t OomKills() override { return (cgroup_ ? cgroup_->OomKills() : 0) + guest_oom_kills_; }
+  void NoteAgentOomKills(uint64_t n) override { guest_oom_kills_ = std::max(guest_oom_kills_, n); }
   Result<InstanceStats> Stats() override;
   // QMP stop / cont: the vCPUs stop where they are; guest RAM and device
   // state stay in QEMU. The agent's socket stays connected (QEMU holds it).
@@ -68,6 +71,7 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   std::unique_ptr<jail::Cgroup> cgroup_;
   int64_t disk_mb_;
   std::shared_ptr<AgentConnection> agent_;
+  uint64_t guest_oom_kills_ = 0;
   bool paused_ = false;
   bool capturing_ = false;  // a fork's capture has the VM stopped
   std::string boot_, forks_dir_;
