@@ -6,8 +6,10 @@
 // bytes are mixed into the input pool and the CRNG is reseeded at once, so
 // two copies read different /dev/urandom bytes from the first read on
 // (without the reseed the kernel would keep the copied CRNG key for up to
-// a minute).
+// a minute). Last, a new /etc/machine-id from that fresh randomness:
+// software keys state on it, and a copy must not pass for its origin.
 #include <linux/random.h>
+#include <sys/random.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -57,6 +59,32 @@ Status Reseed(const std::string& bytes) {
   return Status{};
 }
 
+// A new random machine-id (32 lowercase hex digits), replaced atomically.
+Status NewMachineId() {
+  unsigned char id[16];
+  if (getrandom(id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id))) return ErrnoError("getrandom");
+  static const char* kHex = "0123456789abcdef";
+  std::string text;
+  for (unsigned char b : id) {
+    text.push_back(kHex[b >> 4]);
+    text.push_back(kHex[b & 15]);
+  }
+  text.push_back('\n');
+  const char* tmp = "/etc/.machine-id.hutch";
+  UniqueFd fd(open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444));
+  if (!fd) return ErrnoError("open /etc/machine-id");
+  if (write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    unlink(tmp);
+    return ErrnoError("write /etc/machine-id");
+  }
+  fd.reset();
+  if (rename(tmp, "/etc/machine-id") != 0) {
+    unlink(tmp);
+    return ErrnoError("rename /etc/machine-id");
+  }
+  return Status{};
+}
+
 }  // namespace
 
 void Agent::Identify(Connection& c, const wire::Frame& f) {
@@ -81,6 +109,8 @@ void Agent::Identify(Connection& c, const wire::Frame& f) {
     if (auto st = Reseed(entropy); !st.ok()) return SendError(c, s, st.error());
     out["reseeded"] = true;
   }
+  if (auto st = NewMachineId(); !st.ok()) return SendError(c, s, st.error().Context("identify"));
+  out["machine_id"] = true;
   SendJson(c, wire::Type::kIdentifyResult, s, out);
 }
 
