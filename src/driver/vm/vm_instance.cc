@@ -89,6 +89,7 @@ Result<InstanceStats> VmInstance::Stats() {
   // the VM holds (guest RAM it touched + QEMU). Guest-internal figures
   // would need a round trip to the agent.
   InstanceStats out = jail::ToInstanceStats(*s);
+  out.oom_kills = OomKills();  // with the guest's own, as exec results count them
   // The sandbox's writes are the qcow2 overlay's allocated clusters.
   struct stat st;
   if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
