@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/sha256.h"
+#include "driver/vm/guest_files.h"
 #include "driver/vm/qemu_command.h"
 
 namespace hutch::vm {
@@ -23,13 +24,6 @@ std::string StatStamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_nsec);
 }
 
-Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(Code::kNotFound, "cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string ReadLine(const std::string& path) {
   std::ifstream in(path);

@@ -15,14 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError(Code::kNotFound, "cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Writes `data` to `path` through a temp file and a rename, read-only for
 // everyone (the confined QEMU reads it as an unprivileged user).
 Status WriteFileAtomic(const std::string& path, const std::string& data) {
@@ -38,6 +30,14 @@ Status WriteFileAtomic(const std::string& path, const std::string& data) {
 }
 
 }  // namespace
+
+Result<std::string> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError(Code::kNotFound, "cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 Result<GuestFiles> PrepareGuestFiles(const std::string& guest_dir, const std::string& vm_dir,
                                      const std::string& init_path, const std::string& agent_path) {

@@ -20,6 +20,9 @@ struct GuestFiles {
 
 // `guest_dir` is scripts/vm-guest's output; `init_path` and `agent_path`
 // are the static hutch-vm-init and hutch-agent binaries.
+// A whole file's bytes (the guest kit's files, snapshot inputs).
+Result<std::string> ReadAll(const std::string& path);
+
 Result<GuestFiles> PrepareGuestFiles(const std::string& guest_dir, const std::string& vm_dir,
                                      const std::string& init_path, const std::string& agent_path);
 

@@ -17,13 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-asio::awaitable<void> Pause(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor);
-  t.expires_after(d);
-  boost::system::error_code ec;
-  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-}
-
 }  // namespace
 
 asio::awaitable<Status> SaveState(const std::string& qmp_path, const std::string& file, bool ignore_shared,
@@ -90,6 +83,13 @@ asio::awaitable<Status> FinishIncoming(const std::string& qmp_path, int stream_f
     co_await Pause(std::chrono::milliseconds(5));
   }
   co_return MakeError(Code::kUnavailable, "restore vm: the state did not load in time");
+}
+
+asio::awaitable<void> Pause(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  t.expires_after(d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
 }  // namespace hutch::vm

@@ -32,4 +32,8 @@ asio::awaitable<Status> SaveState(const std::string& qmp_path, const std::string
 asio::awaitable<Status> FinishIncoming(const std::string& qmp_path, int stream_fd, bool ignore_shared,
                                        const std::function<bool()>& exited, std::chrono::milliseconds timeout);
 
+// Waits `d` on the calling coroutine's executor (polling QMP and the
+// agent's socket between tries).
+asio::awaitable<void> Pause(std::chrono::milliseconds d);
+
 }  // namespace hutch::vm

@@ -31,12 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-asio::awaitable<void> Nap(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor);
-  t.expires_after(d);
-  boost::system::error_code ec;
-  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-}
 
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -67,7 +61,7 @@ asio::awaitable<Result<const VmDriver::LoadedSnapshot*>> VmDriver::BootSnapshot(
   parts.guest_identity = guest_identity_;
   const std::string key = BootKey(parts);
   // Concurrent first creates of a key: one builds, the others wait for it.
-  while (building_.count(key)) co_await Nap(std::chrono::milliseconds(50));
+  while (building_.count(key)) co_await Pause(std::chrono::milliseconds(50));
   if (auto it = snapshots_.find(key); it != snapshots_.end()) co_return it->second.get();
   if (auto f = failed_.find(key); f != failed_.end())
     co_return MakeError(Code::kUnavailable, "boot snapshot " + key + " failed earlier: " + f->second);
@@ -239,14 +233,14 @@ asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& s
   // The guest must run a moment with the port closed: give it that before
   // the first try (measured: connecting right after `cont` loses).
   std::chrono::milliseconds wait(1000), gap(300);
-  co_await Nap(std::chrono::milliseconds(150));
+  co_await Pause(std::chrono::milliseconds(150));
   while (Clock::now() < deadline) {
     if (inst.exited()) co_return MakeError(Code::kUnavailable, "vm exited after restore:" + inst.Diagnostics());
     const auto attempt = std::min(wait, left());
     conn = co_await AgentConnection::Connect(sock, attempt);
     if (conn.ok()) break;
     spdlog::info("sandbox={} vm_agent_reconnect err=\"{}\"", spec.id, conn.error().message);
-    co_await Nap(gap);
+    co_await Pause(gap);
     wait *= 2;
     gap *= 2;
   }
