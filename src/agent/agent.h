@@ -51,7 +51,9 @@ struct ExecRequest {
 Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optional = false);
 
 // The kExit payload for a wait() status.
-nlohmann::json ExitJson(int status, bool timed_out, int64_t duration_ms);
+// `own_kernel`: the agent runs on a kernel of its own (a vm guest), whose
+// OOM kill count rides along as "oom_kills".
+nlohmann::json ExitJson(int status, bool timed_out, int64_t duration_ms, bool own_kernel);
 // oom_kill of /proc/vmstat: the OOM kills of the kernel the agent runs on.
 std::optional<uint64_t> KernelOomKills();
 int64_t UnixMillisNow();

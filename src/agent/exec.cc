@@ -117,15 +117,18 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
   return r;
 }
 
-json ExitJson(int status, bool timed_out, int64_t duration_ms) {
+json ExitJson(int status, bool timed_out, int64_t duration_ms, bool own_kernel) {
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   const int code = sig ? 128 + sig : WEXITSTATUS(status);
   json j = {{"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
-  // The kernel's OOM kills so far, as this agent's kernel counts them. In a
-  // vm sandbox that is the guest's own OOM killer, which the host's cgroup
-  // of QEMU never sees; hutchd uses it to tell an OOM kill from another
-  // SIGKILL. (In a jail it is the host's count, which hutchd ignores.)
-  if (auto n = KernelOomKills()) j["oom_kills"] = *n;
+  // An agent with a kernel of its own (a vm guest: serial mode) adds that
+  // kernel's OOM kills so far: the guest's OOM killer is invisible to the
+  // host's cgroup of QEMU, and hutchd uses the count to tell an OOM kill
+  // from another SIGKILL. A jail's agent shares the host's kernel, whose
+  // cgroup hutchd reads itself: nothing to add, no read on its exits.
+  if (own_kernel) {
+    if (auto n = KernelOomKills()) j["oom_kills"] = *n;
+  }
   return j;
 }
 
@@ -333,7 +336,7 @@ void Agent::FinishExec(Exec& e) {
   Connection* c = LiveConn(e.conn);
   if (c == nullptr) return;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
-  SendJson(*c, Type::kExit, e.stream, ExitJson(e.status, e.timed_out, ms));
+  SendJson(*c, Type::kExit, e.stream, ExitJson(e.status, e.timed_out, ms, serial()));
   c->execs.erase(e.stream);
 }
 

@@ -289,7 +289,7 @@ bool Agent::PumpFollower(Proc& p, Follower& f) {
     f.pos += piece.bytes.size();
   }
   if (p.running || f.pos < p.ring.end()) return false;
-  SendJson(*c, Type::kExit, f.stream, ExitJson(p.status, p.timed_out, p.duration_ms));
+  SendJson(*c, Type::kExit, f.stream, ExitJson(p.status, p.timed_out, p.duration_ms, serial()));
   return true;
 }
 
@@ -343,7 +343,7 @@ json Agent::ProcJson(const Proc& p) const {
             {"output_end", p.ring.end()},
             {"output_oldest", p.ring.oldest()}};
   if (!p.running) {
-    j["exit"] = ExitJson(p.status, p.timed_out, p.duration_ms);
+    j["exit"] = ExitJson(p.status, p.timed_out, p.duration_ms, serial());
     j["ended_unix_ms"] = p.ended_unix_ms;
   }
   return j;
@@ -362,7 +362,7 @@ json Agent::ForegroundJson(const Exec& e) const {
             {"stdin_open", false}};
   if (e.exited) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
-    j["exit"] = ExitJson(e.status, e.timed_out, ms);
+    j["exit"] = ExitJson(e.status, e.timed_out, ms, serial());
     j["ended_unix_ms"] = e.started_unix_ms + ms;
   }
   return j;
