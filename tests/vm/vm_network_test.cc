@@ -166,7 +166,8 @@ TEST(VmNetwork, ForkChildrenCrashAndStopKeepNetworksApartAndLeaveNothing) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(Trim(Out(s.Exec(src, HttpGet("http://allowed.test:8080/")))), "allowed-server");
   EXPECT_EQ(Trim(Out(s.Exec(src, Resolve("denied.test")))), "FAIL gaierror");
-  EXPECT_EQ(Trim(c.Request("GET", "/v1/sandboxes/" + src + "/ports/8000/index.html").body), "hello-from-" + src);
+  EXPECT_EQ(Trim(s.Client().Request("GET", "/v1/sandboxes/" + src + "/ports/8000/index.html").body),
+            "hello-from-" + src);  // a new client: the restarted server has a new port
   EXPECT_LE(NetnsOf(tag).size(), 3u);  // the adopted slot and two warm
 
   ASSERT_EQ(s.Stop(), 0);

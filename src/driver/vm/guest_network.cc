@@ -129,21 +129,21 @@ std::string GuestRules(const std::string& dns_server) {
   // inet: one table sees IPv4 and IPv6 alike, so the forward chain's drop
   // policy also ends whatever IPv6 the guest sends.
   return std::string("table inet hutch_guest {\n") +
-         "  chain pre {\n"
+         "  chain prerouting {\n"
          "    type nat hook prerouting priority dstnat; policy accept;\n"
          "    iifname " + tap + " ip daddr " + kGuestGateway + " meta l4proto { tcp, udp } th dport 53 dnat ip to " +
          dns_server + "\n" +
          "  }\n"
-         "  chain post {\n"
+         "  chain postrouting {\n"
          "    type nat hook postrouting priority srcnat; policy accept;\n"
          "    oifname \"eth0\" masquerade\n"
          "  }\n"
-         "  chain fwd {\n"
+         "  chain forward {\n"
          "    type filter hook forward priority filter; policy drop;\n"
          "    ct state established,related accept\n"
          "    iifname " + tap + " oifname \"eth0\" ip saddr " + kGuestAddress + " accept\n" +
          "  }\n"
-         "  chain in {\n"
+         "  chain input {\n"
          "    type filter hook input priority filter; policy accept;\n"
          "    iifname " + tap + " ct state established,related accept\n" +
          "    iifname " + tap + " drop\n" +
