@@ -232,7 +232,8 @@ asio::awaitable<void> PortProxy::Serve(HttpContext& ctx, ProxyRequest req) {
   }
   beast::tcp_stream up(std::move(raw));
   up.expires_after(opts_.connect_timeout);
-  const tcp::endpoint dest(asio::ip::make_address_v4("127.0.0.1"), static_cast<unsigned short>(req.port));
+  const std::string addr = inst->PortAddress();
+  const tcp::endpoint dest(asio::ip::make_address_v4(addr), static_cast<unsigned short>(req.port));
   co_await up.async_connect(dest, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     Error e = MakeError(Code::kPortUnreachable, "nothing accepts connections on port " + std::to_string(req.port) +

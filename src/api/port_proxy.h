@@ -2,8 +2,9 @@
 // (WebSocket) relayed to a TCP port that a process listens on inside a
 // sandbox. The upstream socket is created in the sandbox's network
 // namespace (Instance::NetNamespace + TcpSocketInNetns) and connects to
-// 127.0.0.1:<port> there, so a server bound to loopback inside the sandbox
-// is reachable and nothing of the host's network is involved.
+// Instance::PortAddress():<port> there — a jail's 127.0.0.1, so a server
+// bound to loopback inside the sandbox is reachable; a vm guest's address
+// on its tap link — and nothing of the host's network is involved.
 //
 // Bodies stream both ways through a fixed 64 KiB buffer per direction:
 // nothing is buffered whole, so uploads, downloads and SSE of any size

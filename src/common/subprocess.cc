@@ -18,6 +18,14 @@
 
 namespace hutch {
 
+std::string FindTool(const char* name) {
+  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
+    std::string p = std::string(dir) + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
 asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
   auto ex = co_await asio::this_coro::executor;
   int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);

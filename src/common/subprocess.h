@@ -16,6 +16,10 @@ namespace asio = boost::asio;
 
 namespace hutch {
 
+// The absolute path of a host tool (ip, nft, nsenter) in the usual system
+// directories, or "" when it is not installed.
+std::string FindTool(const char* name);
+
 // Waits until `fd` is readable or `timeout` passes (false then). Does not
 // take the fd.
 asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout);

@@ -262,6 +262,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
     r.net_slot = lease->slot;
     spec.netns_path = lease->netns_path;
     spec.resolv_conf = lease->resolv_conf;
+    spec.gateway = lease->gateway;
   }
   auto inst = co_await drv.value()->Create(spec);
   --starting_;

@@ -338,6 +338,7 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
       net_slot = lease->slot;
       is.netns_path = lease->netns_path;
       is.resolv_conf = lease->resolv_conf;
+      is.gateway = lease->gateway;
       auto created = co_await driver_->Create(is);
       if (!created.ok()) {
         co_await Teardown(inst, net_slot);

@@ -46,6 +46,9 @@ struct InstanceSpec {
   std::string netns_path;
   // /etc/resolv.conf inside, when the sandbox has a network.
   std::string resolv_conf;
+  // The host's end of the network slot: the sandbox's route and DNS server
+  // (a vm guest's own resolver address is forwarded there).
+  std::string gateway;
   // A fork child of a running instance: continue this machine instead of
   // booting (same driver, same cpus and memory as its source).
   std::shared_ptr<MachineImage> machine;
@@ -89,6 +92,10 @@ class Instance {
   // CLONE_NEWNET takes it), for hutchd to open sockets in it (the port
   // proxy). The one place that knows where a sandbox's netns comes from.
   virtual Result<UniqueFd> NetNamespace() = 0;
+  // The address in that namespace where the sandbox's servers listen: its
+  // own loopback for a jail (which shares the namespace), the guest's
+  // address for a vm (a guest's loopback is its own kernel's).
+  virtual std::string PortAddress() const { return "127.0.0.1"; }
   // Kills everything and frees every kernel resource; idempotent.
   virtual asio::awaitable<void> Destroy() = 0;
   // What the driver needs to find this instance again after hutchd

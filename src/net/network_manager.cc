@@ -29,14 +29,6 @@ constexpr auto kToolTimeout = std::chrono::seconds(20);
 constexpr uint32_t kResolvedTtlFloor = 30;
 constexpr uint32_t kResolvedTtlCeiling = 3600;
 
-std::string FindTool(const char* name) {
-  for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
-    std::string p = std::string(dir) + name;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
 // The first IPv4 nameserver of the host's resolv.conf.
 std::optional<asio::ip::udp::endpoint> HostResolver() {
   std::ifstream in("/etc/resolv.conf");

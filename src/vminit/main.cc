@@ -10,7 +10,8 @@
 // sandbox's own writable ext4 disk — and stacks them as an overlay (upper
 // and work dirs on vdb), so a sandbox never needs a copy of its template;
 // moves into that root; sets the hostname (the sandbox id, from the kernel
-// command line `hutch.id=`), brings up loopback, puts itself (so the agent
+// command line `hutch.id=`), brings up loopback (and eth0, when the
+// sandbox has a network: `hutch.net=1`), puts itself (so the agent
 // and every command) in a pids-limited cgroup, raises its own priority
 // (nice -10, the agent's; commands start at 0), closes module loading,
 // kexec and ptrace (kernel.modules_disabled, kernel.kexec_load_disabled,
@@ -20,9 +21,12 @@
 //
 // Any failure is printed on the console (the sandbox's console.log on the
 // host) and powers the guest off, so QEMU exits and the host sees it.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -162,6 +166,48 @@ void LoopbackUp() {
   close(s);
 }
 
+void SetAddr(sockaddr* sa, const char* ip) {
+  auto* in = reinterpret_cast<sockaddr_in*>(sa);
+  in->sin_family = AF_INET;
+  inet_pton(AF_INET, ip, &in->sin_addr);
+}
+
+// A sandbox with a network (`hutch.net=1`) has one virtio NIC, eth0, on a
+// tap in its network slot. Its addresses are the same in every guest
+// (src/driver/vm/guest_network.h): 192.0.0.2/30, the gateway and resolver
+// 192.0.0.1, which the slot's namespace routes, masquerades and forwards
+// to the slot's DNS server. Nothing here depends on the slot, so a
+// snapshot of this guest works in any.
+void NetworkUp() {
+  for (int i = 0; i < 2000 && access("/sys/class/net/eth0", F_OK) != 0; ++i) usleep(5000);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) Die("socket");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "eth0", IFNAMSIZ - 1);
+  SetAddr(&ifr.ifr_addr, "192.0.0.2");
+  if (ioctl(s, SIOCSIFADDR, &ifr) != 0) Die("set eth0 address");
+  SetAddr(&ifr.ifr_netmask, "255.255.255.252");
+  if (ioctl(s, SIOCSIFNETMASK, &ifr) != 0) Die("set eth0 netmask");
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) Die("get eth0 flags");
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) Die("bring up eth0");
+  rtentry rt{};
+  SetAddr(&rt.rt_dst, "0.0.0.0");
+  SetAddr(&rt.rt_genmask, "0.0.0.0");
+  SetAddr(&rt.rt_gateway, "192.0.0.1");
+  rt.rt_flags = RTF_UP | RTF_GATEWAY;
+  if (ioctl(s, SIOCADDRT, &rt) != 0) Die("add default route");
+  close(s);
+  // The template's resolv.conf (often a symlink into /run) is replaced in
+  // the sandbox's own disk layer, as the jail's identity layer does.
+  mkdir("/etc", 0755);
+  unlink("/etc/resolv.conf");
+  const std::string conf = "nameserver 192.0.0.1\noptions edns0\n";
+  int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || write(fd, conf.data(), conf.size()) != static_cast<ssize_t>(conf.size())) Die("write /etc/resolv.conf");
+  close(fd);
+}
+
 }  // namespace
 
 int main() {
@@ -207,6 +253,7 @@ int main() {
 
   if (!id.empty() && sethostname(id.data(), id.size()) != 0) Die("sethostname");
   LoopbackUp();
+  if (CmdlineValue(cmdline, "hutch.net") == "1") NetworkUp();
   rlimit nofile{kSandboxNofile, kSandboxNofile};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Die("setrlimit");
   LimitPids(cmdline);

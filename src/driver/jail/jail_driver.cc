@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/net_dev.h"
 #include "common/proc_stat.h"
 #include "common/subprocess.h"
 #include "driver/jail/jail_spawn.h"
@@ -130,19 +131,9 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     }
     // /proc/<pid>/net/dev shows the sandbox's network namespace.
     std::ifstream dev(proc + "/net/dev");
-    std::string line;
-    while (std::getline(dev, line)) {
-      size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = line.substr(0, colon);
-      name.erase(0, name.find_first_not_of(' '));
-      if (name == "lo") continue;
-      std::istringstream f(line.substr(colon + 1));
-      uint64_t v[9] = {};
-      for (auto& x : v) f >> x;
-      out.net_rx_bytes += v[0];
-      out.net_tx_bytes += v[8];
-    }
+    const NetDevTotals net = SumNetDev(dev);
+    out.net_rx_bytes = net.rx_bytes;
+    out.net_tx_bytes = net.tx_bytes;
     return out;
   }
 

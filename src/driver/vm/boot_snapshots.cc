@@ -36,7 +36,8 @@ std::string ReadLine(const std::string& path) {
 
 std::string BootKey(const BootKeyParts& p) {
   const std::string stamp = p.rootfs_image + "\n" + p.blank_disk + "\n" + std::to_string(p.memory_mb) + "\n" +
-                            std::to_string(p.vcpus) + "\n" + p.accel + "\n" + p.guest_identity + "\n";
+                            std::to_string(p.vcpus) + "\n" + p.accel + "\n" + p.guest_identity + "\n" +
+                            (p.nic ? "nic\n" : "");
   return Sha256Hex(stamp).substr(0, 24);
 }
 

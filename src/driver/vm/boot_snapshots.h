@@ -34,6 +34,7 @@ struct BootKeyParts {
   int vcpus = 1;
   std::string accel;           // tcg or kvm
   std::string guest_identity;  // kernel, init, agent, modules and QEMU (GuestIdentity)
+  bool nic = false;            // a virtio NIC (sandboxes with a network)
 };
 std::string BootKey(const BootKeyParts& p);
 

@@ -1,5 +1,7 @@
 #include "driver/vm/qemu_command.h"
 
+#include "driver/vm/guest_network.h"
+
 namespace hutch::vm {
 
 std::vector<std::string> QemuArgv(const QemuConfig& c) {
@@ -32,7 +34,8 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
   // kernel panics ("IO-APIC + timer doesn't work"); virtual hardware has a
   // working timer, so the check only ever fails spuriously.
   a.insert(a.end(),
-           {"-append", "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init hutch.id=" + c.sandbox_id});
+           {"-append", "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init hutch.id=" + c.sandbox_id +
+                           (c.tap_fd >= 0 ? " hutch.net=1" : "")});
   a.insert(a.end(), {"-serial", std::string("file:") + kConsoleLog});
   a.insert(a.end(), {"-drive", std::string("if=none,id=root,format=raw,readonly=on,file=") + kRootfsFile, "-device",
                      "virtio-blk-pci,drive=root"});
@@ -47,6 +50,12 @@ std::vector<std::string> QemuArgv(const QemuConfig& c) {
   a.insert(a.end(), {"-device", "virtio-serial-pci,id=vser", "-chardev",
                      std::string("socket,id=agent,server=on,wait=off,path=") + kAgentSocket, "-device",
                      std::string("virtserialport,bus=vser.0,chardev=agent,name=") + kAgentPortName});
+  if (c.tap_fd >= 0) {
+    // No option ROM (network boot): the kernel is loaded directly. No
+    // vhost: the host may lack vhost-net, and the fd is all QEMU gets.
+    a.insert(a.end(), {"-netdev", "tap,id=net0,vhost=off,fd=" + std::to_string(c.tap_fd), "-device",
+                       std::string("virtio-net-pci,netdev=net0,romfile=,mac=") + kGuestMac});
+  }
   a.insert(a.end(), {"-chardev", std::string("socket,id=qmp,server=on,wait=off,path=") + kQmpSocket, "-mon",
                      "chardev=qmp,mode=control"});
   a.insert(a.end(), {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});

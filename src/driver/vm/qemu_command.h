@@ -2,6 +2,7 @@
 // `-nodefaults` (no default NIC, VGA, floppy, CD, serial), q35 with the
 // PVH entry of an uncompressed vmlinux (no firmware boot, no
 // decompression), two virtio disks, one virtio-serial port for the agent,
+// a virtio NIC on a tap fd hutchd opened when the sandbox has a network,
 // QMP on a unix socket, the kernel console to a file, and QEMU's own
 // seccomp filter (`-sandbox on`: no obsolete syscalls, no set*id, no
 // fork/exec, no scheduler/affinity changes).
@@ -58,6 +59,9 @@ struct QemuConfig {
   // Start waiting for a migration stream (`-incoming defer`; FinishIncoming
   // in migration.h sets the capabilities and starts the load).
   bool incoming = false;
+  // QEMU's fd number of the guest's tap device (guest_network.h), which
+  // gives the guest a virtio NIC; -1: no NIC, the guest has loopback only.
+  int tap_fd = -1;
 };
 
 std::vector<std::string> QemuArgv(const QemuConfig& c);

@@ -26,8 +26,8 @@ Result<UniqueFd> SealedCopy(const std::string& path) {
   UniqueFd mem(memfd_create("hutch-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!mem) return ErrnoError("memfd_create");
   if (ftruncate(mem.get(), st.st_size) != 0) return ErrnoError("size the guest RAM memfd");
-  // Data extents only, and within them only pages that are not zero: the
-  // memfd stays as sparse as the guest's touched memory.
+  // Data extents only, and within them only pages that are not zero (the
+  // rest is zero once allocated below).
   std::vector<char> buf(1 << 20);
   off_t pos = 0;
   while (pos < st.st_size) {
@@ -49,6 +49,7 @@ Result<UniqueFd> SealedCopy(const std::string& path) {
     }
     pos = hole;
   }
+  if (fallocate(mem.get(), 0, 0, st.st_size) != 0) return ErrnoError("allocate the guest RAM memfd");
   if (fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
     return ErrnoError("seal the guest RAM memfd");
   return mem;

@@ -18,8 +18,20 @@
 
 namespace hutch::vm {
 
-// Copies the file at `path` (only its data extents: the holes of a sparse
-// RAM file stay holes) into a new memfd and seals it.
+// Copies the file at `path` into a new memfd, allocates every page of it,
+// and seals it.
+//
+// Why every page: a guest restored from the memfd that touches a page the
+// base guest never did would otherwise make the kernel allocate that page
+// in the memfd (shmem fills a hole on any fault, even a read fault of a
+// private mapping) and charge it to that sandbox's QEMU cgroup — on top of
+// the private copy its write then makes. Such pages cannot be reclaimed
+// (no swap), outlive the sandbox in the memfd, and a guest that touches
+// all its RAM is OOM-killed at about half its size (found by the 1 GiB
+// upload of security_vm_exhaustion_slow). Allocated here, they are charged
+// once to hutchd, shared by every restore, and each sandbox is charged
+// only for what it writes: a loaded snapshot costs the host its RAM size.
+// Zero pages are not copied (the allocation zeroes them).
 Result<UniqueFd> SealedCopy(const std::string& path);
 
 }  // namespace hutch::vm

@@ -23,6 +23,7 @@
 #include "driver/vm/qemu_command.h"
 #include "driver/vm/qemu_process.h"
 #include "driver/vm/boot_snapshots.h"
+#include "driver/vm/guest_network.h"
 #include "driver/vm/qmp_client.h"
 #include "driver/vm/vm_instance.h"
 
@@ -136,8 +137,6 @@ QemuConfig VmDriver::BaseConfig(const InstanceSpec& spec) const {
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const InstanceSpec& spec) {
   if (!spec.mounts.empty()) co_return MakeError(Code::kNotSupported, "vm sandboxes cannot mount volumes yet");
-  if (!spec.netns_path.empty())
-    co_return MakeError(Code::kNotSupported, "vm sandboxes have no network yet: create with network mode none");
   auto guest = Guest();
   if (!guest.ok()) co_return guest.error().Context("vm guest files");
 
@@ -201,6 +200,28 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
     co_return cg.error().Context("create cgroup");
   }
 
+  // The guest's NIC: a tap in the sandbox's network slot, that namespace
+  // made its router (guest_network.h); a NIC with nothing behind it for a
+  // VM that has one only to match its boot snapshot (a base VM).
+  UniqueFd tap;
+  if (plan.nic) {
+    if (!spec.netns_path.empty()) {
+      if (auto st = co_await ApplyGuestRules(spec.netns_path, spec.gateway); !st.ok()) {
+        (void)cg.value()->Remove();
+        cleanup();
+        co_return st.error().Context("vm " + spec.id);
+      }
+    }
+    auto t = OpenGuestTap(spec.netns_path);
+    if (!t.ok()) {
+      (void)cg.value()->Remove();
+      cleanup();
+      co_return t.error().Context("vm " + spec.id);
+    }
+    tap = std::move(t).value();
+    plan.qemu.tap_fd = 3 + static_cast<int>(plan.pass_fds.size());
+    plan.pass_fds.push_back(tap.get());
+  }
   QemuLaunch launch;
   launch.argv = QemuArgv(plan.qemu);
   launch.dir = dir;
@@ -227,6 +248,7 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
   }
   auto inst = std::make_shared<VmInstance>(spec.id, dir, PidFile(spec.id), facts, std::move(proc->pidfd),
                                            std::move(cg).value(), spec.disk_mb);
+  inst->set_netns(spec.netns_path);
   // From here `inst` owns QEMU, the cgroup and the files: an early return
   // destroys them through its destructor.
   inst->set_forks_dir(vm_dir_ + "/forks");
@@ -266,6 +288,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::CreateCold(const In
   plan.backing = kDiskBaseFile;
   plan.backing_format = "raw";
   plan.qemu = BaseConfig(spec);
+  plan.nic = !spec.netns_path.empty();
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
   if (auto st = co_await WaitAgent(**inst, started + opts_.boot_timeout); !st.ok()) {
@@ -301,6 +324,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const Instanc
   const std::string dir = SandboxDir(spec.id);
   auto inst = std::make_shared<VmInstance>(spec.id, dir, PidFile(spec.id), pf, std::move(pidfd),
                                            std::move(cg).value(), spec.disk_mb);
+  // QEMU holds the tap; the slot's namespace is kept by the net layer.
+  if (j.contains("netns") && j["netns"].is_string()) inst->set_netns(j["netns"].get<std::string>());
   inst->set_forks_dir(vm_dir_ + "/forks");
   inst->StartWatch(ex);
   // A VM that should run but was left stopped (hutchd died during a pause

@@ -73,7 +73,13 @@ class VmDriver : public Driver {
   struct LoadedSnapshot {
     std::string dir;
     UniqueFd ram;
+    uint64_t last_used = 0;  // the restore counter's value at its last use
   };
+  // Loaded snapshots kept: each holds its guest RAM size of host memory
+  // (sealed_ram.h). The least recently used one beyond this is let go
+  // (VMs restored from it keep their own reference; a later create of its
+  // key loads it again from disk).
+  static constexpr size_t kLoadedSnapshotsMax = 4;
   // How to start QEMU for one sandbox (vm_driver.cc).
   struct LaunchPlan {
     std::vector<std::pair<std::string, std::string>> links;  // read-only files: source path, name in the dir
@@ -81,6 +87,9 @@ class VmDriver : public Driver {
     std::string backing_format;  // raw or qcow2
     QemuConfig qemu;
     std::vector<int> pass_fds;  // QEMU's fds 3, 4, …
+    // A virtio NIC on a tap: in the spec's network slot, or (no slot) in a
+    // namespace of its own. Launch opens it and appends it to pass_fds.
+    bool nic = false;
   };
 
   VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice accel,
@@ -101,7 +110,7 @@ class VmDriver : public Driver {
                                                                  const std::string& blank);
 
   // vm_restore.cc: boot snapshots, restores and fork children.
-  asio::awaitable<Result<const LoadedSnapshot*>> BootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
+  asio::awaitable<Result<std::shared_ptr<const LoadedSnapshot>>> BootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
                                                               const std::string& blank);
   asio::awaitable<Status> BuildBootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
                                             const std::string& blank, const std::string& key);
@@ -124,7 +133,8 @@ class VmDriver : public Driver {
   uid_t uid_;
   gid_t gid_;
   std::string guest_identity_;
-  std::map<std::string, std::unique_ptr<LoadedSnapshot>> snapshots_;  // by boot key
+  std::map<std::string, std::shared_ptr<LoadedSnapshot>> snapshots_;  // by boot key
+  uint64_t restores_ = 0;
   std::set<std::string> building_;                                     // boot keys being built
   std::map<std::string, std::string> failed_;                         // boot key -> why its build failed
 };

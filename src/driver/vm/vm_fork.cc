@@ -78,6 +78,7 @@ asio::awaitable<Result<std::shared_ptr<MachineImage>>> VmInstance::CaptureMachin
     if (IsBackingFile(name)) files.push_back(name);
   }
   auto image = std::make_shared<VmForkImage>(dir, disk_name, files);
+  image->set_nic(!netns_path_.empty());
 
   // The whole machine: a sandbox's RAM is private memory (anonymous, or a
   // boot snapshot's memfd mapped copy-on-write), so it is all in the stream.

@@ -34,10 +34,15 @@ class VmForkImage : public MachineImage {
   // Every file a child links into its directory: the copy and the
   // read-only disks below it.
   const std::vector<std::string>& files() const { return files_; }
+  // The source has a NIC: so must every child, whose devices must match
+  // the saved ones (a child without a network slot gets an unconnected tap).
+  bool nic() const { return nic_; }
+  void set_nic(bool n) { nic_ = n; }
 
  private:
   std::string dir_, disk_name_;
   std::vector<std::string> files_;
+  bool nic_ = false;
 };
 
 }  // namespace hutch::vm

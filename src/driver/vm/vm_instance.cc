@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/net_dev.h"
 #include "common/subprocess.h"
+#include "driver/vm/guest_network.h"
 #include "driver/vm/qemu_command.h"
 #include "driver/vm/qmp_client.h"
 
@@ -64,7 +66,7 @@ VmInstance::~VmInstance() {
 }
 
 std::string VmInstance::AdoptionFacts() const {
-  return nlohmann::json{{"pid", proc_.pid}, {"start_time", proc_.start_time}}.dump();
+  return nlohmann::json{{"pid", proc_.pid}, {"start_time", proc_.start_time}, {"netns", netns_path_}}.dump();
 }
 
 bool VmInstance::exited() const {
@@ -94,6 +96,17 @@ Result<InstanceStats> VmInstance::Stats() {
   struct stat st;
   if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   out.disk_limit_bytes = static_cast<uint64_t>(disk_mb_) << 20;
+  // The slot's eth0, as a jail sandbox counts its own eth0: what went to
+  // and came from outside (the port proxy's traffic stays on the tap).
+  if (!netns_path_.empty()) {
+    UniqueFd ns(open(netns_path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (ns) {
+      if (auto net = NetDevInNetns(ns.get(), "eth0"); net.ok()) {
+        out.net_rx_bytes = net->rx_bytes;
+        out.net_tx_bytes = net->tx_bytes;
+      }
+    }
+  }
   return out;
 }
 
@@ -118,8 +131,15 @@ asio::awaitable<Status> VmInstance::CaptureLayer(const std::string&) {
 }
 
 Result<UniqueFd> VmInstance::NetNamespace() {
-  return MakeError(Code::kNotSupported, "vm sandboxes have no network yet");
+  if (netns_path_.empty())
+    return MakeError(Code::kNotSupported,
+                     "vm sandbox " + id_ + " has no network (mode none): its ports are reachable only from inside");
+  UniqueFd ns(open(netns_path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns) return ErrnoError("open network namespace of " + id_);
+  return ns;
 }
+
+std::string VmInstance::PortAddress() const { return kGuestAddress; }
 
 asio::awaitable<void> VmInstance::Destroy() {
   if (destroyed_) co_return;

@@ -37,7 +37,10 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   Status Pause() override;
   Status Resume() override;
   asio::awaitable<Status> CaptureLayer(const std::string& dst) override;
+  // The network slot's namespace (guest_network.h); kNotSupported for a
+  // VM without a network (no NIC: nothing to reach but its own loopback).
   Result<UniqueFd> NetNamespace() override;
+  std::string PortAddress() const override;
   asio::awaitable<void> Destroy() override;
   std::string AdoptionFacts() const override;
   std::string boot() const override { return boot_; }
@@ -51,6 +54,8 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   void set_boot(std::string b) { boot_ = std::move(b); }
   // Where fork images are made (<vm dir>/forks).
   void set_forks_dir(std::string d) { forks_dir_ = std::move(d); }
+  // The slot namespace its tap is in ("" without a network).
+  void set_netns(std::string path) { netns_path_ = std::move(path); }
   const std::string& dir() const { return dir_; }
 
   // Watches QEMU's pidfd: QEMU exiting (guest powered off or panicked,
@@ -74,7 +79,7 @@ class VmInstance : public Instance, public std::enable_shared_from_this<VmInstan
   uint64_t guest_oom_kills_ = 0;
   bool paused_ = false;
   bool capturing_ = false;  // a fork's capture has the VM stopped
-  std::string boot_, forks_dir_;
+  std::string boot_, forks_dir_, netns_path_;
   bool destroying_ = false;
   bool destroyed_ = false;
   bool reaped_ = false;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -49,7 +50,7 @@ struct BuildDir {
 
 }  // namespace
 
-asio::awaitable<Result<const VmDriver::LoadedSnapshot*>> VmDriver::BootSnapshot(const InstanceSpec& spec,
+asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDriver::BootSnapshot(const InstanceSpec& spec,
                                                                                 const std::string& rootfs,
                                                                                 const std::string& blank) {
   BootKeyParts parts;
@@ -59,10 +60,14 @@ asio::awaitable<Result<const VmDriver::LoadedSnapshot*>> VmDriver::BootSnapshot(
   parts.vcpus = BaseConfig(spec).vcpus;
   parts.accel = accel_.accel == Accel::kKvm ? "kvm" : "tcg";
   parts.guest_identity = guest_identity_;
+  parts.nic = !spec.netns_path.empty();
   const std::string key = BootKey(parts);
   // Concurrent first creates of a key: one builds, the others wait for it.
   while (building_.count(key)) co_await Pause(std::chrono::milliseconds(50));
-  if (auto it = snapshots_.find(key); it != snapshots_.end()) co_return it->second.get();
+  if (auto it = snapshots_.find(key); it != snapshots_.end()) {
+    it->second->last_used = ++restores_;
+    co_return std::shared_ptr<const LoadedSnapshot>(it->second);
+  }
   if (auto f = failed_.find(key); f != failed_.end())
     co_return MakeError(Code::kUnavailable, "boot snapshot " + key + " failed earlier: " + f->second);
   building_.insert(key);
@@ -90,12 +95,19 @@ asio::awaitable<Result<const VmDriver::LoadedSnapshot*>> VmDriver::BootSnapshot(
                  ram.error().message);
     co_return ram.error();
   }
-  auto loaded = std::make_unique<LoadedSnapshot>();
+  auto loaded = std::make_shared<LoadedSnapshot>();
   loaded->dir = dir;
   loaded->ram = std::move(ram).value();
-  const LoadedSnapshot* out = loaded.get();
-  snapshots_[key] = std::move(loaded);
-  co_return out;
+  loaded->last_used = ++restores_;
+  while (snapshots_.size() >= kLoadedSnapshotsMax) {
+    auto lru = std::min_element(snapshots_.begin(), snapshots_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used < b.second->last_used;
+    });
+    spdlog::info("vm_boot_snapshot_unloaded key={}", lru->first);
+    snapshots_.erase(lru);
+  }
+  snapshots_[key] = loaded;
+  co_return std::shared_ptr<const LoadedSnapshot>(loaded);
 }
 
 asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
@@ -112,7 +124,11 @@ asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec, co
   // build's QEMU), except that its RAM is a file it maps shared.
   InstanceSpec base = spec;
   base.id = "sb_" + RandomHex(8);  // an id's length: the kernel command line matches the restores'
+  // A sandbox with a network gets a NIC, so its boot snapshot has one too,
+  // on a tap connected to nothing: the base VM is in no network slot.
+  base.netns_path.clear();
   LaunchPlan plan;
+  plan.nic = !spec.netns_path.empty();
   plan.links = {{rootfs, kRootfsFile}, {blank, kDiskBaseFile}};
   plan.backing = kDiskBaseFile;
   plan.backing_format = "raw";
@@ -170,6 +186,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Restore(const Insta
   plan.qemu.ram_path = "/proc/self/fd/4";  // the sealed memfd, mapped copy-on-write
   plan.qemu.incoming = true;
   plan.pass_fds = {state.get(), snap.ram.get()};
+  plan.nic = !spec.netns_path.empty();  // as the snapshot's key says
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
   state.reset();
@@ -197,6 +214,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::RestoreFork(const I
   plan.qemu = BaseConfig(spec);  // RAM: anonymous, filled from the stream
   plan.qemu.incoming = true;
   plan.pass_fds = {state.get()};
+  plan.nic = image->nic();
   auto inst = co_await Launch(spec, std::move(plan));
   if (!inst.ok()) co_return inst.error();
   state.reset();
