@@ -6,6 +6,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "tests/support/test_server.h"
 #include "tests/vm/vm_support.h"
 
@@ -60,4 +62,19 @@ TEST(VmSmoke, UnknownDriverIs400) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.json()["code"], "invalid_request");
   EXPECT_NE(r.body.find("firecracker"), std::string::npos);
+}
+
+// Guest RAM counts against the host's memory budget like a jail's limit:
+// a VM that would exceed it is refused before anything boots, and nothing
+// of it is left.
+TEST(VmSmoke, MemoryOverTheHostBudgetIs503) {
+  TestServer s({"--max-memory-committed-mb", "512"});
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  auto r = c.Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 1024}, {"disk_mb", 256}});
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.json()["code"], "capacity_exhausted") << r.body;
+  std::error_code ec;
+  EXPECT_TRUE(std::filesystem::is_empty(s.state_dir() + "/state/vm/sandboxes", ec) || ec);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 0u);
 }
