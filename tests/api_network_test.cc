@@ -61,21 +61,13 @@ TEST(Network, PolicyAllowsNamedHostDeniesTheRestAndPutChangesItLive) {
   std::string id = cr.json()["id"];
   EXPECT_EQ(cr.json()["network"]["mode"], "policy");
 
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://allowed.test:8080/")))), "allowed-server");
-  EXPECT_EQ(Trim(Out(s.Exec(id, Resolve("denied.test")))), "FAIL gaierror");
-  // By raw IP: no allowed name resolved to it.
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(3) + ":8080/")))).rfind("FAIL", 0), 0u);
-
-  auto put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
-                       json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test", "denied.test"}}});
-  ASSERT_EQ(put.status, 200) << put.body;
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://denied.test:8080/")))), "denied-server");
+  ExpectNamedPolicyHoldsAndChangesLive(s, *e.world, id);
   auto g = c.Request("GET", "/v1/sandboxes/" + id + "/network");
   ASSERT_EQ(g.status, 200);
   EXPECT_EQ(g.json()["allow"], json({"allowed.test", "denied.test"}));
 
   // A CIDR rule admits raw IPs; a deny rule beats it.
-  put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
+  auto put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
                   json{{"mode", "policy"}, {"default", "deny"}, {"allow", {e.world->Addr(0) + "/24"}},
                        {"deny", {e.world->Addr(3)}}});
   ASSERT_EQ(put.status, 200) << put.body;
@@ -198,9 +190,7 @@ TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
   EXPECT_LE(NetnsOf(tag).size(), 3u);
 
   ASSERT_EQ(s.Stop(), 0);
-  EXPECT_TRUE(NetnsOf(tag).empty());
-  EXPECT_TRUE(VethsOf(tag).empty());
-  EXPECT_FALSE(NftTableExists(tag));
+  ExpectNoNetworkLeftOf(tag);
   s.Restart();  // the destructor expects a running server
 }
 

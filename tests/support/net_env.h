@@ -3,6 +3,8 @@
 // the network tests of both drivers (api_network_test, vm_network_test).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -59,6 +61,25 @@ inline std::string Trim(std::string s) {
   return s;
 }
 
+// The policy walk both drivers' tests take, on sandbox `id` created with
+// mode policy, default deny, allow ["allowed.test"]: the allowed name
+// answers, the denied one does not resolve, its server's raw IP does not
+// connect; after PUT …/network also allows denied.test, it answers at
+// once, without restarting anything.
+inline void ExpectNamedPolicyHoldsAndChangesLive(TestServer& s, const NetWorld& w, const std::string& id) {
+  auto out = [&](const std::string& cmd) { return Trim(s.Exec(id, cmd).value("stdout", std::string())); };
+  EXPECT_EQ(out(HttpGet("http://allowed.test:8080/")), "allowed-server");
+  EXPECT_EQ(out(Resolve("denied.test")), "FAIL gaierror");
+  // By raw IP: no allowed name resolved to it.
+  EXPECT_EQ(out(HttpGet("http://" + w.Addr(3) + ":8080/")).rfind("FAIL", 0), 0u);
+  auto put = s.Client().Json("PUT", "/v1/sandboxes/" + id + "/network",
+                             nlohmann::json{{"mode", "policy"},
+                                            {"default", "deny"},
+                                            {"allow", {"allowed.test", "denied.test"}}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(out(HttpGet("http://denied.test:8080/")), "denied-server");
+}
+
 // What a server of `tag` made on the host: network namespaces (bind mounts
 // in /run/netns), host-side veths, its nftables table.
 inline std::vector<std::string> NetnsOf(const std::string& tag) {
@@ -79,6 +100,12 @@ inline std::vector<std::string> VethsOf(const std::string& tag) {
 }
 inline bool NftTableExists(const std::string& tag) {
   return HostSh("nft list tables 2>/dev/null").find("hutch_" + tag) != std::string::npos;
+}
+// After the server of `tag` stopped: none of the three is left.
+inline void ExpectNoNetworkLeftOf(const std::string& tag) {
+  EXPECT_TRUE(NetnsOf(tag).empty());
+  EXPECT_TRUE(VethsOf(tag).empty());
+  EXPECT_FALSE(NftTableExists(tag));
 }
 
 }  // namespace hutch::testing
