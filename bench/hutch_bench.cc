@@ -468,15 +468,15 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   // memory size), so each pays boot + save + restore. Restore rows: later
   // creates of one key. Fork: a running VM copied with its memory. TCG on
   // hosts without usable KVM. Few runs: each boot is seconds of CPU.
-  std::vector<double> vm_cold_ms, vm_restore_ms, vm_exec_ms, vm_fork_ms;
+  std::vector<double> vm_cold_ms, vm_restore_ms, vm_exec_ms, vm_fork_ms, vm_net_ms;
   const json caps = c.Request("GET", "/healthz").json().value("capabilities", json::object());
   const json drivers = caps.value("drivers", json::array());
   const bool vm = std::find(drivers.begin(), drivers.end(), "vm") != drivers.end();
   std::string vm_note;
   if (vm) {
     vm_note = caps.value("vm_accel", std::string());
-    auto create_vm = [&](int64_t memory_mb, std::vector<double>* ms) {
-      const json body = {{"driver", "vm"}, {"memory_mb", memory_mb}, {"disk_mb", 256}};
+    auto create_vm = [&](int64_t memory_mb, std::vector<double>* ms, const char* network = "none") {
+      const json body = {{"driver", "vm"}, {"memory_mb", memory_mb}, {"disk_mb", 256}, {"network", {{"mode", network}}}};
       auto t0 = Clock::now();
       auto r = c.Json("POST", "/v1/sandboxes", body);
       if (r.status != 201) throw std::runtime_error("create (vm): HTTP " + std::to_string(r.status) + " " + r.body);
@@ -508,6 +508,13 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       DeleteSandbox(c, r.json().at("sandboxes").at(0).at("id").get<std::string>());
     }
     DeleteSandbox(c, src);
+    if (networking) {
+      // A guest with a network: its own key (the snapshot has a NIC), then
+      // restores that add the tap and the slot namespace's rules.
+      std::cerr << "hutch_bench: vm create with network all (restore to agent) x" << runs << "\n";
+      DeleteSandbox(c, create_vm(256, &ignored, "all"));
+      for (int i = 0; i < runs; ++i) DeleteSandbox(c, create_vm(256, &vm_net_ms, "all"));
+    }
   }
 
   std::vector<Row> rows;
@@ -524,6 +531,9 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     rows.push_back({"vm_first_exec", "hutch vm: first exec `echo hi` after restore", Summarize(vm_exec_ms), ""});
     rows.push_back({"vm_fork", "hutch vm: fork of a running VM, count 1 (save + copy disk + restore)",
                     Summarize(vm_fork_ms), ""});
+    if (!vm_net_ms.empty())
+      rows.push_back({"vm_restore_net_to_agent", "hutch vm: restore with network all (tap, slot rules) -> agent",
+                      Summarize(vm_net_ms), ""});
   }
   rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
                   "sequential, each deleted after (untimed)"});
