@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/host_probe.h"
@@ -91,6 +92,21 @@ std::vector<std::string> VethsOf(const std::string& tag) {
   for (const auto& e : fs::directory_iterator("/sys/class/net", ec))
     if (e.path().filename().string().rfind(tag + "v", 0) == 0) out.push_back(e.path().filename());
   return out;
+}
+// Mount points of this tag's namespaces in the mount table (hutchd shares
+// the test's mount namespace): at most one per name in /run/netns (a name
+// can exist for an instant before its bind while a slot is being made).
+size_t NetnsMountsOf(const std::string& tag) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, mnt;
+    f >> id >> parent >> devno >> root >> mnt;
+    if (mnt.rfind("/run/netns/hutch-" + tag + "-", 0) == 0) ++n;
+  }
+  return n;
 }
 bool NftTableExists(const std::string& tag) {
   return HostSh("nft list tables 2>/dev/null").find("hutch_" + tag) != std::string::npos;
@@ -249,22 +265,34 @@ TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
   for (int i = 0; i < 4; ++i) ids.push_back(s.CreateSandbox(json{{"network", {{"mode", "all"}}}}));
   EXPECT_GE(NetnsOf(tag).size(), 4u);
   for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
-  // Only the warm namespaces remain.
+  // Only the warm namespaces remain (their names and their mounts).
   EXPECT_LE(NetnsOf(tag).size(), 2u);
   EXPECT_LE(VethsOf(tag).size(), 2u);
+  EXPECT_LE(NetnsMountsOf(tag), NetnsOf(tag).size()) << "one bind mount per name at most";
 
   // A crash with one sandbox running: after restart it is adopted and
   // still reaches the world; what the dead run kept warm is removed.
   std::string kept = s.CreateSandbox(json{{"network", {{"mode", "policy"}, {"allow", {"allowed.test"}}}}});
   s.Kill9();
+  // Leftovers of a run that died while making slots: a namespace bound on
+  // its name without a veth yet (made as hutchd makes them: unshare, then a
+  // bind mount on an empty file), and a name whose bind never happened.
+  const std::string half = "/run/netns/hutch-" + tag + "-60", unbound = "/run/netns/hutch-" + tag + "-61";
+  HostSh("touch " + half + " " + unbound + "; unshare --net=" + half + " true");
+  ASSERT_TRUE(fs::exists(half));
+  ASSERT_TRUE(fs::exists(unbound));
   s.Restart();
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(Trim(Out(s.Exec(kept, HttpGet("http://allowed.test:8080/")))), "allowed-server");
   EXPECT_EQ(Trim(Out(s.Exec(kept, Resolve("denied.test")))), "FAIL gaierror");
   EXPECT_LE(NetnsOf(tag).size(), 3u);
+  EXPECT_FALSE(fs::exists(half));
+  EXPECT_FALSE(fs::exists(unbound));
+  EXPECT_LE(NetnsMountsOf(tag), NetnsOf(tag).size()) << "one bind mount per name at most";
 
   ASSERT_EQ(s.Stop(), 0);
   EXPECT_TRUE(NetnsOf(tag).empty());
+  EXPECT_EQ(NetnsMountsOf(tag), 0u);
   EXPECT_TRUE(VethsOf(tag).empty());
   EXPECT_FALSE(NftTableExists(tag));
   s.Restart();  // the destructor expects a running server
