@@ -29,6 +29,12 @@ constexpr auto kToolTimeout = std::chrono::seconds(20);
 // would otherwise expire before the sandbox connects) and at most this.
 constexpr uint32_t kResolvedTtlFloor = 30;
 constexpr uint32_t kResolvedTtlCeiling = 3600;
+// The warm pool's target follows demand: the creates of the last
+// kDemandWindow, between --net-warm and kWarmGrowth times it. A burst then
+// refills in larger batches (fewer nft runs competing with its creates);
+// once it passes, slots taken are no longer replaced beyond --net-warm.
+constexpr auto kDemandWindow = std::chrono::seconds(5);
+constexpr int kWarmGrowth = 4;
 
 std::string FindTool(const char* name) {
   for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
@@ -310,17 +316,29 @@ asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
   spdlog::debug("net slot_removed slot={} nft_ms={:.2f} kernel_ms={:.2f}", slot, nft_ms, MsSince(t1));
 }
 
+int NetworkManager::WarmTarget() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!recent_acquires_.empty() && now - recent_acquires_.front() > kDemandWindow) recent_acquires_.pop_front();
+  const int demand = static_cast<int>(recent_acquires_.size());
+  return std::clamp(demand, opts_.warm, opts_.warm * kWarmGrowth);
+}
+
+bool NetworkManager::WarmNeedsRefill() {
+  const int have = static_cast<int>(warm_.size() + making_.size()), target = WarmTarget();
+  // Refilled in batches: only once the pool is down to half of its
+  // target (or empty), then back to the target, so each nft run serves
+  // several slots (see MakeWarmBatch). Topping up one slot at a time would
+  // cost a whole nft run per slot.
+  return have < target && (have <= target / 2 || warm_.empty());
+}
+
 void NetworkManager::RefillWarm() {
-  if (refilling_ || stopped_) return;
-  // Refilled in batches: only once the pool is down to half, then back to
-  // full, so each tool run serves several slots (see MakeWarmBatch).
-  if (static_cast<int>(warm_.size() + making_.size()) > opts_.warm / 2 && !warm_.empty()) return;
+  if (refilling_ || stopped_ || !WarmNeedsRefill()) return;
   refilling_ = true;
   std::weak_ptr<bool> alive = alive_;
   asio::co_spawn(io_, [this, alive]() -> asio::awaitable<void> {
-    while (!alive.expired() && !stopped_) {
-      const int need = opts_.warm - static_cast<int>(warm_.size() + making_.size());
-      if (need <= 0) break;
+    while (!alive.expired() && !stopped_ && WarmNeedsRefill()) {
+      const int need = WarmTarget() - static_cast<int>(warm_.size() + making_.size());
       std::vector<int> made = co_await MakeWarmBatch(need);
       if (alive.expired()) co_return;
       if (made.empty()) {
@@ -345,6 +363,7 @@ void NetworkManager::RefillWarm() {
 
 asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& policy) {
   if (stopped_) co_return MakeError(Code::kUnavailable, "networking is shutting down");
+  recent_acquires_.push_back(std::chrono::steady_clock::now());
   int slot;
   if (!warm_.empty()) {
     slot = warm_.front();

@@ -26,6 +26,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -54,7 +55,9 @@ struct NetworkOptions {
   // Where allowed names are resolved; unset: the first IPv4 nameserver of
   // the host's /etc/resolv.conf.
   std::optional<asio::ip::udp::endpoint> dns_upstream;
-  int warm = 8;  // refilled in batches once down to half
+  // Kept ready; the target grows with recent demand up to 4x this and is
+  // refilled in batches once down to half.
+  int warm = 8;
   std::string netns_dir = "/run/netns";
   uint16_t dns_port = 53;
 };
@@ -135,6 +138,9 @@ class NetworkManager {
   Status FinishSlot(int slot);
   asio::awaitable<void> RemoveSlot(int slot);
   asio::awaitable<Status> Nft(const std::string& script);
+  // How many warm slots to keep now (follows recent demand, bounded).
+  int WarmTarget();
+  bool WarmNeedsRefill();
   void RefillWarm();
   asio::awaitable<void> OnResolved(uint32_t client, std::vector<uint32_t> addrs, uint32_t ttl);
 
@@ -155,6 +161,8 @@ class NetworkManager {
   std::set<int> foreign_;  // failed to make: someone else's (skipped)
   std::set<int> removing_;  // RemoveSlot in flight: not free until it ends
   std::map<int, NetworkPolicy> leased_;
+  // When recent Acquires happened (the last kDemandWindow): WarmTarget.
+  std::deque<std::chrono::steady_clock::time_point> recent_acquires_;
   bool refilling_ = false;
   bool stopped_ = false;
   // Shared with detached coroutines (warm refill) so they notice a
