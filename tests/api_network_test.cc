@@ -265,9 +265,11 @@ TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
   for (int i = 0; i < 4; ++i) ids.push_back(s.CreateSandbox(json{{"network", {{"mode", "all"}}}}));
   EXPECT_GE(NetnsOf(tag).size(), 4u);
   for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
-  // Only the warm namespaces remain (their names and their mounts).
-  EXPECT_LE(NetnsOf(tag).size(), 2u);
-  EXPECT_LE(VethsOf(tag).size(), 2u);
+  // Only the warm namespaces remain (their names and their mounts): the
+  // pool's target follows recent demand, here the burst of 4 creates (with
+  // all 4 leaked there would be 8).
+  EXPECT_LE(NetnsOf(tag).size(), 4u);
+  EXPECT_LE(VethsOf(tag).size(), 4u);
   EXPECT_LE(NetnsMountsOf(tag), NetnsOf(tag).size()) << "one bind mount per name at most";
 
   // A crash with one sandbox running: after restart it is adopted and
