@@ -3,6 +3,9 @@
 // recovery (a volume stays mounted for adopted sandboxes, a restarted
 // hutchd mounts it again).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -90,6 +93,50 @@ TEST(Volume, WrittenByOneSandboxIsReadByTheNextAfterTheFirstIsDeleted) {
   EXPECT_EQ(c2.Request("GET", "/v1/volumes/proj").status, 404);
   EXPECT_EQ(MountsUnder(s), "");
   EXPECT_EQ(HostSh("ls -A " + s.state_dir() + "/state/volumes"), "");
+}
+
+// A stop unmounts volumes lazily; a process that unshared its mount
+// namespace meanwhile (here `unshare -m`, on a real host `ip netns exec`,
+// a service's PrivateTmp, a container) keeps the file system alive with
+// the newest data in its caches. The next start must mount that live file
+// system, not a second ext4 on the same image that reads stale blocks:
+// what sandboxes wrote is all there after the restart.
+TEST(Volume, StaysWholeAcrossARestartWhileAnotherMountNamespaceHoldsIt) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  CreateVolume(c, "pinned", 64);
+  std::string a = s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
+  auto w = s.Exec(a, "head -c 3000000 /dev/urandom > /data/blob && sha256sum /data/blob | cut -c1-64");
+  ASSERT_EQ(Code(w), 0) << w.dump();
+  const std::string sum = Out(w);
+  ASSERT_EQ(c.Request("DELETE", "/v1/sandboxes/" + a).status, 204);
+  // A copy of the host's mount table, volume included, held by a process.
+  pid_t holder = fork();
+  if (holder == 0) {
+    execlp("unshare", "unshare", "-m", "--propagation", "private", "sleep", "120", nullptr);
+    _exit(127);
+  }
+  std::string seen;
+  for (int i = 0; i < 100 && seen.find("/volumes/") == std::string::npos; ++i) {
+    usleep(50 * 1000);
+    seen = HostSh("cat /proc/" + std::to_string(holder) + "/mountinfo 2>/dev/null | grep -F '" + s.state_dir() +
+                  "/state/volumes' || true");
+  }
+  ASSERT_NE(seen.find("/volumes/"), std::string::npos) << "the holder has no copy of the volume's mount";
+
+  s.Stop();
+  EXPECT_EQ(MountsUnder(s), "");
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  auto c2 = s.Client();
+  std::string b = s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
+  EXPECT_EQ(Out(s.Exec(b, "sha256sum /data/blob | cut -c1-64")), sum);
+  auto list = c2.Request("GET", "/v1/volumes").json();
+  EXPECT_GT(list["volumes"][0]["used_bytes"].get<uint64_t>(), 2000000u) << list.dump();
+  ASSERT_EQ(c2.Request("DELETE", "/v1/sandboxes/" + b).status, 204);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
 }
 
 TEST(Volume, SizeCapStopsWritesFromInsideAndFromTheApi) {

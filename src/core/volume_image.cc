@@ -1,5 +1,6 @@
 #include "core/volume_image.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <sys/ioctl.h>
@@ -40,7 +41,47 @@ asio::awaitable<Status> CreateVolumeImage(const std::string& image, int64_t size
   co_return Status{};
 }
 
+namespace {
+
+// The loop device `image` is still attached to, if any. A volume is
+// unmounted lazily (MNT_DETACH): its file system lives on, with the newest
+// data in its caches, while any other mount namespace holds a copy of the
+// mount — a process that unshared its mount namespace while the volume was
+// mounted (`ip netns exec`, a service's PrivateTmp, a container) keeps it
+// until it exits, and its loop device (auto-clear) stays attached as long.
+// Mounting that same device again shares the live file system; a second
+// loop device on the same file would be a second ext4 on one image, which
+// reads stale blocks (data written before the restart looks lost) and
+// overwrites the other's.
+std::string AttachedLoop(const std::string& image) {
+  struct stat img;
+  if (stat(image.c_str(), &img) != 0) return "";
+  DIR* d = opendir("/sys/block");
+  if (!d) return "";
+  std::string found;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "loop", 4) != 0) continue;
+    const std::string dev = std::string("/dev/") + e->d_name;
+    UniqueFd fd(open(dev.c_str(), O_RDONLY | O_CLOEXEC));
+    loop_info64 info;
+    if (!fd || ioctl(fd.get(), LOOP_GET_STATUS64, &info) != 0) continue;  // ENXIO: nothing attached
+    if (info.lo_inode == img.st_ino && info.lo_device == img.st_dev) {
+      found = dev;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+}  // namespace
+
 Status MountVolumeImage(const std::string& image, const std::string& dir) {
+  if (const std::string live = AttachedLoop(image); !live.empty()) {
+    if (mount(live.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
+      return ErrnoError("mount " + image + " (still live on " + live + ") at " + dir);
+    return Status{};
+  }
   UniqueFd img(open(image.c_str(), O_RDWR | O_CLOEXEC));
   if (!img) return ErrnoError("open " + image);
   UniqueFd ctl(open("/dev/loop-control", O_RDWR | O_CLOEXEC));

@@ -20,6 +20,9 @@ asio::awaitable<Status> CreateVolumeImage(const std::string& image, int64_t size
 
 // Attaches `image` to a free loop device (auto-clearing: it is released
 // when the last mount of it goes) and mounts it at `dir` (nosuid, nodev).
+// An image still live on a loop device (a lazily unmounted volume that
+// another mount namespace keeps) is mounted from that device instead: the
+// same file system, never a second one on the same file.
 Status MountVolumeImage(const std::string& image, const std::string& dir);
 
 // Lazily unmounts `dir`: sandboxes that still have the volume bound keep
