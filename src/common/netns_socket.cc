@@ -7,7 +7,7 @@
 
 namespace hutch {
 
-Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
+Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol) {
   int fd = -1;
   int err = 0;
   const char* step = "";
@@ -19,7 +19,7 @@ Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
       step = "setns(CLONE_NEWNET)";
       return;
     }
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    fd = socket(domain, type, protocol);
     if (fd < 0) {
       err = errno;
       step = "socket";
@@ -28,6 +28,10 @@ Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
   t.join();
   if (fd < 0) return ErrnoError(std::string("socket in sandbox network namespace: ") + step, err);
   return UniqueFd(fd);
+}
+
+Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
+  return SocketInNetns(netns_fd, AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
 }  // namespace hutch
