@@ -7,7 +7,7 @@
 
 namespace hutch {
 
-Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol) {
+Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
   int fd = -1;
   int err = 0;
   const char* step = "";
@@ -19,7 +19,7 @@ Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol)
       step = "setns(CLONE_NEWNET)";
       return;
     }
-    fd = socket(domain, type, protocol);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       err = errno;
       step = "socket";
@@ -28,10 +28,6 @@ Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol)
   t.join();
   if (fd < 0) return ErrnoError(std::string("socket in sandbox network namespace: ") + step, err);
   return UniqueFd(fd);
-}
-
-Result<UniqueFd> TcpSocketInNetns(int netns_fd) {
-  return SocketInNetns(netns_fd, AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
 }  // namespace hutch

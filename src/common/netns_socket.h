@@ -10,12 +10,9 @@
 
 namespace hutch {
 
-// socket(domain, type, protocol) in the network namespace `netns_fd` names
-// (an fd of /proc/<pid>/ns/net or a bind mount of one). Needs
+// A non-blocking, close-on-exec TCP/IPv4 socket in the network namespace
+// `netns_fd` names (an fd of /proc/<pid>/ns/net or similar). Needs
 // CAP_SYS_ADMIN over that namespace's owning user namespace.
-Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol);
-
-// A non-blocking, close-on-exec TCP/IPv4 socket there.
 Result<UniqueFd> TcpSocketInNetns(int netns_fd);
 
 }  // namespace hutch
