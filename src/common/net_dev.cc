@@ -1,10 +1,10 @@
 #include "common/net_dev.h"
 
-#include <sched.h>
-
+#include <cerrno>
 #include <fstream>
 #include <sstream>
-#include <thread>
+
+#include "common/netns_thread.h"
 
 namespace hutch {
 
@@ -29,13 +29,8 @@ NetDevTotals SumNetDev(std::istream& in, const std::string& only) {
 Result<NetDevTotals> NetDevInNetns(int netns_fd, const std::string& only) {
   NetDevTotals out;
   int err = 0;
-  // /proc/thread-self/net is the calling thread's namespace: a thread
-  // enters the sandbox's, reads, and ends (hutchd's threads stay home).
-  std::thread t([&] {
-    if (setns(netns_fd, CLONE_NEWNET) != 0) {
-      err = errno;
-      return;
-    }
+  // /proc/thread-self/net shows the calling thread's namespace.
+  auto entered = RunInNetns(netns_fd, [&] {
     std::ifstream in("/proc/thread-self/net/dev");
     if (!in) {
       err = errno ? errno : EIO;
@@ -43,7 +38,7 @@ Result<NetDevTotals> NetDevInNetns(int netns_fd, const std::string& only) {
     }
     out = SumNetDev(in, only);
   });
-  t.join();
+  if (!entered.ok()) return entered.error().Context("interface counters of a sandbox network namespace");
   if (err != 0) return ErrnoError("interface counters of a sandbox network namespace", err);
   return out;
 }

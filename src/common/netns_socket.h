@@ -11,8 +11,8 @@
 namespace hutch {
 
 // A non-blocking, close-on-exec TCP/IPv4 socket in the network namespace
-// `netns_fd` names (an fd of /proc/<pid>/ns/net or similar). Needs
-// CAP_SYS_ADMIN over that namespace's owning user namespace.
+// `netns_fd` names (an fd of /proc/<pid>/ns/net or similar), made there by
+// RunInNetns (netns_thread.h).
 Result<UniqueFd> TcpSocketInNetns(int netns_fd);
 
 }  // namespace hutch

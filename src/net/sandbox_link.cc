@@ -5,14 +5,13 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
+#include "common/netns_thread.h"
 #include "common/unique_fd.h"
 
 namespace hutch::net {
@@ -98,12 +97,7 @@ Status ConfigureSandboxLink(const SandboxLinkConfig& c) {
   int fd = -1, err = 0;
   unsigned lo = 0, eth = 0;
   const char* step = "";
-  std::thread t([&] {
-    if (setns(ns.get(), CLONE_NEWNET) != 0) {
-      err = errno;
-      step = "setns(CLONE_NEWNET)";
-      return;
-    }
+  auto entered = RunInNetns(ns.get(), [&] {
     lo = if_nametoindex("lo");
     eth = if_nametoindex(c.ifname.c_str());
     if (lo == 0 || eth == 0) {
@@ -117,7 +111,7 @@ Status ConfigureSandboxLink(const SandboxLinkConfig& c) {
       step = "socket(NETLINK_ROUTE)";
     }
   });
-  t.join();
+  if (!entered.ok()) return entered.error().Context("configure " + c.ifname + " in " + c.netns_path);
   if (fd < 0) return ErrnoError("configure " + c.ifname + " in " + c.netns_path + ": " + step, err);
   UniqueFd nl(fd);
   timeval tv{5, 0};  // the kernel answers at once; never hang hutchd's thread

@@ -6,7 +6,7 @@
 // themselves take microseconds.
 //
 // The netlink socket is created inside the namespace by a short-lived
-// thread (as common/netns_socket does): the socket stays bound to that
+// thread (common/netns_thread): the socket stays bound to that
 // namespace, hutchd's own threads never leave the host's.
 #pragma once
 

@@ -6,14 +6,13 @@
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 
+#include "common/netns_thread.h"
 #include "common/subprocess.h"
 
 namespace hutch::vm {
@@ -53,15 +52,13 @@ Result<UniqueFd> OpenGuestTap(const std::string& netns_path) {
   int tap = -1;
   int err = 0;
   const char* step = "";
-  // Devices and sysctls belong to the namespace of the thread that makes
-  // them; a short-lived thread enters it so hutchd's threads never leave
-  // the host's (as common/netns_socket does).
-  std::thread t([&] {
+  // The device and the sysctls belong to the namespace they are made in
+  // (common/netns_thread.h); without a path, to a new one of their own.
+  auto entered = RunInNetns(ns ? ns.get() : -1, [&] {
     auto fail = [&](const char* what) {
       err = errno;
       step = what;
     };
-    if (ns ? setns(ns.get(), CLONE_NEWNET) != 0 : unshare(CLONE_NEWNET) != 0) return fail("enter namespace");
     int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
     if (fd < 0) return fail("open /dev/net/tun");
     ifreq ifr{};
@@ -119,7 +116,7 @@ Result<UniqueFd> OpenGuestTap(const std::string& netns_path) {
     }
     tap = fd;
   });
-  t.join();
+  if (!entered.ok()) return entered.error().Context("guest tap device");
   if (tap < 0) return ErrnoError(std::string("guest tap device: ") + step, err);
   return UniqueFd(tap);
 }
