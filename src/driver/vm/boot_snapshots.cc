@@ -24,7 +24,6 @@ std::string StatStamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_nsec);
 }
 
-
 std::string ReadLine(const std::string& path) {
   std::ifstream in(path);
   std::string s;

@@ -18,11 +18,11 @@ struct GuestFiles {
   std::string kernel_release;  // `uname -r` in the guest
 };
 
-// `guest_dir` is scripts/vm-guest's output; `init_path` and `agent_path`
-// are the static hutch-vm-init and hutch-agent binaries.
 // A whole file's bytes (the guest kit's files, snapshot inputs).
 Result<std::string> ReadAll(const std::string& path);
 
+// `guest_dir` is scripts/vm-guest's output; `init_path` and `agent_path`
+// are the static hutch-vm-init and hutch-agent binaries.
 Result<GuestFiles> PrepareGuestFiles(const std::string& guest_dir, const std::string& vm_dir,
                                      const std::string& init_path, const std::string& agent_path);
 

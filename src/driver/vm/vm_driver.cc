@@ -190,6 +190,29 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
     co_return e;
   }
 
+  // The guest's NIC: a tap in the sandbox's network slot, that namespace
+  // made its router (guest_network.h); a NIC with nothing behind it for a
+  // VM that has one only to match its boot snapshot (a base VM). Nothing
+  // here outlives a failure: the tap goes with its fd, the slot's rules
+  // with the slot.
+  UniqueFd tap;
+  if (plan.nic) {
+    if (!spec.netns_path.empty()) {
+      if (auto st = co_await ApplyGuestRules(spec.netns_path, spec.gateway); !st.ok()) {
+        cleanup();
+        co_return st.error().Context("vm " + spec.id);
+      }
+    }
+    auto t = OpenGuestTap(spec.netns_path);
+    if (!t.ok()) {
+      cleanup();
+      co_return t.error().Context("vm " + spec.id);
+    }
+    tap = std::move(t).value();
+    plan.qemu.tap_fd = 3 + static_cast<int>(plan.pass_fds.size());
+    plan.pass_fds.push_back(tap.get());
+  }
+
   jail::CgroupLimits limits;
   limits.memory_bytes = (spec.memory_mb + kQemuOverheadMb) * 1024 * 1024;
   limits.pids_max = 256;  // QEMU's threads: vCPUs, I/O workers, RCU
@@ -200,28 +223,6 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
     co_return cg.error().Context("create cgroup");
   }
 
-  // The guest's NIC: a tap in the sandbox's network slot, that namespace
-  // made its router (guest_network.h); a NIC with nothing behind it for a
-  // VM that has one only to match its boot snapshot (a base VM).
-  UniqueFd tap;
-  if (plan.nic) {
-    if (!spec.netns_path.empty()) {
-      if (auto st = co_await ApplyGuestRules(spec.netns_path, spec.gateway); !st.ok()) {
-        (void)cg.value()->Remove();
-        cleanup();
-        co_return st.error().Context("vm " + spec.id);
-      }
-    }
-    auto t = OpenGuestTap(spec.netns_path);
-    if (!t.ok()) {
-      (void)cg.value()->Remove();
-      cleanup();
-      co_return t.error().Context("vm " + spec.id);
-    }
-    tap = std::move(t).value();
-    plan.qemu.tap_fd = 3 + static_cast<int>(plan.pass_fds.size());
-    plan.pass_fds.push_back(tap.get());
-  }
   QemuLaunch launch;
   launch.argv = QemuArgv(plan.qemu);
   launch.dir = dir;
