@@ -337,7 +337,14 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   Report ask{0, 0};
   if (write(sfd, &ask, sizeof ask) != sizeof ask) Fail(sfd, kStepWaitMaps, errno);
   if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitMaps, errno);
-  if (setresgid(0, 0, 0) != 0 || setgroups(0, nullptr) != 0 || setresuid(0, 0, 0) != 0)
+  // Raw syscalls, not glibc's wrappers: those broadcast the change to
+  // every thread of the process (all threads share credentials in POSIX)
+  // under a lock of glibc's thread list. This child is a copy of one
+  // thread of hutchd; if another hutchd thread was starting or ending at
+  // the moment of clone, that lock is held here forever and the wrapper
+  // never returns. The kernel's calls change this (only) thread.
+  if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, nullptr) != 0 ||
+      syscall(SYS_setresuid, 0, 0, 0) != 0)
     Fail(sfd, kStepSetIds, errno);
 
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(sfd, kStepNoNewPrivs, errno);
