@@ -4,24 +4,27 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
-#include <sched.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
+
+#include "common/netns_socket.h"
 
 namespace hutch::net {
 
 namespace {
 
+// The kernel answers at once; never hang the calling thread on a lost
+// answer.
+void SetReceiveTimeout(int fd) {
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 UniqueFd NewSocket() {
   UniqueFd fd(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (!fd) return fd;
-  // The kernel answers at once; never hang the calling thread on a lost
-  // answer.
-  timeval tv{5, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (fd) SetReceiveTimeout(fd.get());
   return fd;
 }
 
@@ -79,26 +82,10 @@ Result<RtNetlink> RtNetlink::Open() {
 }
 
 Result<RtNetlink> RtNetlink::OpenIn(int netns_fd) {
-  UniqueFd fd;
-  int err = 0;
-  const char* step = "";
-  // The thread lives for two syscalls (setns(2) changes only the calling
-  // thread's namespace).
-  std::thread t([&] {
-    if (setns(netns_fd, CLONE_NEWNET) != 0) {
-      err = errno;
-      step = "setns(CLONE_NEWNET)";
-      return;
-    }
-    fd = NewSocket();
-    if (!fd) {
-      err = errno;
-      step = "socket(NETLINK_ROUTE)";
-    }
-  });
-  t.join();
-  if (!fd) return ErrnoError(std::string("netlink socket in a network namespace: ") + step, err);
-  return RtNetlink(std::move(fd));
+  auto fd = SocketInNetns(netns_fd, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (!fd.ok()) return fd.error().Context("netlink");
+  SetReceiveTimeout(fd->get());
+  return RtNetlink(std::move(fd).value());
 }
 
 Result<std::vector<char>> RtNetlink::Exchange(RtRequest& r, const std::string& what, bool want_reply) {
