@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/exposition.h"
 #include "tests/support/host_probe.h"
 #include "tests/support/net_env.h"
 
@@ -163,6 +164,68 @@ TEST(Network, ModeAllReachesTheWorldAndCountsBytes) {
   auto put = s.Client().Json("PUT", "/v1/sandboxes/" + none + "/network", json{{"mode", "all"}});
   EXPECT_EQ(put.status, 501) << put.body;
   EXPECT_EQ(put.json()["code"], "not_supported") << put.body;
+}
+
+// The slot chains (s<k>) in this server's nftables table.
+size_t SlotChainsOf(const std::string& tag) {
+  std::istringstream in(HostSh("nft list table inet hutch_" + tag + " 2>/dev/null"));
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    auto at = line.find("chain s");
+    if (at != std::string::npos && at + 7 < line.size() && std::isdigit(static_cast<unsigned char>(line[at + 7]))) ++n;
+  }
+  return n;
+}
+
+TEST(Network, FiftyModeAllSandboxesLeaveOnlyTheWarmPoolWhenDeleted) {
+  // The benchmark's burst (bench/hutch_bench section 8), checked for what
+  // it leaves: after 50 creates with mode all and their deletes, every
+  // namespace, veth (with its address) and slot chain left is one the
+  // server counts as warm, ready for the next create, and none is leased.
+  NetEnv e = MakeNetEnv();
+  ASSERT_TRUE(e.server->ok());
+  auto& s = *e.server;
+  const std::string tag = probe::TagOf(s);
+  ASSERT_FALSE(tag.empty());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 50; ++i) {
+    auto r = s.Client().Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.push_back(r.json().at("id").get<std::string>());
+  }
+  EXPECT_GE(NetnsOf(tag).size(), 50u);
+  EXPECT_GE(SlotChainsOf(tag), 50u);
+  // The last one still reaches out: the burst was served by working slots.
+  EXPECT_EQ(Trim(Out(s.Exec(ids.back(), HttpGet("http://allowed.test:8080/")))), "allowed-server");
+  for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+
+  // The pool may still be refilling after the burst: wait for a moment
+  // when the kernel's and nftables' view agree with the server's.
+  size_t warm = 0, leased = 1, netns = 0, veths = 0, chains = 0, mounts = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto m = ParseExposition(s.Client().Request("GET", "/metrics").body);
+    ASSERT_TRUE(m.ok()) << m.error;
+    auto w = m.Value("hutch_network_slots", {{"state", "warm"}}), l = m.Value("hutch_network_slots", {{"state", "leased"}});
+    ASSERT_TRUE(w && l) << "hutch_network_slots{state=warm|leased} missing from /metrics";
+    warm = static_cast<size_t>(*w);
+    leased = static_cast<size_t>(*l);
+    netns = NetnsOf(tag).size();
+    veths = VethsOf(tag).size();
+    chains = SlotChainsOf(tag);
+    mounts = NetnsMountsOf(tag);
+    if (leased == 0 && netns == warm && veths == warm && chains == warm && mounts == warm) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(leased, 0u);
+  EXPECT_GT(warm, 0u) << "the pool refills for the next create";
+  EXPECT_EQ(netns, warm) << "namespaces beyond the warm pool";
+  EXPECT_EQ(mounts, warm) << "namespace bind mounts beyond the warm pool";
+  EXPECT_EQ(veths, warm) << "veths (and their addresses) beyond the warm pool";
+  EXPECT_EQ(chains, warm) << "nftables slot chains beyond the warm pool";
+  ASSERT_EQ(s.Stop(), 0);
+  ExpectNoNetworkLeftOf(tag);
+  s.Restart();  // the destructor expects a running server
 }
 
 TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
