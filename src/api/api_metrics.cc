@@ -28,6 +28,10 @@ ApiMetrics::ApiMetrics()
       errors(registry.AddCounterFamily("hutch_errors_total",
                                        "Errors answered to clients (JSON errors and stream error events) by code.",
                                        {"code"})),
+      network_slots(registry.AddGaugeFamily(
+          "hutch_network_slots",
+          "Network slots (namespace, veth, rules) by state: warm (ready for a create) or leased (a sandbox's).",
+          {"state"})),
       rate_limit_buckets(
           registry.AddGauge("hutch_rate_limit_buckets", "API keys with a partly used rate-limit bucket.")),
       uptime_seconds(registry.AddGauge("hutch_process_uptime_seconds", "Seconds since hutchd started.")) {}

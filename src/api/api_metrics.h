@@ -36,6 +36,7 @@ struct ApiMetrics {
   Family<Counter>& http_requests;  // {method, status_class}
   Counter& http_errors_5xx;
   Family<Counter>& errors;  // {code}
+  Family<Gauge>& network_slots;  // {state}: warm, leased
   Gauge& rate_limit_buckets;
   Gauge& uptime_seconds;
 };

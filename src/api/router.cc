@@ -303,6 +303,10 @@ asio::awaitable<void> Api::ServeMetrics(HttpContext& ctx) {
                   SandboxStatus::kFailed})
     metrics_.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
   metrics_.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
+  if (const auto* net = mgr_->network()) {
+    metrics_.network_slots.With({"warm"}).Set(static_cast<double>(net->warm()));
+    metrics_.network_slots.With({"leased"}).Set(static_cast<double>(net->in_use()));
+  }
   metrics_.rate_limit_buckets.Set(static_cast<double>(limiter_.bucket_count()));
   auto up = std::chrono::steady_clock::now() - metrics_.started;
   metrics_.uptime_seconds.Set(std::chrono::duration<double>(up).count());

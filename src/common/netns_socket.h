@@ -1,8 +1,8 @@
 // Sockets created inside another network namespace. A socket belongs to
 // the namespace of the thread that created it, for its whole life; so a
-// short-lived thread enters the namespace (setns(2) changes only the
-// calling thread's), creates the socket and exits. hutchd's own threads
-// never leave the host's namespace.
+// short-lived thread enters the namespace (common/netns_thread), creates
+// the socket and exits. hutchd's own threads never leave the host's
+// namespace.
 #pragma once
 
 #include "common/result.h"
@@ -10,9 +10,12 @@
 
 namespace hutch {
 
-// A non-blocking, close-on-exec TCP/IPv4 socket in the network namespace
-// `netns_fd` names (an fd of /proc/<pid>/ns/net or similar), made there by
-// RunInNetns (netns_thread.h).
+// socket(domain, type, protocol) in the network namespace `netns_fd` names
+// (an fd of /proc/<pid>/ns/net or a bind mount of one). Needs
+// CAP_SYS_ADMIN over that namespace's owning user namespace.
+Result<UniqueFd> SocketInNetns(int netns_fd, int domain, int type, int protocol);
+
+// A non-blocking, close-on-exec TCP/IPv4 socket there.
 Result<UniqueFd> TcpSocketInNetns(int netns_fd);
 
 }  // namespace hutch

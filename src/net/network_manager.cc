@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/address_v4.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <spdlog/spdlog.h>
@@ -15,7 +16,7 @@
 #include "common/subprocess.h"
 #include "net/dns_policy.h"
 #include "net/dns_proxy.h"
-#include "net/sandbox_link.h"
+#include "net/named_netns.h"
 
 namespace hutch::net {
 
@@ -28,6 +29,12 @@ constexpr auto kToolTimeout = std::chrono::seconds(20);
 // would otherwise expire before the sandbox connects) and at most this.
 constexpr uint32_t kResolvedTtlFloor = 30;
 constexpr uint32_t kResolvedTtlCeiling = 3600;
+// The warm pool's target follows demand: the creates of the last
+// kDemandWindow, between --net-warm and kWarmGrowth times it. A burst then
+// refills in larger batches (fewer nft runs competing with its creates);
+// once it passes, slots taken are no longer replaced beyond --net-warm.
+constexpr auto kDemandWindow = std::chrono::seconds(5);
+constexpr int kWarmGrowth = 4;
 
 // The first IPv4 nameserver of the host's resolv.conf.
 std::optional<asio::ip::udp::endpoint> HostResolver() {
@@ -54,6 +61,10 @@ DnsPolicy ToDnsPolicy(const NetworkPolicy& p) {
   return d;
 }
 
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 uint64_t ReadCounter(const std::string& path) {
   std::ifstream in(path);
   uint64_t v = 0;
@@ -63,8 +74,9 @@ uint64_t ReadCounter(const std::string& path) {
 
 }  // namespace
 
-NetworkManager::NetworkManager(asio::io_context& io, NetworkOptions opts, std::string ip, std::string nft)
-    : io_(io), opts_(std::move(opts)), ip_bin_(std::move(ip)), nft_bin_(std::move(nft)) {
+NetworkManager::NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft,
+                               std::unique_ptr<RtNetlink> host_nl)
+    : io_(io), opts_(std::move(opts)), nft_bin_(std::move(nft)), host_nl_(std::move(host_nl)), worker_(io) {
   names_.prefix = opts_.tag;
 }
 
@@ -80,8 +92,7 @@ asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(a
   if (opts.pool.prefix < 16 || opts.pool.prefix > 28)
     co_return MakeError(Code::kInvalidRequest,
                         "network pool " + opts.pool.ToString() + " must be between a /16 and a /28");
-  std::string ip = FindTool("ip"), nft = FindTool("nft");
-  if (ip.empty()) co_return MakeError(Code::kUnavailable, "the ip tool (iproute2) is not installed");
+  std::string nft = FindTool("nft");
   if (nft.empty()) co_return MakeError(Code::kUnavailable, "the nft tool (nftables) is not installed");
   // Sandboxes reach the world through the host: routing between
   // interfaces must be on. (A host-wide setting, left on at exit: other
@@ -92,10 +103,13 @@ asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(a
     fwd.flush();
     if (!fwd) co_return MakeError(Code::kUnavailable, "cannot enable IPv4 forwarding (/proc/sys/net/ipv4/ip_forward)");
   }
-  std::error_code ec;
-  fs::create_directories(opts.netns_dir, ec);
+  if (auto st = PrepareNetnsDir(opts.netns_dir); !st.ok())
+    co_return MakeError(Code::kUnavailable, st.error().message).Context("network namespaces directory");
+  auto host_nl = RtNetlink::Open();
+  if (!host_nl.ok()) co_return MakeError(Code::kUnavailable, host_nl.error().message);
   auto upstream = opts.dns_upstream ? opts.dns_upstream : HostResolver();
-  std::unique_ptr<NetworkManager> m(new NetworkManager(io, std::move(opts), ip, nft));
+  std::unique_ptr<NetworkManager> m(
+      new NetworkManager(io, std::move(opts), nft, std::make_unique<RtNetlink>(std::move(host_nl).value())));
   // One transaction: the old table (a crashed run's) goes and the new base
   // chains come; no instant without filtering.
   std::string script = "add table inet " + m->names_.table() + "\n" + DeleteTableScript(m->names_) +
@@ -149,6 +163,7 @@ std::optional<int> NetworkManager::FreeSlot() const {
   std::set<int> taken(warm_.begin(), warm_.end());
   taken.insert(making_.begin(), making_.end());
   taken.insert(foreign_.begin(), foreign_.end());
+  taken.insert(removing_.begin(), removing_.end());
   for (const auto& [s, p] : leased_) taken.insert(s);
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) == 0) {
@@ -186,32 +201,19 @@ asio::awaitable<Status> NetworkManager::Nft(const std::string& script) {
   co_return co_await RunToolWithInput(argv, &script, kToolTimeout);
 }
 
-asio::awaitable<Status> NetworkManager::IpBatch(const std::string& netns, const std::string& script) {
-  std::vector<std::string> argv = {ip_bin_};
-  if (!netns.empty()) {
-    argv.push_back("-n");
-    argv.push_back(netns);
-  }
-  argv.push_back("-batch");
-  argv.push_back("-");
-  co_return co_await RunToolWithInput(argv, &script, kToolTimeout);
-}
-
-std::string NetworkManager::HostSideScript(int slot) const {
-  const std::string ns = NetnsName(slot), ifname = names_.host_if(slot);
-  const std::string gw = Ipv4ToString(SlotBase(slot) + 1);
-  return "netns add " + ns + "\n" + "link add " + ifname + " type veth peer name eth0 netns " + ns + "\n" +
-         "addr add " + gw + "/30 dev " + ifname + "\n" + "link set " + ifname + " up\n";
+SlotPlumbing NetworkManager::PlumbingOf(int slot) const {
+  SlotPlumbing p;
+  p.netns_dir = opts_.netns_dir;
+  p.netns_name = NetnsName(slot);
+  p.host_if = names_.host_if(slot);
+  p.gateway = SlotBase(slot) + 1;
+  p.address = SlotBase(slot) + 2;
+  return p;
 }
 
 Status NetworkManager::FinishSlot(int slot) {
-  SandboxLinkConfig c;
-  c.netns_path = opts_.netns_dir + "/" + NetnsName(slot);
-  c.address = SlotBase(slot) + 2;
-  c.gateway = SlotBase(slot) + 1;
-  if (auto st = ConfigureSandboxLink(c); !st.ok()) return st;
   if (dns_) {
-    const std::string gw = Ipv4ToString(c.gateway);
+    const std::string gw = Ipv4ToString(SlotBase(slot) + 1);
     auto port = dns_->AddListener(asio::ip::make_address(gw), opts_.dns_port);
     if (!port.ok()) return port.error().Context("DNS listener on " + gw);
   }
@@ -219,9 +221,11 @@ Status NetworkManager::FinishSlot(int slot) {
 }
 
 asio::awaitable<Status> NetworkManager::MakeSlot(int slot) {
-  auto st = co_await IpBatch("", HostSideScript(slot));
-  if (st.ok()) st = FinishSlot(slot);
-  if (!st.ok()) {
+  RtNetlink* nl = host_nl_.get();
+  auto build = [nl, p = PlumbingOf(slot)] { return BuildSlot(*nl, p); };
+  Status st = co_await worker_.Run(std::move(build));
+  if (!st.ok()) co_return st.error().Context("prepare network slot " + std::to_string(slot));
+  if (st = FinishSlot(slot); !st.ok()) {
     co_await RemoveSlot(slot);
     co_return st.error().Context("prepare network slot " + std::to_string(slot));
   }
@@ -229,40 +233,45 @@ asio::awaitable<Status> NetworkManager::MakeSlot(int slot) {
 }
 
 asio::awaitable<std::vector<int>> NetworkManager::MakeWarmBatch(int count) {
-  // One ip process for every slot's host side and one nft transaction for
-  // all their mode-`all` rules: each tool run costs ≈ 10–25 ms of process
-  // start and netlink cache here, whatever it does, so a burst of creates
-  // drains the pool slower than one-slot-per-run refills it.
+  // The slots' kernel objects in one call on the worker's thread (no
+  // process: slot_plumbing.h), then one nft transaction for all their
+  // mode-`all` rules: an nft run costs ≈ 10–25 ms of process start and
+  // netlink cache here whatever it does, so a burst of creates would drain
+  // the pool faster than one-slot-per-run refills it.
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> batch;
+  std::vector<SlotPlumbing> plans;
   for (int i = 0; i < count; ++i) {
     auto s = FreeSlot();
     if (!s) break;
     making_.insert(*s);
     batch.push_back(*s);
+    plans.push_back(PlumbingOf(*s));
   }
   std::vector<int> made;
   if (batch.empty()) co_return made;
-  std::string host;
-  for (int s : batch) host += HostSideScript(s);
-  auto st = co_await IpBatch("", host);
-  if (!st.ok()) {
-    // Some slot's names or addresses were taken (another server sharing
-    // the pool?): undo all, and let the one-at-a-time path find out which.
-    spdlog::warn("net warm_batch_failed slots={} err=\"{}\"", batch.size(), st.error().message);
-    for (int s : batch) co_await RemoveSlot(s);
-    for (int s : batch) making_.erase(s);
-    co_return made;
-  }
-  for (int s : batch) {
-    if (auto f = FinishSlot(s); !f.ok()) {
-      spdlog::warn("net slot={} unusable, trying another err=\"{}\"", s, f.error().message);
-      co_await RemoveSlot(s);
+  RtNetlink* nl = host_nl_.get();
+  auto build = [nl, plans = std::move(plans)] {
+    std::vector<Status> out;
+    for (const auto& p : plans) out.push_back(BuildSlot(*nl, p));
+    return out;
+  };
+  std::vector<Status> built = co_await worker_.Run(std::move(build));
+  const double build_ms = MsSince(t0);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int s = batch[i];
+    Status st = built[i];
+    if (st.ok()) st = FinishSlot(s);
+    else foreign_.insert(s);  // its names or addresses are someone else's: skipped from now on
+    if (!st.ok()) {
+      spdlog::warn("net slot={} unusable, trying another err=\"{}\"", s, st.error().message);
+      if (!foreign_.count(s)) co_await RemoveSlot(s);
       making_.erase(s);
-      foreign_.insert(s);
       continue;
     }
     made.push_back(s);
   }
+  const auto t1 = std::chrono::steady_clock::now();
   if (!made.empty()) {
     NetworkPolicy all;
     all.mode = NetMode::kAll;
@@ -272,43 +281,56 @@ asio::awaitable<std::vector<int>> NetworkManager::MakeWarmBatch(int count) {
     else spdlog::warn("net warm_policy_failed slots={} err=\"{}\"", made.size(), r.error().message);
   }
   for (int s : made) making_.erase(s);
+  spdlog::debug("net warm_batch slots={} made={} kernel_ms={:.2f} nft_ms={:.2f} per_slot_ms={:.2f}", batch.size(),
+                made.size(), build_ms, MsSince(t1), MsSince(t0) / static_cast<double>(batch.size()));
   co_return made;
 }
 
 asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
+  const auto t0 = std::chrono::steady_clock::now();
   warm_all_.erase(slot);
+  removing_.insert(slot);
   const std::string gw = Ipv4ToString(SlotBase(slot) + 1);
   if (dns_) dns_->RemoveListener(asio::ip::make_address(gw));
   // Each step on its own: whatever is already gone must not keep the rest
-  // from going. Deleting the host end removes its peer at once, even while
-  // some process still holds the namespace.
+  // from going.
   auto st = co_await Nft(SlotRemoveScript(names_, slot));
   if (!st.ok()) {
     for (const auto& c : SlotRemoveCommands(names_, slot)) (void)co_await Nft(c + "\n");
   }
-  // The veth and the namespace in one ip run (-force: a missing one does
-  // not stop the other).
-  std::string ip;
-  if (fs::exists("/sys/class/net/" + names_.host_if(slot))) ip += "link del " + names_.host_if(slot) + "\n";
-  if (fs::exists(opts_.netns_dir + "/" + NetnsName(slot))) ip += "netns del " + NetnsName(slot) + "\n";
-  if (!ip.empty()) {
-    std::vector<std::string> argv = {ip_bin_, "-force", "-batch", "-"};
-    if (auto d = co_await RunToolWithInput(argv, &ip, kToolTimeout); !d.ok())
-      spdlog::error("net slot={} remove_failed err=\"{}\"", slot, d.error().message);
-  }
+  const double nft_ms = MsSince(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  RtNetlink* nl = host_nl_.get();
+  auto teardown = [nl, p = PlumbingOf(slot)] { return TearDownSlot(*nl, p); };
+  if (auto d = co_await worker_.Run(std::move(teardown)); !d.ok())
+    spdlog::error("net slot={} remove_failed err=\"{}\"", slot, d.error().message);
+  removing_.erase(slot);
+  spdlog::debug("net slot_removed slot={} nft_ms={:.2f} kernel_ms={:.2f}", slot, nft_ms, MsSince(t1));
+}
+
+int NetworkManager::WarmTarget() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!recent_acquires_.empty() && now - recent_acquires_.front() > kDemandWindow) recent_acquires_.pop_front();
+  const int demand = static_cast<int>(recent_acquires_.size());
+  return std::clamp(demand, opts_.warm, opts_.warm * kWarmGrowth);
+}
+
+bool NetworkManager::WarmNeedsRefill() {
+  const int have = static_cast<int>(warm_.size() + making_.size()), target = WarmTarget();
+  // Refilled in batches: only once the pool is down to half of its
+  // target (or empty), then back to the target, so each nft run serves
+  // several slots (see MakeWarmBatch). Topping up one slot at a time would
+  // cost a whole nft run per slot.
+  return have < target && (have <= target / 2 || warm_.empty());
 }
 
 void NetworkManager::RefillWarm() {
-  if (refilling_ || stopped_) return;
-  // Refilled in batches: only once the pool is down to half, then back to
-  // full, so each tool run serves several slots (see MakeWarmBatch).
-  if (static_cast<int>(warm_.size() + making_.size()) > opts_.warm / 2 && !warm_.empty()) return;
+  if (refilling_ || stopped_ || !WarmNeedsRefill()) return;
   refilling_ = true;
   std::weak_ptr<bool> alive = alive_;
   asio::co_spawn(io_, [this, alive]() -> asio::awaitable<void> {
-    while (!alive.expired() && !stopped_) {
-      const int need = opts_.warm - static_cast<int>(warm_.size() + making_.size());
-      if (need <= 0) break;
+    while (!alive.expired() && !stopped_ && WarmNeedsRefill()) {
+      const int need = WarmTarget() - static_cast<int>(warm_.size() + making_.size());
       std::vector<int> made = co_await MakeWarmBatch(need);
       if (alive.expired()) co_return;
       if (made.empty()) {
@@ -333,6 +355,7 @@ void NetworkManager::RefillWarm() {
 
 asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& policy) {
   if (stopped_) co_return MakeError(Code::kUnavailable, "networking is shutting down");
+  recent_acquires_.push_back(std::chrono::steady_clock::now());
   int slot;
   if (!warm_.empty()) {
     slot = warm_.front();

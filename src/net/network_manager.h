@@ -5,6 +5,9 @@
 // network namespace (`<netns_dir>/hutch-<tag>-<k>`) that the jail driver
 // joins. A few slots are kept warm (namespace, veth, addresses, routes,
 // DNS listener ready), so a create pays only for one nftables transaction.
+// The namespaces and veths are made and removed from hutchd itself
+// (slot_plumbing.h: a bind mount, rtnetlink) on a worker thread, so the
+// I/O thread keeps serving creates while the pool refills.
 //
 // Enforcement is one nftables table per hutchd (nft_ruleset.h): base
 // chains for what every sandbox gets, a chain per slot for its policy.
@@ -23,6 +26,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -32,9 +36,12 @@
 #include <string>
 #include <vector>
 
+#include "common/blocking_worker.h"
 #include "common/result.h"
 #include "net/net_policy.h"
 #include "net/nft_ruleset.h"
+#include "net/rtnetlink.h"
+#include "net/slot_plumbing.h"
 
 namespace hutch::net {
 
@@ -48,7 +55,9 @@ struct NetworkOptions {
   // Where allowed names are resolved; unset: the first IPv4 nameserver of
   // the host's /etc/resolv.conf.
   std::optional<asio::ip::udp::endpoint> dns_upstream;
-  int warm = 8;  // refilled in batches once down to half
+  // Kept ready; the target grows with recent demand up to 4x this and is
+  // refilled in batches once down to half.
+  int warm = 8;
   std::string netns_dir = "/run/netns";
   uint16_t dns_port = 53;
 };
@@ -68,11 +77,12 @@ class NetworkManager {
   NetworkManager(const NetworkManager&) = delete;
   NetworkManager& operator=(const NetworkManager&) = delete;
 
-  // Checks the host (ip and nft binaries, IPv4 forwarding, which it turns
-  // on), replaces this server's nftables table with fresh base chains in
-  // one transaction (slots of sandboxes that outlived a crash drop
-  // everything new until Adopt re-applies their policy), and starts the
-  // DNS proxy. No slot exists yet.
+  // Checks the host (the nft binary, IPv4 forwarding, which it turns on),
+  // makes netns_dir a shared mount point (as ip-netns does), replaces this
+  // server's nftables table with fresh base chains in one transaction
+  // (slots of sandboxes that outlived a crash drop everything new until
+  // Adopt re-applies their policy), and starts the DNS proxy. No slot
+  // exists yet.
   static asio::awaitable<Result<std::unique_ptr<NetworkManager>>> Start(asio::io_context& io,
                                                                        NetworkOptions opts);
 
@@ -105,7 +115,7 @@ class NetworkManager {
   size_t warm() const { return warm_.size(); }
 
  private:
-  NetworkManager(asio::io_context& io, NetworkOptions opts, std::string ip, std::string nft);
+  NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft, std::unique_ptr<RtNetlink> host_nl);
   NetLease LeaseOf(int slot) const;
   std::string NetnsName(int slot) const;
   uint32_t SlotBase(int slot) const { return opts_.pool.addr + 4u * static_cast<uint32_t>(slot); }
@@ -122,28 +132,37 @@ class NetworkManager {
   // Up to `count` warm slots made together, their rules already mode
   // `all`; empty when the batch failed as a whole.
   asio::awaitable<std::vector<int>> MakeWarmBatch(int count);
-  // The `ip -batch` lines for a slot's namespace and host end.
-  std::string HostSideScript(int slot) const;
-  // The sandbox end (rtnetlink) and the DNS listener, after the host side.
+  // What BuildSlot and TearDownSlot need to know of a slot.
+  SlotPlumbing PlumbingOf(int slot) const;
+  // The DNS listener on the slot's gateway, after its kernel objects.
   Status FinishSlot(int slot);
   asio::awaitable<void> RemoveSlot(int slot);
   asio::awaitable<Status> Nft(const std::string& script);
-  asio::awaitable<Status> IpBatch(const std::string& netns, const std::string& script);
+  // How many warm slots to keep now (follows recent demand, bounded).
+  int WarmTarget();
+  bool WarmNeedsRefill();
   void RefillWarm();
   asio::awaitable<void> OnResolved(uint32_t client, std::vector<uint32_t> addrs, uint32_t ttl);
 
   asio::io_context& io_;
   NetworkOptions opts_;
   NftNames names_;
-  std::string ip_bin_, nft_bin_;
+  std::string nft_bin_;
   std::unique_ptr<DnsProxy> dns_;
+  // A socket in the host's namespace, used only on worker_'s thread
+  // (declared before worker_: it outlives the worker's last call).
+  std::unique_ptr<RtNetlink> host_nl_;
+  BlockingWorker worker_;
   std::deque<int> warm_;
   std::set<int> making_;  // being made (warm refill in flight)
   // Warm slots whose rules already say mode `all` (the common request, so
   // its create skips the nft run; no process is in a warm slot).
   std::set<int> warm_all_;
   std::set<int> foreign_;  // failed to make: someone else's (skipped)
+  std::set<int> removing_;  // RemoveSlot in flight: not free until it ends
   std::map<int, NetworkPolicy> leased_;
+  // When recent Acquires happened (the last kDemandWindow): WarmTarget.
+  std::deque<std::chrono::steady_clock::time_point> recent_acquires_;
   bool refilling_ = false;
   bool stopped_ = false;
   // Shared with detached coroutines (warm refill) so they notice a

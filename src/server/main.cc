@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--dns-upstream", dns_upstream,
                  "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
-  app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates")->capture_default_str();
+  app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates (during a burst up to 4x this, following demand)")->capture_default_str();
   app.add_flag("--no-network", no_network, "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -98,12 +100,28 @@ inline std::vector<std::string> VethsOf(const std::string& tag) {
     if (e.path().filename().string().rfind(tag + "v", 0) == 0) out.push_back(e.path().filename());
   return out;
 }
+// Mount points of this tag's namespaces in the mount table (hutchd shares
+// the test's mount namespace): at most one per name in /run/netns (a name
+// can exist for an instant before its bind while a slot is being made).
+inline size_t NetnsMountsOf(const std::string& tag) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, mnt;
+    f >> id >> parent >> devno >> root >> mnt;
+    if (mnt.rfind("/run/netns/hutch-" + tag + "-", 0) == 0) ++n;
+  }
+  return n;
+}
 inline bool NftTableExists(const std::string& tag) {
   return HostSh("nft list tables 2>/dev/null").find("hutch_" + tag) != std::string::npos;
 }
-// After the server of `tag` stopped: none of the three is left.
+// After the server of `tag` stopped: nothing of its networking is left.
 inline void ExpectNoNetworkLeftOf(const std::string& tag) {
   EXPECT_TRUE(NetnsOf(tag).empty());
+  EXPECT_EQ(NetnsMountsOf(tag), 0u);
   EXPECT_TRUE(VethsOf(tag).empty());
   EXPECT_FALSE(NftTableExists(tag));
 }

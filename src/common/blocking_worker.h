@@ -1,0 +1,60 @@
+// BlockingWorker: one thread of its own for blocking calls that an
+// io_context's coroutines await — syscalls that can wait on kernel locks
+// for milliseconds (creating a network namespace, rtnetlink requests under
+// the rtnl lock) — so the io_context's thread keeps serving requests
+// meanwhile. Calls run one at a time, in the order they came; the result
+// is handed back on the awaiting coroutine's executor.
+//
+// A call must not touch state the io_context's thread owns: give it copies.
+// The owner destroys the worker from the io_context's thread or after it
+// stopped: the running call finishes (its result is then never delivered
+// if the io_context no longer runs), calls not started are dropped.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <type_traits>
+#include <utility>
+
+namespace hutch {
+
+class BlockingWorker {
+ public:
+  explicit BlockingWorker(boost::asio::io_context& io) : io_(io) {}
+  ~BlockingWorker() {
+    pool_.stop();
+    pool_.join();
+  }
+  BlockingWorker(const BlockingWorker&) = delete;
+  BlockingWorker& operator=(const BlockingWorker&) = delete;
+
+  // Runs `f()` on the worker's thread; resumes with its result.
+  template <typename F>
+  boost::asio::awaitable<std::invoke_result_t<F&>> Run(F f) {
+    using R = std::invoke_result_t<F&>;
+    auto init = [this, f = std::move(f)](auto handler) mutable {
+      // Counted as work until the result is posted back: the io_context's
+      // run() does not return while a call is out.
+      auto work = boost::asio::make_work_guard(io_);
+      boost::asio::post(pool_, [f = std::move(f), h = std::move(handler), work = std::move(work)]() mutable {
+        R r = f();
+        auto ex = boost::asio::get_associated_executor(h, work.get_executor());
+        boost::asio::post(ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+        work.reset();
+      });
+    };
+    co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(R)>(
+        std::move(init), boost::asio::use_awaitable);
+  }
+
+ private:
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool pool_{1};
+};
+
+}  // namespace hutch
