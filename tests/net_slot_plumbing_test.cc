@@ -21,14 +21,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "common/netns_socket.h"
 #include "net/named_netns.h"
 #include "net/rtnetlink.h"
 #include "net/slot_plumbing.h"
+#include "tests/support/mount_points.h"
 
 namespace hutch::net {
 namespace {
@@ -36,18 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Mount points under `dir` in this process's mount table.
-int MountsUnder(const std::string& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, devno, root, mnt;
-    f >> id >> parent >> devno >> root >> mnt;
-    if (mnt.rfind(dir + "/", 0) == 0) ++n;
-  }
-  return n;
-}
+int MountsUnder(const std::string& dir) { return static_cast<int>(hutch::testing::MountPointsUnder(dir + "/").size()); }
 
 class SlotPlumbingTest : public ::testing::Test {
  protected:
@@ -70,6 +58,17 @@ class SlotPlumbingTest : public ::testing::Test {
     umount2(dir_.c_str(), MNT_DETACH);
     std::error_code ec;
     fs::remove_all(dir_, ec);
+  }
+
+  // A slot named "slot" in dir_: gateway 10.99.0.1, sandbox 10.99.0.2.
+  SlotPlumbing Plan(const std::string& host_if) const {
+    SlotPlumbing p;
+    p.netns_dir = dir_;
+    p.netns_name = "slot";
+    p.host_if = host_if;
+    p.gateway = 0x0a630001;
+    p.address = 0x0a630002;
+    return p;
   }
 
   std::string dir_;
@@ -100,12 +99,7 @@ TEST_F(SlotPlumbingTest, NamedNetnsIsANewBoundNamespaceAndGoesWithoutTrace) {
 TEST_F(SlotPlumbingTest, BuiltSlotConnectsBothEndsAndTearDownRemovesEverything) {
   auto host = RtNetlink::OpenIn(host_ns_.get());
   ASSERT_TRUE(host.ok()) << host.error().message;
-  SlotPlumbing p;
-  p.netns_dir = dir_;
-  p.netns_name = "slot";
-  p.host_if = "tstv0";
-  p.gateway = 0x0a630001;  // 10.99.0.1
-  p.address = 0x0a630002;  // 10.99.0.2
+  SlotPlumbing p = Plan("tstv0");
   auto st = BuildSlot(*host, p);
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_TRUE(host->LinkIndex("tstv0").ok());
@@ -152,12 +146,7 @@ TEST_F(SlotPlumbingTest, BuiltSlotConnectsBothEndsAndTearDownRemovesEverything) 
 TEST_F(SlotPlumbingTest, FailedBuildLeavesNothingBehind) {
   auto host = RtNetlink::OpenIn(host_ns_.get());
   ASSERT_TRUE(host.ok()) << host.error().message;
-  SlotPlumbing p;
-  p.netns_dir = dir_;
-  p.netns_name = "slot";
-  p.host_if = "this-name-is-too-long-for-an-interface";
-  p.gateway = 0x0a630001;
-  p.address = 0x0a630002;
+  SlotPlumbing p = Plan("this-name-is-too-long-for-an-interface");
   EXPECT_FALSE(BuildSlot(*host, p).ok());
   EXPECT_FALSE(fs::exists(dir_ + "/slot"));
   EXPECT_EQ(MountsUnder(dir_), 1);

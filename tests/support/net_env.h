@@ -6,12 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/mount_points.h"
 #include "tests/support/net_world.h"
 #include "tests/support/test_server.h"
 
@@ -100,20 +99,11 @@ inline std::vector<std::string> VethsOf(const std::string& tag) {
     if (e.path().filename().string().rfind(tag + "v", 0) == 0) out.push_back(e.path().filename());
   return out;
 }
-// Mount points of this tag's namespaces in the mount table (hutchd shares
-// the test's mount namespace): at most one per name in /run/netns (a name
-// can exist for an instant before its bind while a slot is being made).
+// Mount points of this tag's namespaces: at most one per name in
+// /run/netns (a name can exist for an instant before its bind while a
+// slot is being made).
 inline size_t NetnsMountsOf(const std::string& tag) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, devno, root, mnt;
-    f >> id >> parent >> devno >> root >> mnt;
-    if (mnt.rfind("/run/netns/hutch-" + tag + "-", 0) == 0) ++n;
-  }
-  return n;
+  return MountPointsUnder("/run/netns/hutch-" + tag + "-").size();
 }
 inline bool NftTableExists(const std::string& tag) {
   return HostSh("nft list tables 2>/dev/null").find("hutch_" + tag) != std::string::npos;

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/mount_points.h"
 #include "tests/support/test_server.h"
 #include "tests/vm/vm_support.h"
 
+using hutch::testing::MountPointsUnder;
 using hutch::testing::TestServer;
 using namespace hutch::testing::vm;
 using nlohmann::json;
@@ -47,19 +49,6 @@ json BuildTemplate(const TestServer& s, const std::string& spec) {
                                  });
   EXPECT_EQ(r.status, 200) << r.body;
   return done;
-}
-
-// Mount points under `dir` in this mount namespace (hutchd's: tests run
-// it without a namespace of its own).
-std::vector<std::string> MountsUnder(const std::string& dir) {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string id, parent, dev, root, point, rest;
-  while (in >> id >> parent >> dev >> root >> point) {
-    std::getline(in, rest);
-    if (point.rfind(dir, 0) == 0) out.push_back(point);
-  }
-  return out;
 }
 
 // Entries of the images dir that are not finished images: merged views,
@@ -107,7 +96,7 @@ TEST(VmTemplate, BuiltTemplateAndFileSnapshotBootWithTheirLayers) {
   EXPECT_EQ(p.value("stdout", ""), kProbeOut);
   EXPECT_EQ(RootfsImages(s), 1);
   EXPECT_EQ(Joined(ImageTemps(s)), "");
-  EXPECT_EQ(Joined(MountsUnder(s.state_dir())), "") << "a merged view outlived its build";
+  EXPECT_EQ(Joined(MountPointsUnder(s.state_dir())), "") << "a merged view outlived its build";
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + vm1).status, 204);
   EXPECT_TRUE(QemuGone(qemu1));
 
@@ -128,7 +117,7 @@ TEST(VmTemplate, BuiltTemplateAndFileSnapshotBootWithTheirLayers) {
   EXPECT_EQ(p2.value("stdout", ""), "snap.txt\nsnap\nonly\nabsent\n");
   EXPECT_EQ(RootfsImages(s), 2);
   EXPECT_EQ(Joined(ImageTemps(s)), "");
-  EXPECT_EQ(Joined(MountsUnder(s.state_dir())), "");
+  EXPECT_EQ(Joined(MountPointsUnder(s.state_dir())), "");
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + vm2).status, 204);
   EXPECT_TRUE(QemuGone(qemu2));
   EXPECT_EQ(s.Stop(), 0);
@@ -151,7 +140,7 @@ TEST(VmTemplate, CrashedBuildLeftoversAreRemovedAtStart) {
   s.Restart();
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(Joined(ImageTemps(s)), "");
-  EXPECT_EQ(Joined(MountsUnder(s.state_dir())), "");
-  if (!MountsUnder(view).empty()) umount2(view.c_str(), MNT_DETACH);  // never leave ours behind
+  EXPECT_EQ(Joined(MountPointsUnder(s.state_dir())), "");
+  if (!MountPointsUnder(view).empty()) umount2(view.c_str(), MNT_DETACH);  // never leave ours behind
   EXPECT_EQ(s.Stop(), 0);
 }
