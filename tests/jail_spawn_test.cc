@@ -61,7 +61,16 @@ class JailSpawn : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
-    rootfs_ = Env("HUTCH_TEMPLATES_DIR") + "/base/rootfs";
+    std::string base = Env("HUTCH_TEMPLATES_DIR") + "/base";
+    rootfs_ = base + "/rootfs";
+    // On a fresh clone nothing has built the base template yet (hutchd does
+    // on its first start): build it as hutchd would. The builder takes a
+    // lock, so a server starting next to this test waits for the same build.
+    if (!fs::exists(base + "/template.json")) {
+      std::string cmd = "bash '" + Env("HUTCH_SOURCE_DIR") + "/scripts/build-base-template' '" + base +
+                        "' 1000000 >/dev/null";
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
     ASSERT_TRUE(fs::exists(rootfs_ + "/bin")) << rootfs_;
     agent_ = AgentMemfd();
     ASSERT_TRUE(agent_) << "HUTCH_AGENT_BIN=" << Env("HUTCH_AGENT_BIN");
