@@ -33,6 +33,7 @@ const char* CodeName(Code c) {
     case Code::kStorageFull: return "storage_full";
     case Code::kBuildFailed: return "build_failed";
     case Code::kPortUnreachable: return "port_unreachable";
+    case Code::kAgentTimeout: return "agent_timeout";
   }
   return "internal";
 }
@@ -63,6 +64,7 @@ int CodeHttpStatus(Code c) {
     case Code::kHeadersTooLarge: return 431;
     case Code::kStorageFull: return 507;
     case Code::kPortUnreachable: return 502;
+    case Code::kAgentTimeout: return 504;
     case Code::kRateLimited: return 429;
     case Code::kInternal: return 500;
     case Code::kNotSupported: return 501;
@@ -74,7 +76,8 @@ int CodeHttpStatus(Code c) {
 
 bool CodeRetryable(Code c) {
   return c == Code::kRateLimited || c == Code::kCapacityExhausted || c == Code::kUnavailable ||
-         c == Code::kInternal || c == Code::kStorageFull || c == Code::kPortUnreachable;
+         c == Code::kInternal || c == Code::kStorageFull || c == Code::kPortUnreachable ||
+         c == Code::kAgentTimeout;
 }
 
 Code CodeFromErrno(int err) {

@@ -45,6 +45,7 @@ enum class Code {
   kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
   kBuildFailed,  // a template build step failed (its step, exit code and log tail go with it)
   kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
+  kAgentTimeout,     // the sandbox's agent did not answer in time (stopped, starved)
 };
 
 const char* CodeName(Code c);

@@ -106,7 +106,9 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
     }
     if (auto st = co_await stream->Send(wire::Type::kStdinClose, {}); !st.ok()) co_return st.error();
   }
-  auto f = co_await stream->Next();
+  auto answer = co_await stream->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return LostError();
   if (f->type == wire::Type::kError) co_return ParseAgentError(f->payload);
   if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "agent answered exec with an unexpected frame");

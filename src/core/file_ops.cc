@@ -36,7 +36,9 @@ asio::awaitable<Result<nlohmann::json>> FsCall(std::shared_ptr<Sandbox> sb, nloh
   if (!s.ok()) co_return s.error();
   auto stream = s.value();
   if (auto st = co_await stream->Send(wire::Type::kFsRequest, Dump(request)); !st.ok()) co_return st.error();
-  auto f = co_await stream->Next();
+  auto answer = co_await stream->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kFsResult) co_return MakeError(Code::kInternal, "unexpected agent frame for fs request");
@@ -61,7 +63,9 @@ asio::awaitable<Result<std::unique_ptr<FileDownload>>> FileDownload::Start(std::
   nlohmann::json req = {{"op", "read"}, {"path", path}, {"offset", offset}, {"length", length}};
   if (!user.empty()) req["user"] = user;
   if (auto st = co_await d->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok()) co_return st.error();
-  auto f = co_await d->stream_->Next();
+  auto answer = co_await d->stream_->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "unexpected agent frame for read");
@@ -96,7 +100,9 @@ asio::awaitable<Result<std::unique_ptr<FileUpload>>> FileUpload::Start(std::shar
   nlohmann::json req = {{"op", "write"}, {"path", path}, {"mode", mode}};
   if (!user.empty()) req["user"] = user;
   if (auto st = co_await u->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok()) co_return st.error();
-  auto f = co_await u->stream_->Next();
+  auto answer = co_await u->stream_->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "unexpected agent frame for write");
@@ -122,7 +128,9 @@ asio::awaitable<Status> FileUpload::Write(std::string_view data) {
 
 asio::awaitable<Result<nlohmann::json>> FileUpload::Finish() {
   if (auto st = co_await stream_->Send(wire::Type::kFsWriteEnd, {}); !st.ok()) co_return st.error();
-  auto f = co_await stream_->Next();
+  auto answer = co_await stream_->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kFsResult) co_return MakeError(Code::kInternal, "unexpected agent frame ending write");

@@ -68,6 +68,7 @@ asio::awaitable<Result<json>> CallAgent(std::shared_ptr<Sandbox> sb, wire::Type 
   auto agent = ProcessAgent(*sb);
   if (!agent.ok()) co_return agent.error();
   auto f = co_await (*agent)->Call(type, payload);
+  if (!f.ok() && f.error().code == Code::kAgentTimeout) co_return f.error();
   if (!f.ok()) co_return StreamEndedError(*sb, false);
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kProcResult) co_return MakeError(Code::kInternal, "agent answered with an unexpected frame");
@@ -153,7 +154,9 @@ asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> ProcessFollower::Attac
   std::unique_ptr<ProcessFollower> f(new ProcessFollower(sb, stream, from));
   const json req = {{"pid", pid}, {"from", from}};
   if (auto st = co_await stream->Send(wire::Type::kProcAttach, Dump(req)); !st.ok()) co_return st.error();
-  auto first = co_await stream->Next();
+  auto answer = co_await stream->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& first = *answer;
   if (!first) co_return StreamEndedError(*sb, false);
   if (first->type == wire::Type::kError) co_return AgentErrorFromPayload(first->payload);
   if (first->type != wire::Type::kStarted)

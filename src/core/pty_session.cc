@@ -30,7 +30,9 @@ asio::awaitable<Result<std::unique_ptr<PtySession>>> PtySession::Start(std::shar
   if (auto st = co_await stream->Send(wire::Type::kPtyStart, spec.dump(-1, ' ', false, json::error_handler_t::replace));
       !st.ok())
     co_return st.error();
-  auto f = co_await stream->Next();
+  auto answer = co_await stream->Answer();
+  if (!answer.ok()) co_return answer.error();
+  auto& f = *answer;
   if (!f) co_return StreamEndedError(*sb, false);
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "agent answered pty with an unexpected frame");

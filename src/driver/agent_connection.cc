@@ -75,6 +75,13 @@ asio::awaitable<std::optional<wire::Frame>> AgentStream::NextFor(std::chrono::mi
   co_return f;
 }
 
+asio::awaitable<Result<std::optional<wire::Frame>>> AgentStream::Answer() {
+  bool timed_out = false;
+  auto f = co_await NextFor(AgentConnection::answer_timeout(), &timed_out);
+  if (timed_out) co_return AgentConnection::AnswerTimeoutError("answer");
+  co_return f;
+}
+
 asio::awaitable<Status> AgentStream::Send(wire::Type type, std::string_view payload) {
   auto c = conn_.lock();
   if (!c || !c->alive()) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
@@ -213,9 +220,17 @@ asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std:
   auto self = shared_from_this();
   auto stream = OpenStream();
   if (auto st = co_await stream->Send(type, payload); !st.ok()) co_return st.error();
-  auto f = co_await stream->Next();
-  if (!f) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
-  co_return std::move(*f);
+  auto f = co_await stream->Answer();
+  if (!f.ok()) co_return f.error();
+  if (!*f) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
+  co_return std::move(**f);
+}
+
+Error AgentConnection::AnswerTimeoutError(const std::string& what) {
+  const auto ms = answer_timeout_.count();
+  const std::string t = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+  return MakeError(Code::kAgentTimeout, "the sandbox's agent did not " + what + " within " + t +
+                                            " (the sandbox is stopped or overloaded)");
 }
 
 void AgentConnection::SendNoWait(std::string bytes) {
@@ -233,12 +248,24 @@ void AgentConnection::SendNoWait(std::string bytes) {
 asio::awaitable<Status> AgentConnection::Send(std::string bytes) {
   if (!alive_) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
   SendNoWait(std::move(bytes));
+  if (outq_bytes_ <= kOutqBound) co_return Status{};
   auto self = shared_from_this();
+  // drained_ never expires: WriteLoop and Fail wake its waiters with
+  // cancel(), and so does this sender's own deadline (the others check
+  // theirs and wait again). Re-arming it here would cancel the other
+  // senders' waits, which would re-arm it in turn: a busy loop.
+  const auto deadline = std::chrono::steady_clock::now() + answer_timeout_;
+  asio::steady_timer limit(sock_.get_executor());
+  limit.expires_at(deadline);
+  limit.async_wait([w = weak_from_this()](boost::system::error_code ec) {
+    if (auto c = w.lock(); c && !ec) c->drained_.cancel();
+  });
   while (alive_ && outq_bytes_ > kOutqBound) {
+    if (std::chrono::steady_clock::now() >= deadline) co_return AnswerTimeoutError("take the data sent to it");
     boost::system::error_code ec;
-    drained_.expires_at(std::chrono::steady_clock::time_point::max());
     co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+  limit.cancel();
   if (!alive_) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
   co_return Status{};
 }

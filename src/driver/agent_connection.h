@@ -42,6 +42,13 @@ class AgentStream {
   asio::awaitable<std::optional<wire::Frame>> Next();
   // Like Next but gives up after `timeout` (returns nullopt, timed_out=true).
   asio::awaitable<std::optional<wire::Frame>> NextFor(std::chrono::milliseconds timeout, bool* timed_out);
+  // The agent's answer to a request on this stream (its first frame, or
+  // the final one after a write): like Next, but a kAgentTimeout error when
+  // nothing came within AgentConnection::answer_timeout(). An agent that is
+  // stopped or starved must not hold an API request forever; a stream
+  // (exec output, a process's life) may stay quiet as long as it likes,
+  // so only answers are bounded. nullopt: the connection was lost.
+  asio::awaitable<Result<std::optional<wire::Frame>>> Answer();
   // Sends a frame on this stream; waits while the outbound queue is long.
   asio::awaitable<Status> Send(wire::Type type, std::string_view payload);
   // Tells the agent `n` more data bytes were consumed (batched).
@@ -91,7 +98,14 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   // One request, one answer: sends `type` with `payload` on a fresh stream
   // and returns the agent's final frame (kProcResult, or kError for the
   // caller to map). Fails only when the connection is lost.
+  // A kAgentTimeout error when no answer came within answer_timeout().
   asio::awaitable<Result<wire::Frame>> Call(wire::Type type, std::string_view payload);
+  // How long an agent may take to answer a request, or to take queued
+  // bytes off hutchd's hands once the queue is full (--agent-timeout).
+  // Set once at startup, before any connection exists.
+  static void set_answer_timeout(std::chrono::milliseconds t) { answer_timeout_ = t; }
+  static std::chrono::milliseconds answer_timeout() { return answer_timeout_; }
+  static Error AnswerTimeoutError(const std::string& what);
   void Close();
   bool alive() const { return alive_; }
   int agent_pid() const { return agent_pid_; }
@@ -124,6 +138,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   bool alive_ = true;
   int agent_pid_ = 0;
   std::set<std::string> features_;
+  static inline std::chrono::milliseconds answer_timeout_{std::chrono::seconds(60)};
 };
 
 }  // namespace hutch

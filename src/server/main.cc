@@ -29,6 +29,7 @@
 #include "common/log_format.h"
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
+#include "driver/agent_connection.h"
 #include "driver/jail/jail_driver.h"
 #include "driver/vm/vm_driver.h"
 #include "net/network_manager.h"
@@ -190,6 +191,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-volume-mb", vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
   app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
+  double agent_timeout_s = 60;
+  app.add_option("--agent-timeout", agent_timeout_s,
+                 "Seconds a sandbox's agent may take to answer a request (file, exec or process start), or to "
+                 "accept queued upload data, before the request fails with agent_timeout (504)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   size_t max_connections = 0;
   app.add_option("--max-connections", max_connections,
                  "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
@@ -218,6 +225,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  AgentConnection::set_answer_timeout(std::chrono::milliseconds(static_cast<int64_t>(agent_timeout_s * 1000)));
 
   spdlog::set_level(spdlog::level::from_str(log_level));
   LogFormat lf = LogFormat::kText;

@@ -13,6 +13,7 @@
 // creates instead of a fixed few seconds of load, and the full state dir
 // is big enough for the template's disk image.
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -20,7 +21,11 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <functional>
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -125,6 +130,87 @@ TEST(Faults, AgentDeathFailsTheSandboxEndsItsStreamAndDeleteCleansUp) {
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
   ExpectNothingLeft(s, id, before);
   EXPECT_EQ(s.Exec(other, "echo fine")["stdout"], "fine\n");
+}
+
+namespace {
+
+// A request that gets no answer within `limit` is aborted (its socket shut
+// down) instead of hanging the test: status 0 then.
+hutch::client::Response Bounded(hutch::client::HttpClient& c, std::chrono::seconds limit,
+                                const std::function<hutch::client::Response()>& call) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock l(m);
+    if (!cv.wait_for(l, limit, [&] { return done; })) shutdown(c.native_handle(), SHUT_RDWR);
+  });
+  hutch::client::Response r;
+  try {
+    r = call();
+  } catch (const std::exception&) {
+    r.status = 0;
+  }
+  {
+    std::lock_guard l(m);
+    done = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  return r;
+}
+
+}  // namespace
+
+// An agent that stops answering (its processes starve it, or something
+// stopped it: here SIGSTOP from the host, of the agent or of the VM's
+// QEMU) must not hold API requests forever. Each kind of request answers
+// 504 agent_timeout after --agent-timeout; the server serves the other
+// sandboxes meanwhile; once the agent runs again the sandbox works as
+// before and the abandoned requests left nothing behind.
+TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
+  TestServer s({"--agent-timeout", "2"});
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox();
+  std::string other = s.CreateSandbox();
+  ASSERT_EQ(s.Exec(id, "echo hi > /tmp/f; cat /tmp/f")["stdout"], "hi\n");
+  pid_t agent = OnVm() ? hutch::testing::vm::QemuPid(s, id) : AgentPid(id);
+  ASSERT_GT(agent, 0);
+  ASSERT_EQ(kill(agent, SIGSTOP), 0);
+  // Runs again whatever fails below.
+  std::unique_ptr<void, std::function<void(void*)>> resume(reinterpret_cast<void*>(1),
+                                                           [agent](void*) { kill(agent, SIGCONT); });
+
+  auto c = s.Client();
+  const std::string base = "/v1/sandboxes/" + id;
+  auto expect_timeout = [](const std::string& what, const hutch::client::Response& r) {
+    EXPECT_EQ(r.status, 504) << what << ": " << r.body;
+    const json j = r.json();
+    EXPECT_EQ(j.is_object() ? j.value("code", ""s) : "", "agent_timeout") << what << ": " << r.body;
+    EXPECT_TRUE(j.is_object() && j.value("retryable", false)) << what << ": " << r.body;
+  };
+  const auto limit = std::chrono::seconds(30);
+  expect_timeout("file read", Bounded(c, limit, [&] { return c.Request("GET", base + "/fs?path=/tmp/f"); }));
+  expect_timeout("list", Bounded(c, limit, [&] { return c.Request("GET", base + "/fs/list?path=/tmp"); }));
+  expect_timeout("upload", Bounded(c, limit, [&] { return c.Request("PUT", base + "/fs?path=/tmp/g", "data"); }));
+  expect_timeout("exec", Bounded(c, limit, [&] { return c.Json("POST", base + "/exec", {{"cmd", "touch /tmp/x"}}); }));
+  expect_timeout("process start",
+                 Bounded(c, limit, [&] { return c.Json("POST", base + "/processes", {{"cmd", "touch /tmp/y"}}); }));
+  expect_timeout("process list", Bounded(c, limit, [&] { return c.Request("GET", base + "/processes"); }));
+
+  // The server kept serving; the stopped sandbox is still running.
+  EXPECT_EQ(s.Exec(other, "echo fine")["stdout"], "fine\n");
+  EXPECT_EQ(c.Request("GET", base).json().value("status", ""s), "running");
+
+  resume.reset();
+  auto again = s.Exec(id, "cat /tmp/f");
+  EXPECT_EQ(again["stdout"], "hi\n") << again.dump();
+  auto r = c.Request("GET", base + "/fs?path=/tmp/f");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hi\n");
+  // The abandoned upload left no file (its temp file went with the cancel).
+  EXPECT_EQ(c.Request("GET", base + "/fs/stat?path=/tmp/g").status, 404);
+  EXPECT_EQ(c.Request("DELETE", base).status, 204);
 }
 
 namespace {

@@ -90,6 +90,8 @@ const char* ConnectCodeName(Code c) {
       return "unimplemented";
     case Code::kHeadersTooLarge:
       return "invalid_argument";
+    case Code::kAgentTimeout:
+      return "deadline_exceeded";
     case Code::kInternal:
       return "internal";
   }
