@@ -1,6 +1,11 @@
 #include "core/exec_session.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <nlohmann/json.hpp>
+
+#include "driver/agent_connection.h"
 
 namespace hutch {
 
@@ -79,6 +84,8 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
   auto stream = inst->agent()->OpenStream();
   std::unique_ptr<ExecSession> s(new ExecSession(sb, stream));
   s->oom_before_ = inst->OomKills();
+  if (const int64_t ms = req.timeout_ms.value_or(req.timeout_seconds * 1000); ms > 0)
+    s->deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms) + AgentConnection::answer_timeout();
   // Sandbox-level env first, request env overrides it.
   std::map<std::string, std::string> env = sb->rec.env;
   for (const auto& [k, v] : req.env) env[k] = v;
@@ -133,15 +140,34 @@ asio::awaitable<ExecEvent> ExecSession::Next() {
     ev.error = MakeError(Code::kInternal, "exec stream already ended");
     co_return ev;
   }
-  co_return Convert(co_await stream_->Next());
+  while (true) {
+    auto ev = co_await NextFor(std::chrono::milliseconds::max());
+    if (ev) co_return std::move(*ev);
+  }
 }
 
 asio::awaitable<std::optional<ExecEvent>> ExecSession::NextFor(std::chrono::milliseconds timeout) {
   if (done_) co_return co_await Next();
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= deadline_) co_return Overdue();
+  // Waits no longer than the deadline (`timeout` may be max(): no overflow).
+  if (deadline_ != std::chrono::steady_clock::time_point::max())
+    timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now));
   bool timed_out = false;
   auto f = co_await stream_->NextFor(timeout, &timed_out);
-  if (timed_out) co_return std::nullopt;
+  if (timed_out) {
+    if (std::chrono::steady_clock::now() >= deadline_) co_return Overdue();
+    co_return std::nullopt;
+  }
   co_return Convert(std::move(f));
+}
+
+ExecEvent ExecSession::Overdue() {
+  done_ = true;
+  ExecEvent ev;
+  ev.kind = ExecEvent::kError;
+  ev.error = AgentConnection::AnswerTimeoutError("end the command", " of its timeout");
+  return ev;
 }
 
 ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {

@@ -28,7 +28,10 @@ class ExecSession {
   static asio::awaitable<Result<std::unique_ptr<ExecSession>>> Start(std::shared_ptr<Sandbox> sb,
                                                                      ExecRequest req);
   int pid() const { return pid_; }
-  // Next event; after kExit or kError there are no more.
+  // Next event; after kExit or kError there are no more. A command with a
+  // timeout ends by then (the agent kills it and sends its exit): an agent
+  // that sent no exit --agent-timeout after it is given up on (kError
+  // agent_timeout), so no reader waits forever on a stopped agent.
   asio::awaitable<ExecEvent> Next();
   // Like Next, but returns nullopt if nothing happened within `timeout`.
   asio::awaitable<std::optional<ExecEvent>> NextFor(std::chrono::milliseconds timeout);
@@ -46,7 +49,10 @@ class ExecSession {
   int pid_ = 0;
   uint64_t oom_before_ = 0;
   bool done_ = false;
+  // When the exit is overdue (time_point::max() without a timeout).
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   ExecEvent Convert(std::optional<wire::Frame> f);
+  ExecEvent Overdue();
 };
 
 struct ExecResult {

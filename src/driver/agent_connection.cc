@@ -226,10 +226,10 @@ asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std:
   co_return std::move(**f);
 }
 
-Error AgentConnection::AnswerTimeoutError(const std::string& what) {
+Error AgentConnection::AnswerTimeoutError(const std::string& what, const std::string& after) {
   const auto ms = answer_timeout_.count();
   const std::string t = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
-  return MakeError(Code::kAgentTimeout, "the sandbox's agent did not " + what + " within " + t +
+  return MakeError(Code::kAgentTimeout, "the sandbox's agent did not " + what + " within " + t + after +
                                             " (the sandbox is stopped or overloaded)");
 }
 

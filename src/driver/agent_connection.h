@@ -105,7 +105,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   // Set once at startup, before any connection exists.
   static void set_answer_timeout(std::chrono::milliseconds t) { answer_timeout_ = t; }
   static std::chrono::milliseconds answer_timeout() { return answer_timeout_; }
-  static Error AnswerTimeoutError(const std::string& what);
+  static Error AnswerTimeoutError(const std::string& what, const std::string& after = "");
   void Close();
   bool alive() const { return alive_; }
   int agent_pid() const { return agent_pid_; }

@@ -176,13 +176,42 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
   ASSERT_EQ(s.Exec(id, "echo hi > /tmp/f; cat /tmp/f")["stdout"], "hi\n");
   pid_t agent = OnVm() ? hutch::testing::vm::QemuPid(s, id) : AgentPid(id);
   ASSERT_GT(agent, 0);
+  auto c = s.Client();
+  const std::string base = "/v1/sandboxes/" + id;
+
+  // Two commands with a timeout run when the agent stops: it can neither
+  // kill them at their timeout nor send their exits. Their readers (a
+  // blocking exec, an SSE stream) give up --agent-timeout after it.
+  const json slow = {{"cmd", "touch /tmp/started-$MARK; sleep 60"}, {"timeout_seconds", 10}};
+  hutch::client::Response blocking;
+  std::vector<SseEvent> streamed;
+  std::thread blocking_reader([&] {
+    auto c2 = s.Client();
+    json body = slow;
+    body["env"] = {{"MARK", "a"}};
+    blocking = Bounded(c2, std::chrono::seconds(60), [&] { return c2.Json("POST", base + "/exec", body); });
+  });
+  std::thread stream_reader([&] {
+    auto c3 = s.Client();
+    json body = slow;
+    body["env"] = {{"MARK", "b"}};
+    Bounded(c3, std::chrono::seconds(60), [&] {
+      return c3.Sse(base + "/exec/stream", body, [&](const SseEvent& e) {
+        streamed.push_back(e);
+        return true;
+      });
+    });
+  });
+  for (int i = 0; i < 200; ++i) {
+    if (c.Request("GET", base + "/fs/stat?path=/tmp/started-a").status == 200 &&
+        c.Request("GET", base + "/fs/stat?path=/tmp/started-b").status == 200)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
   ASSERT_EQ(kill(agent, SIGSTOP), 0);
   // Runs again whatever fails below.
   std::unique_ptr<void, std::function<void(void*)>> resume(reinterpret_cast<void*>(1),
                                                            [agent](void*) { kill(agent, SIGCONT); });
-
-  auto c = s.Client();
-  const std::string base = "/v1/sandboxes/" + id;
   auto expect_timeout = [](const std::string& what, const hutch::client::Response& r) {
     EXPECT_EQ(r.status, 504) << what << ": " << r.body;
     const json j = r.json();
@@ -197,6 +226,14 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
   expect_timeout("process start",
                  Bounded(c, limit, [&] { return c.Json("POST", base + "/processes", {{"cmd", "touch /tmp/y"}}); }));
   expect_timeout("process list", Bounded(c, limit, [&] { return c.Request("GET", base + "/processes"); }));
+
+  blocking_reader.join();
+  stream_reader.join();
+  expect_timeout("blocking exec past its timeout", blocking);
+  ASSERT_FALSE(streamed.empty());
+  EXPECT_EQ(streamed.front().event, "start");
+  EXPECT_EQ(streamed.back().event, "error") << streamed.back().data;
+  EXPECT_NE(streamed.back().data.find("agent_timeout"), std::string::npos) << streamed.back().data;
 
   // The server kept serving; the stopped sandbox is still running.
   EXPECT_EQ(s.Exec(other, "echo fine")["stdout"], "fine\n");
