@@ -84,15 +84,17 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
   auto stream = inst->agent()->OpenStream();
   std::unique_ptr<ExecSession> s(new ExecSession(sb, stream));
   s->oom_before_ = inst->OomKills();
-  if (const int64_t ms = req.timeout_ms.value_or(req.timeout_seconds * 1000); ms > 0)
-    s->deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms) + AgentConnection::answer_timeout();
+  const int64_t timeout_ms = req.timeout_ms.value_or(req.timeout_seconds * 1000);
+  if (timeout_ms > 0)
+    s->deadline_ =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + AgentConnection::answer_timeout();
   // Sandbox-level env first, request env overrides it.
   std::map<std::string, std::string> env = sb->rec.env;
   for (const auto& [k, v] : req.env) env[k] = v;
   nlohmann::json spec = {
       {"argv", req.argv},
       {"env", env},
-      {"timeout_ms", req.timeout_ms.value_or(req.timeout_seconds * 1000)},
+      {"timeout_ms", timeout_ms},
       {"stdin", req.stdin_data.has_value()},
       {"detach", req.detach},
   };

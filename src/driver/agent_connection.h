@@ -97,8 +97,8 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   void SendNoWait(std::string bytes);
   // One request, one answer: sends `type` with `payload` on a fresh stream
   // and returns the agent's final frame (kProcResult, or kError for the
-  // caller to map). Fails only when the connection is lost.
-  // A kAgentTimeout error when no answer came within answer_timeout().
+  // caller to map). Fails when the connection is lost (kUnavailable) or
+  // no answer came within answer_timeout() (kAgentTimeout).
   asio::awaitable<Result<wire::Frame>> Call(wire::Type type, std::string_view payload);
   // How long an agent may take to answer a request, or to take queued
   // bytes off hutchd's hands once the queue is full (--agent-timeout).

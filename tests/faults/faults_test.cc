@@ -18,14 +18,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <functional>
-#include <condition_variable>
 #include <map>
-#include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -209,9 +208,14 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   ASSERT_EQ(kill(agent, SIGSTOP), 0);
-  // Runs again whatever fails below.
-  std::unique_ptr<void, std::function<void(void*)>> resume(reinterpret_cast<void*>(1),
-                                                           [agent](void*) { kill(agent, SIGCONT); });
+  // Runs again whatever fails below (disarmed once resumed: the pid may
+  // be reused after the sandbox is gone).
+  struct ResumeAtExit {
+    pid_t pid;
+    ~ResumeAtExit() {
+      if (pid > 0) kill(pid, SIGCONT);
+    }
+  } resume{agent};
   auto expect_timeout = [](const std::string& what, const hutch::client::Response& r) {
     EXPECT_EQ(r.status, 504) << what << ": " << r.body;
     const json j = r.json();
@@ -239,7 +243,8 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
   EXPECT_EQ(s.Exec(other, "echo fine")["stdout"], "fine\n");
   EXPECT_EQ(c.Request("GET", base).json().value("status", ""s), "running");
 
-  resume.reset();
+  ASSERT_EQ(kill(agent, SIGCONT), 0);
+  resume.pid = -1;
   auto again = s.Exec(id, "cat /tmp/f");
   EXPECT_EQ(again["stdout"], "hi\n") << again.dump();
   auto r = c.Request("GET", base + "/fs?path=/tmp/f");
