@@ -291,3 +291,28 @@ TEST_F(Syscall, CallsDockerRefusesAreRefused) {
     EXPECT_GE(p.rc, 0) << probe << ": " << p.raw;
   }
 }
+
+// The control for the allow-list: everyday tools still run under it
+// (python3 with threads, subprocesses, sockets, multiprocessing, hashing;
+// bash; coreutils; `ip`, which reads route netlink, where installed).
+TEST_F(Syscall, EverydayToolsStillRunUnderTheAllowList) {
+  auto py = Exec(
+      "python3 -c \"\n"
+      "import hashlib, json, multiprocessing, os, socket, subprocess, sys, tempfile, threading, time\n"
+      "t = threading.Thread(target=time.sleep, args=(0.01,)); t.start(); t.join()\n"
+      "with multiprocessing.Pool(2) as p: assert p.map(abs, [-1, -2]) == [1, 2]\n"
+      "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname())\n"
+      "a, _ = s.accept(); c.sendall(b'hi'); assert a.recv(2) == b'hi'\n"
+      "u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.close()\n"
+      "assert subprocess.run(['true']).returncode == 0\n"
+      "d = tempfile.mkdtemp(); open(d + '/f', 'w').write('x'); os.rename(d + '/f', d + '/g')\n"
+      "print(hashlib.sha256(b'x').hexdigest()[:8], json.dumps(os.cpu_count() > 0))\n\"");
+  EXPECT_EQ(StdoutOf(py), "2d711642 true\n") << py.dump();
+  auto sh = Exec(
+      "set -e; cd /tmp; mkdir -p tools && cd tools; seq 1 2000 | sort -rn | head -1 > n; "
+      "cp n m; ln -sf m l; tar cf t.tar n m l; mkdir -p x && tar xf t.tar -C x; "
+      "find x -type f | wc -l; du -s x >/dev/null; stat -c %s n; date +%Y >/dev/null; id -u; "
+      "timeout 5 sleep 0.01; (sleep 0.01 &) ; wait; printf '%s\\n' \"$(cat x/l)\"; "
+      "if command -v ip >/dev/null; then ip -o link show lo | grep -c LOOPBACK; else echo 1; fi");
+  EXPECT_EQ(StdoutOf(sh), "2\n5\n0\n2000\n1\n") << sh.dump();
+}
