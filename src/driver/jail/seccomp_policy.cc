@@ -1,5 +1,6 @@
 #include "driver/jail/seccomp_policy.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <seccomp.h>
 #include <sys/mman.h>
@@ -8,7 +9,9 @@
 #include <algorithm>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/unique_fd.h"
 #include "driver/jail/seccomp_table.h"
