@@ -21,7 +21,12 @@ SandboxResources::~SandboxResources() {
 
 asio::awaitable<void> SandboxResources::Release() {
   auto sb = std::move(sb_);
-  if (!sb || !Holds(*sb)) co_return;
+  if (!sb) co_return;
+  // Whoever still holds the sandbox (an exec of its start command) sees
+  // it gone, not running.
+  if (sb->rec.status == SandboxStatus::kStarting || sb->rec.status == SandboxStatus::kRunning)
+    sb->rec.status = SandboxStatus::kStopped;
+  if (!Holds(*sb)) co_return;
   auto inst = std::move(sb->instance);
   const int slot = std::exchange(sb->rec.net_slot, -1);
   co_await s_->Teardown(std::move(inst), slot);
