@@ -31,21 +31,26 @@ class StartingCount {
   int* n_;
 };
 
-// The sandbox's entry in the registry (status starting).
+// The sandbox's entry in the registry (status starting). A sandbox
+// deleted while its create ran keeps its entry: the tombstone is Delete's.
 class RegistryEntry {
  public:
-  RegistryEntry(ManagerState& s, std::shared_ptr<Sandbox> sb) : s_(&s), id_(sb->rec.id) { s.sandboxes[id_] = sb; }
+  RegistryEntry(ManagerState& s, std::shared_ptr<Sandbox> sb) : s_(&s), sb_(std::move(sb)) {
+    s.sandboxes[sb_->rec.id] = sb_;
+  }
   ~RegistryEntry() { Release(); }
   RegistryEntry(const RegistryEntry&) = delete;
   RegistryEntry& operator=(const RegistryEntry&) = delete;
+  const std::string& id() const { return sb_->rec.id; }
   void Commit() { s_ = nullptr; }
   void Release() {
-    if (s_) std::exchange(s_, nullptr)->sandboxes.erase(id_);
+    if (s_ && !sb_->deleting) s_->sandboxes.erase(sb_->rec.id);
+    s_ = nullptr;
   }
 
  private:
   ManagerState* s_;
-  std::string id_;
+  std::shared_ptr<Sandbox> sb_;
 };
 
 // The sandbox's instance and network slot (sb->instance, sb->rec.net_slot)

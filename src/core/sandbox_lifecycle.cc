@@ -104,6 +104,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Create(CreateOptions o)
     co_return rec;
   }
   // Whatever the step, nothing it acquired outlives the answer.
+  if (steps.entry) spdlog::error("sandbox={} create_failed err=\"{}\"", steps.entry->id(), rec.error().message);
   co_await steps.Unwind();
   co_return rec;
 }
@@ -219,17 +220,16 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   steps.starting.reset();
   if (!inst.ok()) co_return inst.error().Context("create sandbox");
   sb->instance = inst.value();
-  if (sb->deleting || r.status != SandboxStatus::kStarting) {
-    // Deleted while starting: its tombstone stays, what we made goes.
-    steps.entry->Commit();
-    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting");
-  }
+  // Deleted while starting: its tombstone stays, what we made goes.
+  auto deleted = [&] { return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting"); };
+  if (sb->deleting || r.status != SandboxStatus::kStarting) co_return deleted();
   r.status = SandboxStatus::kRunning;
   r.boot = sb->instance->boot();
   // A fork child of a running machine has its source's processes already.
   if (!o.machine) {
     if (auto st = co_await StartTemplateProcess(sb, *tpl); !st.ok())
-      co_return st.error().Context("create sandbox from template '" + tpl->name + "'");
+      co_return sb->deleting ? deleted() : st.error().Context("create sandbox from template '" + tpl->name + "'");
+    if (sb->deleting) co_return deleted();
   }
   // Acknowledged state must be durable before the client hears of it.
   if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");

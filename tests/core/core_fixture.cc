@@ -169,7 +169,8 @@ void CoreTest::BreakStoreWrites(const std::string& table) {
 
 void CoreTest::FixStoreWrites(const std::string& table) { Exec(dir + "/state.db", "DROP TRIGGER fail_" + table); }
 
-TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string& start, const std::string& ready) {
+TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string& start, const std::string& ready,
+                                     int64_t ready_timeout_seconds) {
   TemplateRecord r;
   r.name = name;
   r.hash = "h" + name;
@@ -180,7 +181,7 @@ TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string&
   r.info.layers = {dir + "/builds/" + r.hash + "/layer"};
   r.info.start = start;
   r.info.ready = ready;
-  r.info.ready_timeout_seconds = 0;
+  r.info.ready_timeout_seconds = ready_timeout_seconds;
   fs::create_directories(r.info.layers[0]);
   EXPECT_TRUE(templates->Register(r).ok());
   return r;

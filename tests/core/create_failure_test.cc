@@ -194,6 +194,30 @@ TEST_F(CreateFailureTest, ReadyCheck) {
   ExpectCleanFailure(r, Code::kUnavailable);
 }
 
+// Deleted while its ready check is still polled (status running, not yet
+// answered): the create answers sandbox_not_running, the tombstone stays.
+TEST_F(CreateFailureTest, DeletedDuringReadyCheck) {
+  AddTemplate("svc", "", "test -e /ready", 5);
+  driver->agent_behavior->exec_exit_code = 1;
+  CreateOptions o = Networked();
+  o.template_name = "svc";
+  std::optional<Result<SandboxRecord>> r;
+  Spawn(mgr->Create(o), &r);
+  Sleep(std::chrono::milliseconds(150));
+  ASSERT_FALSE(r.has_value());
+  auto list = mgr->List({});
+  ASSERT_EQ(list.items.size(), 1u);
+  const std::string id = list.items[0].id;
+  ASSERT_TRUE(Run(mgr->Delete(id)).ok());
+  while (!r) Poll();
+  driver->agent_behavior->exec_exit_code = 0;
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(r->error().code, Code::kSandboxNotRunning) << r->error().message;
+  EXPECT_EQ(mgr->Get(id)->status, S::kStopped);
+  EXPECT_EQ(StoredSandboxes()[id], "stopped");
+  ExpectNothingHeld();
+}
+
 // Step: the durable record.
 TEST_F(CreateFailureTest, Persist) {
   BreakStoreWrites("sandboxes");
