@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2016  # commands in single quotes run in the template's shell
 # Builds the base sandbox template into a temp dir (UID_BASE=1000000) and
 # checks that the result works: tools run inside it (chroot, and inside a user
 # namespace mapping sandbox 0..65535 -> host 1000000..1065535), ownership is
@@ -67,11 +68,11 @@ else
     fail "template.json missing or malformed: $(cat "$DEST/template.json" 2>&1)"
 fi
 leftovers=$(find "$TMP/templates" -mindepth 1 -maxdepth 1 -name '.base.tmp.*' -o -mindepth 1 -maxdepth 1 -name '.base.old.*')
-[[ -z $leftovers ]] && ok "no temp dirs left beside DEST" || fail "leftover temp dirs: $leftovers"
+if [[ -z $leftovers ]]; then ok "no temp dirs left beside DEST"; else fail "leftover temp dirs: $leftovers"; fi
 
 for l in bin:usr/bin sbin:usr/sbin lib:usr/lib lib64:usr/lib64; do
-    [[ $(readlink "$ROOTFS/${l%%:*}") == "${l#*:}" ]] && ok "/${l%%:*} -> ${l#*:}" ||
-        fail "/${l%%:*} is not a symlink to ${l#*:}"
+    if [[ $(readlink "$ROOTFS/${l%%:*}") == "${l#*:}" ]]; then ok "/${l%%:*} -> ${l#*:}"
+    else fail "/${l%%:*} is not a symlink to ${l#*:}"; fi
 done
 for d in proc sys dev run mnt opt usr/local/bin etc tmp var/tmp root home/user; do
     [[ -d $ROOTFS/$d && ! -L $ROOTFS/$d ]] || fail "/$d missing"
@@ -90,17 +91,17 @@ expect_out "owner /usr/bin/bash"  '^1000000:1000000$' stat -c %u:%g "$ROOTFS/usr
 expect_out "owner /bin symlink"   '^1000000:1000000$' stat -c %u:%g "$ROOTFS/bin"
 expect_out "owner /home/user"     '^1001000:1001000$' stat -c %u:%g "$ROOTFS/home/user"
 bad_owner=$(find "$ROOTFS" \( -uid +1065535 -o -uid -1000000 -o -gid +1065535 -o -gid -1000000 \) -print | head -5)
-[[ -z $bad_owner ]] && ok "all files owned by mapped ids" || fail "files with unmapped owner: $bad_owner"
+if [[ -z $bad_owner ]]; then ok "all files owned by mapped ids"; else fail "files with unmapped owner: $bad_owner"; fi
 bad_home=$(find "$ROOTFS/home/user" ! -uid 1001000 -print | head -5)
-[[ -z $bad_home ]] && ok "/home/user owned by user" || fail "/home/user entries not owned by 1001000: $bad_home"
+if [[ -z $bad_home ]]; then ok "/home/user owned by user"; else fail "/home/user entries not owned by 1001000: $bad_home"; fi
 suid=$(find "$ROOTFS" ! -type l -perm /6000 -print | head -5)
-[[ -z $suid ]] && ok "no setuid/setgid bits" || fail "setuid/setgid files: $suid"
+if [[ -z $suid ]]; then ok "no setuid/setgid bits"; else fail "setuid/setgid files: $suid"; fi
 
 # ---------------------------------------------------------------- /etc
 expect_out "passwd root"  '^root:x:0:0:root:/root:/bin/bash$' grep '^root:' "$ROOTFS/etc/passwd"
 expect_out "hostname"     '^sandbox$' cat "$ROOTFS/etc/hostname"
 expect_out "hosts"        '127\.0\.0\.1.*localhost' cat "$ROOTFS/etc/hosts"
-[[ -f $ROOTFS/etc/resolv.conf && ! -s $ROOTFS/etc/resolv.conf ]] && ok "resolv.conf empty" || fail "resolv.conf not an empty file"
+if [[ -f $ROOTFS/etc/resolv.conf && ! -s $ROOTFS/etc/resolv.conf ]]; then ok "resolv.conf empty"; else fail "resolv.conf not an empty file"; fi
 expect_out "os-release"   'ID=' cat "$ROOTFS/etc/os-release"
 
 # ---------------------------------------------------------------- tools (chroot)
@@ -144,7 +145,7 @@ expect_out "no dangling symlinks" '^$'       in_root find / -xdev -xtype l
 missing=$(find "$ROOTFS/usr" -type f \( -perm /111 -o -name '*.so*' \) -printf '/%P\n' 2>/dev/null |
           sed 's#^/#/usr/#' | xargs -d '\n' chroot "$ROOTFS" /usr/bin/ldd 2>/dev/null |
           awk '/^\/.*:$/ { f = $0 } /not found/ { print f, $1 }' | head -10)
-[[ -z $missing ]] && ok "no missing shared libraries" || fail "missing shared libraries: $missing"
+if [[ -z $missing ]]; then ok "no missing shared libraries"; else fail "missing shared libraries: $missing"; fi
 
 # ---------------------------------------------------------------- user namespace
 # Run inside a user namespace mapping sandbox 0..65535 to host 1000000.. as the
@@ -202,7 +203,7 @@ t0=$(date +%s%N)
 t1=$(date +%s%N)
 rerun_ms=$(( (t1 - t0) / 1000000 ))
 after=$(stat -c %Y.%i "$DEST/template.json")
-(( rerun_ms < 1000 )) && ok "second run is a no-op (${rerun_ms} ms)" || fail "second run took ${rerun_ms} ms"
+if (( rerun_ms < 1000 )); then ok "second run is a no-op (${rerun_ms} ms)"; else fail "second run took ${rerun_ms} ms"; fi
 [[ $before == "$after" ]] || fail "second run rewrote template.json"
 
 # A different uid_base rebuilds and replaces the template.
@@ -222,11 +223,11 @@ kpid=$!
 sleep 1
 kill -KILL -- -"$kpid" 2>/dev/null
 wait "$kpid" 2>/dev/null
-[[ ! -e $DEST2 ]] && ok "killed build left no template" || fail "killed build left $DEST2 behind"
+if [[ ! -e $DEST2 ]]; then ok "killed build left no template"; else fail "killed build left $DEST2 behind"; fi
 "$BUILD" "$DEST2" "$UID_BASE" >/dev/null 2>&1 || fail "build after a killed build failed"
 [[ -f $DEST2/template.json ]] || fail "build after a killed build produced no template.json"
 leftovers=$(find "$TMP/templates2" -mindepth 1 -maxdepth 1 -name '.base.tmp.*')
-[[ -z $leftovers ]] && ok "stale temp dir cleaned up" || fail "stale temp dirs remain: $leftovers"
+if [[ -z $leftovers ]]; then ok "stale temp dir cleaned up"; else fail "stale temp dirs remain: $leftovers"; fi
 rm -rf -- "$TMP/templates2"
 
 # A missing required package fails clearly (fake dpkg-query hides dash).

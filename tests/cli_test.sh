@@ -15,7 +15,8 @@ cleanup() {
 }
 trap cleanup EXIT
 for _ in $(seq 1 600); do [[ -s $T/state/hutchd.addr ]] && break; sleep 0.1; done
-export HUTCH_URL="http://$(cat "$T/state/hutchd.addr")"
+HUTCH_URL="http://$(cat "$T/state/hutchd.addr")"
+export HUTCH_URL
 hutch() { "$HUTCH_CLI_BIN" "$@"; }
 fail() { echo "FAIL: $*" >&2; cat "$T/log" >&2; exit 1; }
 
@@ -41,6 +42,7 @@ hutch ls | grep -q "$ID.*running" || fail "ls does not show $ID running"
 [[ $(hutch --json ls | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 1 ]] || fail "ls --json"
 
 # Background: start, list, read its output and exit code after it ended.
+# shellcheck disable=SC2016  # run by the sandbox's shell: $ expands there
 PID=$(hutch exec -d "$ID" -- sh -c 'for i in 1 2 3; do echo line$i; sleep 0.1; done; exit 4')
 [[ $PID =~ ^[0-9]+$ ]] || fail "exec -d printed '$PID'"
 hutch ps "$ID" | grep -q "^$PID " || fail "ps does not list $PID"
@@ -51,6 +53,7 @@ set -e
 
 # Interactive shell over the PTY (stdin a pipe here): output, exit code.
 set +e
+# shellcheck disable=SC2016  # run by the sandbox's shell: $ expands there
 shell_out=$(printf 'echo $((6*7))\nexit 3\n' | timeout 60 "$HUTCH_CLI_BIN" shell "$ID"); rc=$?
 set -e
 [[ $rc == 3 ]] || fail "shell exit code $rc, want 3 (output: $shell_out)"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <filesystem>
 #include <functional>
+#include <memory>
 
 #include "cli/shell.h"
 #include "cli/template_spec_file.h"
@@ -125,484 +127,608 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// What a subcommand's handler works with: the global options, the server
+// and a client connected to it.
+struct Session {
+  const Global& g;
+  const Endpoint& ep;
+  HttpClient& c;
+};
+
+// A subcommand: CLI11's record of whether it was given, and its handler
+// (bound to the options CLI11 parsed into).
+struct Subcommand {
+  CLI::App* cli;
+  std::function<int(Session&)> run;
+};
+
+// --- global options
+
+void AddGlobalOptions(CLI::App& app, Global& g) {
+  if (const char* u = getenv("HUTCH_URL")) g.url = u;
+  if (const char* k = getenv("HUTCH_API_KEY")) g.key = k;
+  app.add_option("--url", g.url, "Server URL (env HUTCH_URL)");
+  app.add_option("--key", g.key, "API key (env HUTCH_API_KEY)");
+  app.add_flag("--json", g.json_out, "Machine-readable JSON output");
+}
+
+// --- serve: runs hutchd (no server to talk to yet)
+
+struct Serve {
+  CLI::App* cli;
+  std::shared_ptr<std::vector<std::string>> args;
+};
+
+Serve AddServe(CLI::App& app) {
+  Serve s{app.add_subcommand("serve", "Start hutchd (arguments after -- go to hutchd)"),
+          std::make_shared<std::vector<std::string>>()};
+  s.cli->add_option("args", *s.args);
+  s.cli->allow_extras();
+  return s;
+}
+
+int RunServe(const Serve& s) {
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/hutchd";
+  std::vector<std::string> args = {exe};
+  for (auto& a : *s.args) args.push_back(a);
+  for (auto& a : s.cli->remaining()) args.push_back(a);
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  execv(exe.c_str(), av.data());
+  perror("hutch: exec hutchd");
+  return 1;
+}
+
+// --- create
+
+struct CreateArgs {
+  std::string tpl = "base";
+  int64_t ttl = 0, memory = 0, disk = 0;
+  double cpu = 0;
+  std::vector<std::string> envs, metas, vol_mounts;
+};
+
+int RunCreate(Session& s, const CreateArgs& a) {
+  json body = {{"template", a.tpl}};
+  if (a.ttl) body["ttl_seconds"] = a.ttl;
+  if (a.memory) body["memory_mb"] = a.memory;
+  if (a.disk) body["disk_mb"] = a.disk;
+  if (a.cpu > 0) body["cpu"] = a.cpu;
+  json env = json::object(), meta = json::object();
+  if (!SplitKv(a.envs, &env) || !SplitKv(a.metas, &meta)) return 2;
+  if (!env.empty()) body["env"] = env;
+  if (!meta.empty()) body["metadata"] = meta;
+  for (const auto& m : a.vol_mounts) {
+    // NAME:/PATH or NAME:/PATH:ro
+    size_t colon = m.find(':');
+    std::string name = m.substr(0, colon), path = colon == std::string::npos ? "" : m.substr(colon + 1);
+    bool ro = path.size() > 3 && path.compare(path.size() - 3, 3, ":ro") == 0;
+    if (ro) path.resize(path.size() - 3);
+    if (name.empty() || path.empty()) {
+      std::cerr << "hutch: --volume wants NAME:/PATH[:ro], got '" << m << "'\n";
+      return 2;
+    }
+    body["volumes"].push_back({{"name", name}, {"path", path}, {"read_only", ro}});
+  }
+  auto r = s.c.Json("POST", "/v1/sandboxes", body);
+  if (r.status != 201) return Fail(r);
+  if (s.g.json_out) std::cout << r.json().dump() << "\n";
+  else std::cout << r.json()["id"].get<std::string>() << "\n";
+  return 0;
+}
+
+Subcommand AddCreate(CLI::App& app) {
+  auto a = std::make_shared<CreateArgs>();
+  auto* create = app.add_subcommand("create", "Create a sandbox; prints its id");
+  create->add_option("--template,-t", a->tpl, "Template");
+  create->add_option("--ttl", a->ttl, "TTL in seconds");
+  create->add_option("--memory", a->memory, "Memory limit, MB");
+  create->add_option("--disk", a->disk, "Disk quota, MB");
+  create->add_option("--cpu", a->cpu, "CPUs");
+  create->add_option("--env,-e", a->envs, "KEY=VALUE (repeatable)");
+  create->add_option("--meta,-m", a->metas, "Metadata KEY=VALUE (repeatable)");
+  create->add_option("--volume,-v", a->vol_mounts, "NAME:/PATH[:ro] mounts a volume (repeatable)");
+  return {create, [a](Session& s) { return RunCreate(s, *a); }};
+}
+
+// --- ls
+
+int RunLs(Session& s, const std::string& status_filter) {
+  json all = json::array();
+  std::string cursor;
+  do {
+    std::string q = "/v1/sandboxes?limit=1000";
+    if (!status_filter.empty()) q += "&status=" + Enc(status_filter);
+    if (!cursor.empty()) q += "&cursor=" + Enc(cursor);
+    auto r = s.c.Request("GET", q);
+    if (r.status != 200) return Fail(r);
+    auto j = r.json();
+    for (auto& it : j["items"]) all.push_back(it);
+    cursor = j["next_cursor"].is_string() ? j["next_cursor"].get<std::string>() : "";
+  } while (!cursor.empty());
+  if (s.g.json_out) {
+    std::cout << all.dump() << "\n";
+  } else {
+    printf("%-22s %-9s %-10s %-26s %s\n", "ID", "STATUS", "TEMPLATE", "CREATED", "EXPIRES");
+    for (auto& it : all)
+      printf("%-22s %-9s %-10s %-26s %s\n", it.value("id", "").c_str(), it.value("status", "").c_str(),
+             it.value("template", "").c_str(), it.value("created_at", "").c_str(),
+             it.value("expires_at", "").c_str());
+  }
+  return 0;
+}
+
+Subcommand AddLs(CLI::App& app) {
+  auto status_filter = std::make_shared<std::string>();
+  auto* ls = app.add_subcommand("ls", "List sandboxes");
+  ls->add_option("--status", *status_filter, "Only this status");
+  return {ls, [status_filter](Session& s) { return RunLs(s, *status_filter); }};
+}
+
+// --- exec
+
+struct ExecArgs {
+  std::string id, user, cwd;
+  int64_t timeout = 0;
+  std::vector<std::string> cmd, env;
+  bool background = false;
+};
+
+int RunExec(Session& s, const ExecArgs& a) {
+  HttpClient& c = s.c;
+  json body = {{"argv", a.cmd}};
+  if (a.timeout) body["timeout_seconds"] = a.timeout;
+  if (!a.user.empty()) body["user"] = a.user;
+  if (!a.cwd.empty()) body["cwd"] = a.cwd;
+  json env = json::object();
+  if (!SplitKv(a.env, &env)) return 2;
+  if (!env.empty()) body["env"] = env;
+  if (a.background) {
+    auto r = c.Json("POST", "/v1/sandboxes/" + Enc(a.id) + "/processes", body);
+    if (r.status != 201) return Fail(r);
+    if (s.g.json_out) std::cout << r.body << "\n";
+    else std::cout << r.json().value("pid", 0) << "\n";
+    return 0;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  int exit_code = -1;
+  std::string error;
+  auto r = c.Sse("/v1/sandboxes/" + Enc(a.id) + "/exec/stream", body, [&](const hutch::client::SseEvent& ev) {
+    g_exec_fd = c.native_handle();
+    auto d = json::parse(ev.data, nullptr, false);
+    if (ev.event == "stdout" || ev.event == "stderr") {
+      std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
+                                            : d.value("text", "");
+      FILE* f = ev.event == "stdout" ? stdout : stderr;
+      fwrite(bytes.data(), 1, bytes.size(), f);
+      fflush(f);
+    } else if (ev.event == "exit") {
+      exit_code = d.value("exit_code", -1);
+      if (d.value("timed_out", false)) std::cerr << "hutch: command timed out\n";
+      if (d.value("oom_killed", false)) std::cerr << "hutch: command was killed: out of memory\n";
+    } else if (ev.event == "error") {
+      error = d.value("code", "") + ": " + d.value("message", "");
+    }
+    return !g_interrupted;
+  });
+  g_exec_fd = -1;
+  if (g_interrupted) return 130;
+  if (r.status != 200) return Fail(r);
+  if (!error.empty()) {
+    std::cerr << "hutch: " << error << "\n";
+    return 1;
+  }
+  if (exit_code < 0) {
+    std::cerr << "hutch: the stream ended without an exit status (sandbox or server died)\n";
+    return 1;
+  }
+  return exit_code;
+}
+
+Subcommand AddExec(CLI::App& app) {
+  auto a = std::make_shared<ExecArgs>();
+  auto* exec = app.add_subcommand("exec", "Run a command, stream its output, exit with its code");
+  exec->add_option("id", a->id, "Sandbox id")->required();
+  exec->add_option("cmd", a->cmd, "Command and arguments (after --)")->required();
+  exec->add_option("--timeout", a->timeout, "Seconds before the command is killed (0: 60)");
+  exec->add_option("--user,-u", a->user, "User inside the sandbox");
+  exec->add_option("--cwd,-w", a->cwd, "Working directory");
+  exec->add_option("--env,-e", a->env, "KEY=VALUE (repeatable)");
+  exec->add_flag("--background,-d", a->background,
+                 "Start it in the background and print its pid (see hutch ps / hutch logs)");
+  return {exec, [a](Session& s) { return RunExec(s, *a); }};
+}
+
+// --- cp
+
+// ID:PATH names a file in a sandbox.
+bool RemotePath(const std::string& s, std::string* id, std::string* path) {
+  size_t colon = s.find(':');
+  if (colon == std::string::npos || s.rfind("sb_", 0) != 0) return false;
+  *id = s.substr(0, colon);
+  *path = s.substr(colon + 1);
+  return true;
+}
+
+int Upload(Session& s, const std::string& src, const std::string& id, const std::string& path) {
+  std::ifstream in(src, std::ios::binary);
+  if (!in) {
+    std::cerr << "hutch: cannot read " << src << "\n";
+    return 1;
+  }
+  uint64_t size = std::filesystem::file_size(src);
+  Progress prog(size, !s.g.json_out);
+  auto r = s.c.Upload("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), size, [&](char* buf, size_t n) {
+    in.read(buf, static_cast<std::streamsize>(n));
+    size_t got = static_cast<size_t>(in.gcount());
+    prog.Add(got);
+    return got;
+  });
+  if (r.status != 201) return Fail(r);
+  if (s.g.json_out) std::cout << r.body;
+  return 0;
+}
+
+// Written to DST.hutch-part, renamed to DST once complete.
+int Download(Session& s, const std::string& id, const std::string& path, const std::string& dst) {
+  std::string tmp = dst + ".hutch-part";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::cerr << "hutch: cannot write " << dst << "\n";
+    return 1;
+  }
+  uint64_t got = 0;
+  auto r = s.c.Download("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), [&](const char* b, size_t n) {
+    out.write(b, static_cast<std::streamsize>(n));
+    got += n;
+  });
+  out.close();
+  if (r.status != 200) {
+    std::filesystem::remove(tmp);
+    return Fail(r);
+  }
+  std::filesystem::rename(tmp, dst);
+  if (s.g.json_out) std::cout << json{{"path", dst}, {"size", got}}.dump() << "\n";
+  return 0;
+}
+
+int RunCp(Session& s, const std::string& src, const std::string& dst) {
+  std::string id, path;
+  if (RemotePath(dst, &id, &path)) return Upload(s, src, id, path);
+  if (RemotePath(src, &id, &path)) return Download(s, id, path, dst);
+  std::cerr << "hutch: one side of cp must be ID:PATH\n";
+  return 2;
+}
+
+Subcommand AddCp(CLI::App& app) {
+  auto a = std::make_shared<std::array<std::string, 2>>();  // {src, dst}
+  auto* cp = app.add_subcommand("cp", "Copy a file: LOCAL ID:PATH or ID:PATH LOCAL");
+  cp->add_option("src", (*a)[0])->required();
+  cp->add_option("dst", (*a)[1])->required();
+  return {cp, [a](Session& s) { return RunCp(s, (*a)[0], (*a)[1]); }};
+}
+
+// --- rm, volume rm, template rm: one DELETE per name
+
+// DELETE prefix + name for each name; fails (after trying all) if any did.
+int DeleteEach(Session& s, const std::string& prefix, const std::vector<std::string>& names) {
+  int rc = 0;
+  for (const auto& n : names) {
+    auto r = s.c.Request("DELETE", prefix + Enc(n));
+    if (r.status != 204) rc = Fail(r);
+  }
+  return rc;
+}
+
+Subcommand AddRm(CLI::App& app) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  auto* rm = app.add_subcommand("rm", "Delete sandboxes");
+  rm->add_option("ids", *ids)->required();
+  return {rm, [ids](Session& s) { return DeleteEach(s, "/v1/sandboxes/", *ids); }};
+}
+
+// --- shell
+
+Subcommand AddShell(CLI::App& app) {
+  auto id = std::make_shared<std::string>();
+  auto* shell = app.add_subcommand("shell", "Interactive shell (needs the server's PTY support)");
+  shell->add_option("id", *id)->required();
+  return {shell, [id](Session& s) { return hutch::cli::RunShell(s.ep.host, s.ep.port, s.g.key, Enc(*id)); }};
+}
+
+// --- ps
+
+int RunPs(Session& s, const std::string& id) {
+  auto r = s.c.Request("GET", "/v1/sandboxes/" + Enc(id) + "/processes");
+  if (r.status != 200) return Fail(r);
+  auto j = r.json();
+  if (s.g.json_out) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("%-8s %-9s %-5s %s\n", "PID", "STATUS", "EXIT", "COMMAND");
+  for (const auto& p : j["items"]) {
+    std::string cmdline = p["cmd"].is_string() ? p["cmd"].get<std::string>() : "";
+    if (cmdline.empty() && p["argv"].is_array())
+      for (const auto& a : p["argv"]) cmdline += (cmdline.empty() ? "" : " ") + a.get<std::string>();
+    std::string code = p["exit_code"].is_number() ? std::to_string(p["exit_code"].get<int>()) : "-";
+    std::printf("%-8d %-9s %-5s %s\n", p.value("pid", 0), p.value("status", "").c_str(), code.c_str(),
+                cmdline.c_str());
+  }
+  return 0;
+}
+
+Subcommand AddPs(CLI::App& app) {
+  auto id = std::make_shared<std::string>();
+  auto* ps = app.add_subcommand("ps", "List a sandbox's processes (background ones and running commands)");
+  ps->add_option("id", *id)->required();
+  return {ps, [id](Session& s) { return RunPs(s, *id); }};
+}
+
+// --- logs
+
+struct LogsArgs {
+  std::string id;
+  int64_t pid = 0, from = 0;
+};
+
+int RunLogs(Session& s, const LogsArgs& a) {
+  int exit_code = -1;
+  auto r = s.c.SseRequest("GET",
+                          "/v1/sandboxes/" + Enc(a.id) + "/processes/" + std::to_string(a.pid) +
+                              "/stream?from=" + std::to_string(a.from),
+                          "", {}, [&](const hutch::client::SseEvent& e) {
+                            auto d = json::parse(e.data, nullptr, false);
+                            if (!d.is_object()) return true;
+                            if (e.event == "stdout" || e.event == "stderr") {
+                              std::string bytes = d.contains("b64")
+                                                      ? hutch::client::Base64Decode(d.value("b64", ""))
+                                                      : d.value("text", "");
+                              FILE* out = e.event == "stdout" ? stdout : stderr;
+                              std::fwrite(bytes.data(), 1, bytes.size(), out);
+                              std::fflush(out);
+                            } else if (e.event == "dropped") {
+                              std::fprintf(stderr, "hutch: [%s bytes of older output were dropped]\n",
+                                           d.value("dropped_bytes", json(0)).dump().c_str());
+                            } else if (e.event == "exit") {
+                              exit_code = d.value("exit_code", -1);
+                            } else if (e.event == "error") {
+                              std::cerr << "hutch: " << d.value("code", "") << ": " << d.value("message", "") << "\n";
+                            }
+                            return true;
+                          });
+  if (r.status != 200) return Fail(r);
+  return exit_code < 0 ? 1 : exit_code;
+}
+
+Subcommand AddLogs(CLI::App& app) {
+  auto a = std::make_shared<LogsArgs>();
+  auto* logs = app.add_subcommand("logs", "Print a background process's output (buffered, then live until it exits)");
+  logs->add_option("id", a->id, "Sandbox id")->required();
+  logs->add_option("pid", a->pid, "Process id (see hutch ps)")->required();
+  logs->add_option("--from", a->from, "Byte offset to start from (0: everything still buffered)");
+  return {logs, [a](Session& s) { return RunLogs(s, *a); }};
+}
+
+// --- volume create | ls | rm
+
+struct VolumeCreateArgs {
+  std::string name;
+  int64_t size = 0;
+};
+
+int RunVolumeCreate(Session& s, const VolumeCreateArgs& a) {
+  json body = {{"name", a.name}};
+  if (a.size) body["size_mb"] = a.size;
+  auto r = s.c.Json("POST", "/v1/volumes", body);
+  if (r.status != 201) return Fail(r);
+  if (s.g.json_out) std::cout << r.json().dump() << "\n";
+  else std::cout << a.name << "\n";
+  return 0;
+}
+
+int RunVolumeLs(Session& s) {
+  auto r = s.c.Request("GET", "/v1/volumes");
+  if (r.status != 200) return Fail(r);
+  auto vols = r.json()["volumes"];
+  if (s.g.json_out) {
+    std::cout << vols.dump() << "\n";
+  } else {
+    printf("%-24s %8s %12s %s\n", "NAME", "SIZE_MB", "USED_BYTES", "IN_USE_BY");
+    for (auto& v : vols) {
+      std::string users;
+      for (auto& u : v["in_use_by"]) users += (users.empty() ? "" : ",") + u.get<std::string>();
+      printf("%-24s %8lld %12llu %s\n", v.value("name", "").c_str(),
+             static_cast<long long>(v.value("size_mb", int64_t{0})),
+             static_cast<unsigned long long>(v.value("used_bytes", uint64_t{0})), users.c_str());
+    }
+  }
+  return 0;
+}
+
+std::vector<Subcommand> AddVolume(CLI::App& app) {
+  auto* vol = app.add_subcommand("volume", "Named volumes that outlive sandboxes");
+  vol->require_subcommand(1);
+  auto create = std::make_shared<VolumeCreateArgs>();
+  auto* vol_create = vol->add_subcommand("create", "Create a volume");
+  vol_create->add_option("name", create->name)->required();
+  vol_create->add_option("--size-mb", create->size, "Size cap in MB (default: the server's)");
+  auto* vol_ls = vol->add_subcommand("ls", "List volumes");
+  auto rm_names = std::make_shared<std::vector<std::string>>();
+  auto* vol_rm = vol->add_subcommand("rm", "Delete volumes (refused while a sandbox mounts one)");
+  vol_rm->add_option("names", *rm_names)->required();
+  return {{vol_create, [create](Session& s) { return RunVolumeCreate(s, *create); }},
+          {vol_ls, [](Session& s) { return RunVolumeLs(s); }},
+          {vol_rm, [rm_names](Session& s) { return DeleteEach(s, "/v1/volumes/", *rm_names); }}};
+}
+
+// --- template build | list | show | rm | alias
+
+// Builds the template of the spec at spec_path (registered as `name`, or
+// the spec's own when empty), following the build's progress.
+int BuildTemplate(Session& s, const std::string& spec_path, const std::string& name, bool verbose, int depth) {
+  HttpClient& c = s.c;
+  auto body = hutch::cli::LoadTemplateSpec(spec_path);
+  if (!body) return 2;
+  // A parent template that is not built yet is built first from the
+  // spec of that name beside this one (python.toml -> debian.toml).
+  std::string from = json::parse(*body, nullptr, false).value("from", "");
+  if (!from.empty() && from.rfind("debian:", 0) != 0 && depth < 8) {
+    std::string sibling = (std::filesystem::absolute(spec_path).parent_path() / (from + ".toml")).string();
+    if (std::filesystem::exists(sibling) && c.Request("GET", "/v1/templates/" + Enc(from)).status == 404) {
+      std::cerr << "hutch: building '" << from << "' first (" << sibling << ")\n";
+      if (int rc = BuildTemplate(s, sibling, "", verbose, depth + 1); rc != 0) return rc;
+    }
+  }
+  std::string target = "/v1/templates";
+  if (!name.empty()) target += "?name=" + Enc(name);
+  hutch::cli::BuildProgress bar(!s.g.json_out, verbose);
+  json done, error;
+  auto r = c.SseRequest("POST", target, *body, {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
+                        [&](const hutch::client::SseEvent& e) {
+                          auto d = json::parse(e.data, nullptr, false);
+                          if (!d.is_object()) return true;
+                          if (e.event == "step") bar.Step(d);
+                          else if (e.event == "log") bar.Log(d);
+                          else if (e.event == "done") done = d;
+                          else if (e.event == "error") error = d;
+                          return true;
+                        });
+  bar.Finish();
+  if (r.status != 200) return Fail(r);
+  if (!error.is_null()) {
+    std::cerr << "hutch: template build failed: " << error.value("message", "") << "\n";
+    if (error.value("exit_code", -1) >= 0)
+      std::cerr << "hutch: step " << error.value("step", 0) << " (" << error.value("name", "")
+                << ") exited with " << error.value("exit_code", -1) << "; last output:\n";
+    std::cerr << error.value("log_tail", "");
+    return 1;
+  }
+  if (done.is_null()) {
+    std::cerr << "hutch: the build stream ended without a result (server died?)\n";
+    return 1;
+  }
+  if (s.g.json_out) {
+    std::cout << done.dump() << "\n";
+  } else {
+    const json& t = done["template"];
+    std::printf("%s %s (%s, %.1f s)\n", t.value("name", "").c_str(), t.value("hash", "").substr(0, 12).c_str(),
+                done.value("cached", false) ? "cached" : "built",
+                static_cast<double>(done.value("duration_ms", int64_t{0})) / 1000.0);
+  }
+  return 0;
+}
+
+int RunTemplateList(Session& s) {
+  auto r = s.c.Request("GET", "/v1/templates");
+  if (r.status != 200) return Fail(r);
+  auto j = r.json();
+  if (s.g.json_out) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("%-20s %-12s %-18s %10s  %s\n", "NAME", "HASH", "FROM", "SIZE_MB", "BUILT");
+  for (const auto& t : j["items"])
+    std::printf("%-20s %-12s %-18s %10.1f  %s\n", t.value("name", "").c_str(),
+                t.value("hash", "").substr(0, 12).c_str(), t.value("from", "").c_str(),
+                static_cast<double>(t.value("size_bytes", uint64_t{0})) / (1 << 20), t.value("built_at", "").c_str());
+  if (j["aliases"].is_object() && !j["aliases"].empty()) {
+    std::printf("\n%-20s %s\n", "ALIAS", "TEMPLATE");
+    for (const auto& [k, v] : j["aliases"].items()) std::printf("%-20s %s\n", k.c_str(), v.get<std::string>().c_str());
+  }
+  return 0;
+}
+
+int RunTemplateShow(Session& s, const std::string& name) {
+  auto r = s.c.Request("GET", "/v1/templates/" + Enc(name));
+  if (r.status != 200) return Fail(r);
+  std::cout << r.json().dump(s.g.json_out ? -1 : 2) << "\n";
+  return 0;
+}
+
+struct AliasArgs {
+  std::string name, target;
+  bool rm = false;
+};
+
+int RunTemplateAlias(Session& s, const AliasArgs& a) {
+  if (a.rm) {
+    auto r = s.c.Request("DELETE", "/v1/template-aliases/" + Enc(a.name));
+    return r.status == 204 ? 0 : Fail(r);
+  }
+  if (a.target.empty()) {
+    std::cerr << "hutch: template alias NAME TEMPLATE (or --rm NAME)\n";
+    return 2;
+  }
+  auto r = s.c.Json("PUT", "/v1/template-aliases/" + Enc(a.name), json{{"template", a.target}});
+  if (r.status != 200) return Fail(r);
+  if (s.g.json_out) std::cout << r.body << "\n";
+  return 0;
+}
+
+struct TemplateBuildArgs {
+  std::string spec, name;
+  bool verbose = false;
+};
+
+std::vector<Subcommand> AddTemplate(CLI::App& app) {
+  auto* tmpl = app.add_subcommand("template", "Templates: build from a spec, list, remove, alias");
+  tmpl->require_subcommand(1);
+  auto build = std::make_shared<TemplateBuildArgs>();
+  auto* tmpl_build = tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
+  tmpl_build->add_option("spec", build->spec, "Spec file (templates/*.toml)")->required();
+  tmpl_build->add_option("--name", build->name, "Register it under this name instead of the spec's");
+  tmpl_build->add_flag("-v,--verbose", build->verbose, "Print every log line of the build");
+  auto* tmpl_ls = tmpl->add_subcommand("list", "List templates and aliases");
+  tmpl_ls->alias("ls");
+  auto show_name = std::make_shared<std::string>();
+  auto* tmpl_show = tmpl->add_subcommand("show", "Show a template (its spec and defaults)");
+  tmpl_show->add_option("name", *show_name)->required();
+  auto rm_names = std::make_shared<std::vector<std::string>>();
+  auto* tmpl_rm = tmpl->add_subcommand("rm", "Remove templates (their files go once no sandbox uses them)");
+  tmpl_rm->add_option("names", *rm_names)->required();
+  auto alias = std::make_shared<AliasArgs>();
+  auto* tmpl_alias = tmpl->add_subcommand("alias", "Point an alias at a template (or --rm it)");
+  tmpl_alias->add_option("name", alias->name)->required();
+  tmpl_alias->add_option("template", alias->target);
+  tmpl_alias->add_flag("--rm", alias->rm, "Remove the alias");
+  return {{tmpl_build, [build](Session& s) { return BuildTemplate(s, build->spec, build->name, build->verbose, 0); }},
+          {tmpl_ls, [](Session& s) { return RunTemplateList(s); }},
+          {tmpl_show, [show_name](Session& s) { return RunTemplateShow(s, *show_name); }},
+          {tmpl_rm, [rm_names](Session& s) { return DeleteEach(s, "/v1/templates/", *rm_names); }},
+          {tmpl_alias, [alias](Session& s) { return RunTemplateAlias(s, *alias); }}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hutch: command-line client of a hutchd server"};
   app.require_subcommand(1);
   Global g;
-  if (const char* u = getenv("HUTCH_URL")) g.url = u;
-  if (const char* k = getenv("HUTCH_API_KEY")) g.key = k;
-  app.add_option("--url", g.url, "Server URL (env HUTCH_URL)");
-  app.add_option("--key", g.key, "API key (env HUTCH_API_KEY)");
-  app.add_flag("--json", g.json_out, "Machine-readable JSON output");
-
-  auto* serve = app.add_subcommand("serve", "Start hutchd (arguments after -- go to hutchd)");
-  std::vector<std::string> serve_args;
-  serve->add_option("args", serve_args);
-  serve->allow_extras();
-
-  auto* create = app.add_subcommand("create", "Create a sandbox; prints its id");
-  std::string tpl = "base";
-  int64_t ttl = 0, memory = 0, disk = 0;
-  double cpu = 0;
-  std::vector<std::string> envs, metas;
-  create->add_option("--template,-t", tpl, "Template");
-  create->add_option("--ttl", ttl, "TTL in seconds");
-  create->add_option("--memory", memory, "Memory limit, MB");
-  create->add_option("--disk", disk, "Disk quota, MB");
-  create->add_option("--cpu", cpu, "CPUs");
-  create->add_option("--env,-e", envs, "KEY=VALUE (repeatable)");
-  create->add_option("--meta,-m", metas, "Metadata KEY=VALUE (repeatable)");
-  std::vector<std::string> vol_mounts;
-  create->add_option("--volume,-v", vol_mounts, "NAME:/PATH[:ro] mounts a volume (repeatable)");
-
-  auto* ls = app.add_subcommand("ls", "List sandboxes");
-  std::string status_filter;
-  ls->add_option("--status", status_filter, "Only this status");
-
-  auto* exec = app.add_subcommand("exec", "Run a command, stream its output, exit with its code");
-  std::string exec_id, user, cwd;
-  int64_t timeout = 0;
-  std::vector<std::string> cmd, exec_env;
-  exec->add_option("id", exec_id, "Sandbox id")->required();
-  exec->add_option("cmd", cmd, "Command and arguments (after --)")->required();
-  exec->add_option("--timeout", timeout, "Seconds before the command is killed (0: 60)");
-  exec->add_option("--user,-u", user, "User inside the sandbox");
-  exec->add_option("--cwd,-w", cwd, "Working directory");
-  exec->add_option("--env,-e", exec_env, "KEY=VALUE (repeatable)");
-  bool background = false;
-  exec->add_flag("--background,-d", background,
-                 "Start it in the background and print its pid (see hutch ps / hutch logs)");
-
-  auto* cp = app.add_subcommand("cp", "Copy a file: LOCAL ID:PATH or ID:PATH LOCAL");
-  std::string cp_src, cp_dst;
-  cp->add_option("src", cp_src)->required();
-  cp->add_option("dst", cp_dst)->required();
-
-  auto* rm = app.add_subcommand("rm", "Delete sandboxes");
-  std::vector<std::string> rm_ids;
-  rm->add_option("ids", rm_ids)->required();
-
-  auto* shell = app.add_subcommand("shell", "Interactive shell (needs the server's PTY support)");
-  std::string shell_id;
-  shell->add_option("id", shell_id)->required();
-
-  auto* ps = app.add_subcommand("ps", "List a sandbox's processes (background ones and running commands)");
-  std::string ps_id;
-  ps->add_option("id", ps_id)->required();
-
-  auto* logs = app.add_subcommand("logs", "Print a background process's output (buffered, then live until it exits)");
-  std::string logs_id;
-  int64_t logs_pid = 0, logs_from = 0;
-  logs->add_option("id", logs_id, "Sandbox id")->required();
-  logs->add_option("pid", logs_pid, "Process id (see hutch ps)")->required();
-  logs->add_option("--from", logs_from, "Byte offset to start from (0: everything still buffered)");
-
-  auto* vol = app.add_subcommand("volume", "Named volumes that outlive sandboxes");
-  vol->require_subcommand(1);
-  auto* vol_create = vol->add_subcommand("create", "Create a volume");
-  std::string vol_name;
-  int64_t vol_size = 0;
-  vol_create->add_option("name", vol_name)->required();
-  vol_create->add_option("--size-mb", vol_size, "Size cap in MB (default: the server's)");
-  auto* vol_ls = vol->add_subcommand("ls", "List volumes");
-  auto* vol_rm = vol->add_subcommand("rm", "Delete volumes (refused while a sandbox mounts one)");
-  std::vector<std::string> vol_rm_names;
-  vol_rm->add_option("names", vol_rm_names)->required();
-
-  auto* tmpl = app.add_subcommand("template", "Templates: build from a spec, list, remove, alias");
-  tmpl->require_subcommand(1);
-  auto* tmpl_build = tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
-  std::string tmpl_spec, tmpl_name;
-  tmpl_build->add_option("spec", tmpl_spec, "Spec file (templates/*.toml)")->required();
-  tmpl_build->add_option("--name", tmpl_name, "Register it under this name instead of the spec's");
-  bool tmpl_verbose = false;
-  tmpl_build->add_flag("-v,--verbose", tmpl_verbose, "Print every log line of the build");
-  auto* tmpl_ls = tmpl->add_subcommand("list", "List templates and aliases");
-  tmpl_ls->alias("ls");
-  auto* tmpl_show = tmpl->add_subcommand("show", "Show a template (its spec and defaults)");
-  std::string tmpl_show_name;
-  tmpl_show->add_option("name", tmpl_show_name)->required();
-  auto* tmpl_rm = tmpl->add_subcommand("rm", "Remove templates (their files go once no sandbox uses them)");
-  std::vector<std::string> tmpl_rm_names;
-  tmpl_rm->add_option("names", tmpl_rm_names)->required();
-  auto* tmpl_alias = tmpl->add_subcommand("alias", "Point an alias at a template (or --rm it)");
-  std::string alias_name, alias_target;
-  bool alias_rm = false;
-  tmpl_alias->add_option("name", alias_name)->required();
-  tmpl_alias->add_option("template", alias_target);
-  tmpl_alias->add_flag("--rm", alias_rm, "Remove the alias");
+  AddGlobalOptions(app, g);
+  const Serve serve = AddServe(app);
+  std::vector<Subcommand> commands = {AddCreate(app), AddLs(app),    AddExec(app), AddCp(app),
+                                      AddRm(app),     AddShell(app), AddPs(app),   AddLogs(app)};
+  for (auto& group : {AddVolume(app), AddTemplate(app)})
+    commands.insert(commands.end(), group.begin(), group.end());
 
   CLI11_PARSE(app, argc, argv);
 
-  if (serve->parsed()) {
-    std::string exe = std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/hutchd";
-    std::vector<std::string> args = {exe};
-    for (auto& a : serve_args) args.push_back(a);
-    for (auto& a : serve->remaining()) args.push_back(a);
-    std::vector<char*> av;
-    for (auto& a : args) av.push_back(a.data());
-    av.push_back(nullptr);
-    execv(exe.c_str(), av.data());
-    perror("hutch: exec hutchd");
-    return 1;
-  }
-
+  if (serve.cli->parsed()) return RunServe(serve);
   Endpoint ep;
   if (!ParseUrl(g.url, &ep)) {
     std::cerr << "hutch: unsupported URL '" << g.url << "' (http://HOST:PORT)\n";
     return 2;
   }
   HttpClient c(ep.host, ep.port, g.key);
+  Session session{g, ep, c};
   try {
-    if (create->parsed()) {
-      json body = {{"template", tpl}};
-      if (ttl) body["ttl_seconds"] = ttl;
-      if (memory) body["memory_mb"] = memory;
-      if (disk) body["disk_mb"] = disk;
-      if (cpu > 0) body["cpu"] = cpu;
-      json env = json::object(), meta = json::object();
-      if (!SplitKv(envs, &env) || !SplitKv(metas, &meta)) return 2;
-      if (!env.empty()) body["env"] = env;
-      if (!meta.empty()) body["metadata"] = meta;
-      for (const auto& m : vol_mounts) {
-        // NAME:/PATH or NAME:/PATH:ro
-        size_t colon = m.find(':');
-        std::string name = m.substr(0, colon), path = colon == std::string::npos ? "" : m.substr(colon + 1);
-        bool ro = path.size() > 3 && path.compare(path.size() - 3, 3, ":ro") == 0;
-        if (ro) path.resize(path.size() - 3);
-        if (name.empty() || path.empty()) {
-          std::cerr << "hutch: --volume wants NAME:/PATH[:ro], got '" << m << "'\n";
-          return 2;
-        }
-        body["volumes"].push_back({{"name", name}, {"path", path}, {"read_only", ro}});
-      }
-      auto r = c.Json("POST", "/v1/sandboxes", body);
-      if (r.status != 201) return Fail(r);
-      if (g.json_out) std::cout << r.json().dump() << "\n";
-      else std::cout << r.json()["id"].get<std::string>() << "\n";
-      return 0;
-    }
-    if (ls->parsed()) {
-      json all = json::array();
-      std::string cursor;
-      do {
-        std::string q = "/v1/sandboxes?limit=1000";
-        if (!status_filter.empty()) q += "&status=" + Enc(status_filter);
-        if (!cursor.empty()) q += "&cursor=" + Enc(cursor);
-        auto r = c.Request("GET", q);
-        if (r.status != 200) return Fail(r);
-        auto j = r.json();
-        for (auto& it : j["items"]) all.push_back(it);
-        cursor = j["next_cursor"].is_string() ? j["next_cursor"].get<std::string>() : "";
-      } while (!cursor.empty());
-      if (g.json_out) {
-        std::cout << all.dump() << "\n";
-      } else {
-        printf("%-22s %-9s %-10s %-26s %s\n", "ID", "STATUS", "TEMPLATE", "CREATED", "EXPIRES");
-        for (auto& it : all)
-          printf("%-22s %-9s %-10s %-26s %s\n", it.value("id", "").c_str(), it.value("status", "").c_str(),
-                 it.value("template", "").c_str(), it.value("created_at", "").c_str(),
-                 it.value("expires_at", "").c_str());
-      }
-      return 0;
-    }
-    if (exec->parsed()) {
-      json body = {{"argv", cmd}};
-      if (timeout) body["timeout_seconds"] = timeout;
-      if (!user.empty()) body["user"] = user;
-      if (!cwd.empty()) body["cwd"] = cwd;
-      json env = json::object();
-      if (!SplitKv(exec_env, &env)) return 2;
-      if (!env.empty()) body["env"] = env;
-      if (background) {
-        auto r = c.Json("POST", "/v1/sandboxes/" + Enc(exec_id) + "/processes", body);
-        if (r.status != 201) return Fail(r);
-        if (g.json_out) std::cout << r.body << "\n";
-        else std::cout << r.json().value("pid", 0) << "\n";
-        return 0;
-      }
-      struct sigaction sa {};
-      sa.sa_handler = OnInterrupt;
-      sigaction(SIGINT, &sa, nullptr);
-      sigaction(SIGTERM, &sa, nullptr);
-      int exit_code = -1;
-      std::string error;
-      auto r = c.Sse("/v1/sandboxes/" + Enc(exec_id) + "/exec/stream", body, [&](const hutch::client::SseEvent& ev) {
-        g_exec_fd = c.native_handle();
-        auto d = json::parse(ev.data, nullptr, false);
-        if (ev.event == "stdout" || ev.event == "stderr") {
-          std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
-                                                : d.value("text", "");
-          FILE* f = ev.event == "stdout" ? stdout : stderr;
-          fwrite(bytes.data(), 1, bytes.size(), f);
-          fflush(f);
-        } else if (ev.event == "exit") {
-          exit_code = d.value("exit_code", -1);
-          if (d.value("timed_out", false)) std::cerr << "hutch: command timed out\n";
-          if (d.value("oom_killed", false)) std::cerr << "hutch: command was killed: out of memory\n";
-        } else if (ev.event == "error") {
-          error = d.value("code", "") + ": " + d.value("message", "");
-        }
-        return !g_interrupted;
-      });
-      g_exec_fd = -1;
-      if (g_interrupted) return 130;
-      if (r.status != 200) return Fail(r);
-      if (!error.empty()) {
-        std::cerr << "hutch: " << error << "\n";
-        return 1;
-      }
-      if (exit_code < 0) {
-        std::cerr << "hutch: the stream ended without an exit status (sandbox or server died)\n";
-        return 1;
-      }
-      return exit_code;
-    }
-    if (cp->parsed()) {
-      auto remote = [](const std::string& s, std::string* id, std::string* path) {
-        size_t colon = s.find(':');
-        if (colon == std::string::npos || s.rfind("sb_", 0) != 0) return false;
-        *id = s.substr(0, colon);
-        *path = s.substr(colon + 1);
-        return true;
-      };
-      std::string id, path;
-      if (remote(cp_dst, &id, &path)) {
-        std::ifstream in(cp_src, std::ios::binary);
-        if (!in) {
-          std::cerr << "hutch: cannot read " << cp_src << "\n";
-          return 1;
-        }
-        uint64_t size = std::filesystem::file_size(cp_src);
-        Progress prog(size, !g.json_out);
-        auto r = c.Upload("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), size, [&](char* buf, size_t n) {
-          in.read(buf, static_cast<std::streamsize>(n));
-          size_t got = static_cast<size_t>(in.gcount());
-          prog.Add(got);
-          return got;
-        });
-        if (r.status != 201) return Fail(r);
-        if (g.json_out) std::cout << r.body;
-        return 0;
-      }
-      if (remote(cp_src, &id, &path)) {
-        std::string tmp = cp_dst + ".hutch-part";
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) {
-          std::cerr << "hutch: cannot write " << cp_dst << "\n";
-          return 1;
-        }
-        uint64_t got = 0;
-        auto r = c.Download("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), [&](const char* b, size_t n) {
-          out.write(b, static_cast<std::streamsize>(n));
-          got += n;
-        });
-        out.close();
-        if (r.status != 200) {
-          std::filesystem::remove(tmp);
-          return Fail(r);
-        }
-        std::filesystem::rename(tmp, cp_dst);
-        if (g.json_out) std::cout << json{{"path", cp_dst}, {"size", got}}.dump() << "\n";
-        return 0;
-      }
-      std::cerr << "hutch: one side of cp must be ID:PATH\n";
-      return 2;
-    }
-    if (rm->parsed()) {
-      int rc = 0;
-      for (const auto& id : rm_ids) {
-        auto r = c.Request("DELETE", "/v1/sandboxes/" + Enc(id));
-        if (r.status != 204) rc = Fail(r);
-      }
-      return rc;
-    }
-    if (shell->parsed()) return hutch::cli::RunShell(ep.host, ep.port, g.key, Enc(shell_id));
-    if (ps->parsed()) {
-      auto r = c.Request("GET", "/v1/sandboxes/" + Enc(ps_id) + "/processes");
-      if (r.status != 200) return Fail(r);
-      auto j = r.json();
-      if (g.json_out) {
-        std::cout << j.dump() << "\n";
-        return 0;
-      }
-      std::printf("%-8s %-9s %-5s %s\n", "PID", "STATUS", "EXIT", "COMMAND");
-      for (const auto& p : j["items"]) {
-        std::string cmdline = p["cmd"].is_string() ? p["cmd"].get<std::string>() : "";
-        if (cmdline.empty() && p["argv"].is_array())
-          for (const auto& a : p["argv"]) cmdline += (cmdline.empty() ? "" : " ") + a.get<std::string>();
-        std::string code = p["exit_code"].is_number() ? std::to_string(p["exit_code"].get<int>()) : "-";
-        std::printf("%-8d %-9s %-5s %s\n", p.value("pid", 0), p.value("status", "").c_str(), code.c_str(),
-                    cmdline.c_str());
-      }
-      return 0;
-    }
-    if (logs->parsed()) {
-      int exit_code = -1;
-      auto r = c.SseRequest("GET",
-                            "/v1/sandboxes/" + Enc(logs_id) + "/processes/" + std::to_string(logs_pid) +
-                                "/stream?from=" + std::to_string(logs_from),
-                            "", {}, [&](const hutch::client::SseEvent& e) {
-                              auto d = json::parse(e.data, nullptr, false);
-                              if (!d.is_object()) return true;
-                              if (e.event == "stdout" || e.event == "stderr") {
-                                std::string bytes = d.contains("b64")
-                                                        ? hutch::client::Base64Decode(d.value("b64", ""))
-                                                        : d.value("text", "");
-                                FILE* out = e.event == "stdout" ? stdout : stderr;
-                                std::fwrite(bytes.data(), 1, bytes.size(), out);
-                                std::fflush(out);
-                              } else if (e.event == "dropped") {
-                                std::fprintf(stderr, "hutch: [%s bytes of older output were dropped]\n",
-                                             d.value("dropped_bytes", json(0)).dump().c_str());
-                              } else if (e.event == "exit") {
-                                exit_code = d.value("exit_code", -1);
-                              } else if (e.event == "error") {
-                                std::cerr << "hutch: " << d.value("code", "") << ": " << d.value("message", "") << "\n";
-                              }
-                              return true;
-                            });
-      if (r.status != 200) return Fail(r);
-      return exit_code < 0 ? 1 : exit_code;
-    }
-    if (vol_create->parsed()) {
-      json body = {{"name", vol_name}};
-      if (vol_size) body["size_mb"] = vol_size;
-      auto r = c.Json("POST", "/v1/volumes", body);
-      if (r.status != 201) return Fail(r);
-      if (g.json_out) std::cout << r.json().dump() << "\n";
-      else std::cout << vol_name << "\n";
-      return 0;
-    }
-    if (vol_ls->parsed()) {
-      auto r = c.Request("GET", "/v1/volumes");
-      if (r.status != 200) return Fail(r);
-      auto vols = r.json()["volumes"];
-      if (g.json_out) {
-        std::cout << vols.dump() << "\n";
-      } else {
-        printf("%-24s %8s %12s %s\n", "NAME", "SIZE_MB", "USED_BYTES", "IN_USE_BY");
-        for (auto& v : vols) {
-          std::string users;
-          for (auto& u : v["in_use_by"]) users += (users.empty() ? "" : ",") + u.get<std::string>();
-          printf("%-24s %8lld %12llu %s\n", v.value("name", "").c_str(),
-                 static_cast<long long>(v.value("size_mb", int64_t{0})),
-                 static_cast<unsigned long long>(v.value("used_bytes", uint64_t{0})), users.c_str());
-        }
-      }
-      return 0;
-    }
-    if (vol_rm->parsed()) {
-      int rc = 0;
-      for (const auto& n : vol_rm_names) {
-        auto r = c.Request("DELETE", "/v1/volumes/" + Enc(n));
-        if (r.status != 204) rc = Fail(r);
-      }
-      return rc;
-    }
-    if (tmpl_build->parsed()) {
-      std::function<int(const std::string&, const std::string&, int)> build;
-      build = [&](const std::string& spec_path, const std::string& name, int depth) -> int {
-      auto body = hutch::cli::LoadTemplateSpec(spec_path);
-      if (!body) return 2;
-      // A parent template that is not built yet is built first from the
-      // spec of that name beside this one (python.toml -> debian.toml).
-      std::string from = json::parse(*body, nullptr, false).value("from", "");
-      if (!from.empty() && from.rfind("debian:", 0) != 0 && depth < 8) {
-        std::string sibling = (std::filesystem::absolute(spec_path).parent_path() / (from + ".toml")).string();
-        if (std::filesystem::exists(sibling) && c.Request("GET", "/v1/templates/" + Enc(from)).status == 404) {
-          std::cerr << "hutch: building '" << from << "' first (" << sibling << ")\n";
-          if (int rc = build(sibling, "", depth + 1); rc != 0) return rc;
-        }
-      }
-      std::string target = "/v1/templates";
-      if (!name.empty()) target += "?name=" + Enc(name);
-      hutch::cli::BuildProgress bar(!g.json_out, tmpl_verbose);
-      json done, error;
-      auto r = c.SseRequest("POST", target, *body, {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
-                            [&](const hutch::client::SseEvent& e) {
-                              auto d = json::parse(e.data, nullptr, false);
-                              if (!d.is_object()) return true;
-                              if (e.event == "step") bar.Step(d);
-                              else if (e.event == "log") bar.Log(d);
-                              else if (e.event == "done") done = d;
-                              else if (e.event == "error") error = d;
-                              return true;
-                            });
-      bar.Finish();
-      if (r.status != 200) return Fail(r);
-      if (!error.is_null()) {
-        std::cerr << "hutch: template build failed: " << error.value("message", "") << "\n";
-        if (error.value("exit_code", -1) >= 0)
-          std::cerr << "hutch: step " << error.value("step", 0) << " (" << error.value("name", "")
-                    << ") exited with " << error.value("exit_code", -1) << "; last output:\n";
-        std::cerr << error.value("log_tail", "");
-        return 1;
-      }
-      if (done.is_null()) {
-        std::cerr << "hutch: the build stream ended without a result (server died?)\n";
-        return 1;
-      }
-      if (g.json_out) {
-        std::cout << done.dump() << "\n";
-      } else {
-        const json& t = done["template"];
-        std::printf("%s %s (%s, %.1f s)\n", t.value("name", "").c_str(), t.value("hash", "").substr(0, 12).c_str(),
-                    done.value("cached", false) ? "cached" : "built",
-                    static_cast<double>(done.value("duration_ms", int64_t{0})) / 1000.0);
-      }
-      return 0;
-      };
-      return build(tmpl_spec, tmpl_name, 0);
-    }
-    if (tmpl_ls->parsed()) {
-      auto r = c.Request("GET", "/v1/templates");
-      if (r.status != 200) return Fail(r);
-      auto j = r.json();
-      if (g.json_out) {
-        std::cout << j.dump() << "\n";
-        return 0;
-      }
-      std::printf("%-20s %-12s %-18s %10s  %s\n", "NAME", "HASH", "FROM", "SIZE_MB", "BUILT");
-      for (const auto& t : j["items"])
-        std::printf("%-20s %-12s %-18s %10.1f  %s\n", t.value("name", "").c_str(),
-                    t.value("hash", "").substr(0, 12).c_str(), t.value("from", "").c_str(),
-                    static_cast<double>(t.value("size_bytes", uint64_t{0})) / (1 << 20), t.value("built_at", "").c_str());
-      if (j["aliases"].is_object() && !j["aliases"].empty()) {
-        std::printf("\n%-20s %s\n", "ALIAS", "TEMPLATE");
-        for (const auto& [k, v] : j["aliases"].items()) std::printf("%-20s %s\n", k.c_str(), v.get<std::string>().c_str());
-      }
-      return 0;
-    }
-    if (tmpl_show->parsed()) {
-      auto r = c.Request("GET", "/v1/templates/" + Enc(tmpl_show_name));
-      if (r.status != 200) return Fail(r);
-      std::cout << r.json().dump(g.json_out ? -1 : 2) << "\n";
-      return 0;
-    }
-    if (tmpl_rm->parsed()) {
-      int rc = 0;
-      for (const auto& n : tmpl_rm_names) {
-        auto r = c.Request("DELETE", "/v1/templates/" + Enc(n));
-        if (r.status != 204) rc = Fail(r);
-      }
-      return rc;
-    }
-    if (tmpl_alias->parsed()) {
-      if (alias_rm) {
-        auto r = c.Request("DELETE", "/v1/template-aliases/" + Enc(alias_name));
-        return r.status == 204 ? 0 : Fail(r);
-      }
-      if (alias_target.empty()) {
-        std::cerr << "hutch: template alias NAME TEMPLATE (or --rm NAME)\n";
-        return 2;
-      }
-      auto r = c.Json("PUT", "/v1/template-aliases/" + Enc(alias_name), json{{"template", alias_target}});
-      if (r.status != 200) return Fail(r);
-      if (g.json_out) std::cout << r.body << "\n";
-      return 0;
+    for (const auto& cmd : commands) {
+      if (cmd.cli->parsed()) return cmd.run(session);
     }
   } catch (const std::exception& e) {
     std::cerr << "hutch: cannot reach " << g.url << ": " << e.what() << "\n";

@@ -1,5 +1,6 @@
 #include "cli/shell.h"
 
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -68,7 +69,7 @@ WinSize LocalSize() {
 class Relay {
  public:
   Relay(asio::io_context& io, websocket::stream<beast::tcp_stream>& ws)
-      : io_(io), ws_(ws), in_(io, dup(STDIN_FILENO)), winch_(io, SIGWINCH) {}
+      : io_(io), ws_(ws), in_(io, fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0)), winch_(io, SIGWINCH) {}
 
   int Run() {
     ReadSocket();

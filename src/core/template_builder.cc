@@ -9,6 +9,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -31,6 +32,9 @@ constexpr int kBuildLayout = 1;
 // commands that print without newlines).
 constexpr size_t kTailLines = 40;
 constexpr size_t kTailBytes = 8192;
+// The stream names of a step's log events.
+constexpr const char* kOut = "stdout";
+constexpr const char* kErr = "stderr";
 
 // A step of the build plan, in order.
 struct Step {
@@ -170,205 +174,276 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
   co_return r;
 }
 
-asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec& spec, TemplateBuildSink& sink,
-                                                             bool* cached) {
-  const auto t0 = std::chrono::steady_clock::now();
-  static const char* const kOut = "stdout";
-  static const char* const kErr = "stderr";
+// One build's state, shared by the steps of TemplateBuilder::Run. A member
+// of TemplateBuilder so that its steps reach the builder's driver,
+// registry and network, and record failures through Fail().
+class TemplateBuilder::BuildRun {
+ public:
+  BuildRun(TemplateBuilder& b, const TemplateSpec& spec, TemplateBuildSink& sink)
+      : b_(b), spec_(spec), sink_(sink) {}
 
-  // The bottom of the stack and its identity (for the cache key).
-  std::string parent_identity, mirror, bottom_rootfs;
-  std::vector<std::string> parent_layers;
-  TemplateInfo parent;
-  if (spec.FromDebian()) {
-    auto m = FindDebianMirror(spec.DebianSuite(), o_.apt_dir);
-    if (!m.ok()) co_return m.error();
-    mirror = *m;
-    parent_identity = "debootstrap:" + spec.DebianSuite() + ":" + mirror;
-  } else {
-    std::string pname = spec.from;
-    auto aliases = reg_->Aliases();
-    if (!reg_->Exists(pname))
+  // The bottom of the stack and its identity (for the cache key): a
+  // debootstrap root (built at its step), or the parent template's stack.
+  Status ResolveBottom() {
+    if (spec_.FromDebian()) {
+      auto m = FindDebianMirror(spec_.DebianSuite(), b_.o_.apt_dir);
+      if (!m.ok()) return m.error();
+      mirror_ = *m;
+      parent_identity_ = "debootstrap:" + spec_.DebianSuite() + ":" + mirror_;
+      return {};
+    }
+    std::string pname = spec_.from;
+    auto aliases = b_.reg_->Aliases();
+    if (!b_.reg_->Exists(pname))
       if (auto a = aliases.find(pname); a != aliases.end()) pname = a->second;
-    auto rec = reg_->Get(pname);
-    if (!rec.ok()) co_return rec.error().Context("'from' must name a built template or debian:<suite>");
-    parent = rec->info;
-    auto id = reg_->Identity(pname);
-    if (!id.ok()) co_return id.error();
-    parent_identity = *id;
-    bottom_rootfs = parent.rootfs;
-    parent_layers = parent.layers;
+    auto rec = b_.reg_->Get(pname);
+    if (!rec.ok()) return rec.error().Context("'from' must name a built template or debian:<suite>");
+    parent_ = rec->info;
+    auto id = b_.reg_->Identity(pname);
+    if (!id.ok()) return id.error();
+    parent_identity_ = *id;
+    bottom_rootfs_ = parent_.rootfs;
+    parent_layers_ = parent_.layers;
+    return {};
   }
+
   // apt-get needs a Debian root at the bottom (base is assembled from the
   // host's files and has no package manager).
-  if (!spec.packages.empty() && !spec.FromDebian() && access((bottom_rootfs + "/usr/bin/apt-get").c_str(), F_OK) != 0)
-    co_return MakeError(Code::kInvalidRequest, "'packages' need a Debian root: template '" + spec.from +
-                                                   "' has no apt-get (use from = \"debian:bookworm\" or a "
-                                                   "template built from it)");
+  Status CheckPackagesHaveApt() const {
+    if (!spec_.packages.empty() && !spec_.FromDebian() &&
+        access((bottom_rootfs_ + "/usr/bin/apt-get").c_str(), F_OK) != 0)
+      return MakeError(Code::kInvalidRequest, "'packages' need a Debian root: template '" + spec_.from +
+                                                  "' has no apt-get (use from = \"debian:bookworm\" or a "
+                                                  "template built from it)");
+    return {};
+  }
 
-  const std::string hash = TemplateBuildHash(spec, parent_identity, reg_->uid_base());
-
-  // Cache: this exact build is on disk already.
-  if (auto found = reg_->FindBuild(hash); found.ok()) {
-    *cached = true;
+  // The cache: this exact build is on disk already; registered under the
+  // spec's name.
+  std::optional<Result<TemplateRecord>> RegisterCachedBuild() {
+    hash_ = TemplateBuildHash(spec_, parent_identity_, b_.reg_->uid_base());
+    auto found = b_.reg_->FindBuild(hash_);
+    if (!found.ok()) return std::nullopt;
     TemplateRecord r = *found;
-    r.name = spec.name;
-    r.info.name = spec.name;
-    r.spec = spec.ToJson();
-    if (auto st = reg_->Register(r); !st.ok()) co_return st.error();
-    co_return r;
+    r.name = spec_.name;
+    r.info.name = spec_.name;
+    r.spec = spec_.ToJson();
+    if (auto st = b_.reg_->Register(r); !st.ok()) return Result<TemplateRecord>(st.error());
+    return Result<TemplateRecord>(std::move(r));
   }
 
   // What a sandbox made from it starts with: the parent's defaults, then
   // the spec's own.
-  TemplateInfo info;
-  info.name = spec.name;
-  info.hash = hash;
-  info.env = parent.env;
-  for (const auto& [k, v] : spec.env) info.env[k] = v;
-  info.user = spec.user.empty() ? parent.user : spec.user;
-  info.workdir = spec.workdir.empty() ? parent.workdir : spec.workdir;
-  info.start = spec.start.empty() ? parent.start : spec.start;
-  info.ready = spec.ready.empty() ? parent.ready : spec.ready;
-  info.ready_timeout_seconds = spec.ready.empty() ? parent.ready_timeout_seconds : spec.ready_timeout_seconds;
-
-  std::vector<Step> plan;
-  if (spec.FromDebian()) plan.push_back({Step::kDebootstrap, "debootstrap", spec.from + " from " + mirror});
-  if (!spec.packages.empty()) {
-    std::string list;
-    for (const auto& p : spec.packages) list += (list.empty() ? "" : " ") + p;
-    plan.push_back({Step::kPackages, "packages", list});
+  void InheritDefaults() {
+    info_.name = spec_.name;
+    info_.hash = hash_;
+    info_.env = parent_.env;
+    for (const auto& [k, v] : spec_.env) info_.env[k] = v;
+    info_.user = spec_.user.empty() ? parent_.user : spec_.user;
+    info_.workdir = spec_.workdir.empty() ? parent_.workdir : spec_.workdir;
+    info_.start = spec_.start.empty() ? parent_.start : spec_.start;
+    info_.ready = spec_.ready.empty() ? parent_.ready : spec_.ready;
+    info_.ready_timeout_seconds = spec_.ready.empty() ? parent_.ready_timeout_seconds : spec_.ready_timeout_seconds;
   }
-  if (!spec.files.empty()) plan.push_back({Step::kFiles, "files", std::to_string(spec.files.size()) + " file(s)"});
-  for (size_t i = 0; i < spec.run.size(); ++i)
-    plan.push_back({Step::kRun, "run " + std::to_string(i + 1), spec.run[i]});
-  plan.push_back({Step::kCapture, "capture", "the template's layer"});
 
-  const std::string tmp = reg_->builds_dir() + "/.tmp-" + RandomHex(8);
-  std::error_code ec;
-  fs::create_directories(tmp, ec);
-  if (ec) co_return MakeError(Code::kInternal, "create " + tmp + ": " + ec.message());
-  TmpDir tmp_guard{tmp};
+  void PlanSteps() {
+    if (spec_.FromDebian()) plan_.push_back({Step::kDebootstrap, "debootstrap", spec_.from + " from " + mirror_});
+    if (!spec_.packages.empty()) {
+      std::string list;
+      for (const auto& p : spec_.packages) list += (list.empty() ? "" : " ") + p;
+      plan_.push_back({Step::kPackages, "packages", list});
+    }
+    if (!spec_.files.empty()) plan_.push_back({Step::kFiles, "files", std::to_string(spec_.files.size()) + " file(s)"});
+    for (size_t i = 0; i < spec_.run.size(); ++i)
+      plan_.push_back({Step::kRun, "run " + std::to_string(i + 1), spec_.run[i]});
+    plan_.push_back({Step::kCapture, "capture", "the template's layer"});
+  }
 
-  // The build sandbox, started before the first step that needs it.
-  std::shared_ptr<Instance> inst;
-  int net_slot = -1;
-  auto sb = std::make_shared<Sandbox>();
+  // The build's temp dir, removed unless Publish renames it into place.
+  Status MakeTempDir() {
+    tmp_ = b_.reg_->builds_dir() + "/.tmp-" + RandomHex(8);
+    std::error_code ec;
+    fs::create_directories(tmp_, ec);
+    if (ec) return MakeError(Code::kInternal, "create " + tmp_ + ": " + ec.message());
+    tmp_guard_.emplace();
+    tmp_guard_->dir = tmp_;
+    return {};
+  }
 
-  const int total = static_cast<int>(plan.size());
-  for (int i = 0; i < total; ++i) {
-    const Step& step = plan[i];
+  int steps() const { return static_cast<int>(plan_.size()); }
+
+  // Step i of the plan: announced to the sink, its output streamed as log
+  // events. Failures are recorded (Fail) with where the build stopped.
+  asio::awaitable<Status> RunStep(int i) {
+    const Step& step = plan_[i];
     TemplateBuildFailure where{i + 1, step.name, -1, ""};
+    co_await AnnounceStep(i);
+    StepLog log(&sink_, step.name);
+    if (step.kind == Step::kDebootstrap) co_return co_await DebootstrapBottom(log, where);
+    if (!inst_) {
+      if (auto st = co_await StartBuildSandbox(); !st.ok()) co_return b_.Fail(st.error(), where);
+    }
+    if (step.kind == Step::kCapture) co_return co_await CaptureLayer(where);
+    co_return co_await RunCommands(i, log, where);
+  }
+
+  asio::awaitable<void> Teardown() { co_await b_.Teardown(inst_, net_slot_); }
+
+  // Complete: record it and move it into place under its hash (or take the
+  // same build that finished meanwhile), then register it by name.
+  Result<TemplateRecord> Publish(std::chrono::steady_clock::time_point t0) {
+    const std::string dest = b_.reg_->BuildDir(hash_);
+    TemplateRecord r;
+    r.name = spec_.name;
+    r.hash = hash_;
+    r.from = spec_.from;
+    r.spec = spec_.ToJson();
+    info_.rootfs = bottom_rootfs_;
+    info_.layers = {dest + "/layer"};
+    for (const auto& l : parent_layers_) info_.layers.push_back(l);
+    r.info = info_;
+    r.built_at = std::chrono::system_clock::now();
+    r.build_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    r.size_bytes = TreeBytes(tmp_ + "/layer");
     {
-      json ev = {{"index", i + 1},    {"of", total},
-                 {"name", step.name}, {"detail", step.detail},
-                 {"percent", i * 100 / total}};
-      const std::string kind = "step";
-      co_await sink(kind, ev);
+      std::ofstream out(tmp_ + "/template.json");
+      out << r.ToStoreJson() << "\n";
+      out.flush();
+      if (!out) return MakeError(Code::kStorageFull, "write " + tmp_ + "/template.json");
     }
-    StepLog log(&sink, step.name);
+    if (rename(tmp_.c_str(), dest.c_str()) != 0) {
+      // The same build finished meanwhile (under another name): use that one.
+      auto found = b_.reg_->FindBuild(hash_);
+      if (!found.ok()) return ErrnoError("rename " + tmp_ + " to " + dest);
+      r = *found;
+      r.name = spec_.name;
+      r.info.name = spec_.name;
+      r.spec = spec_.ToJson();
+    } else {
+      tmp_guard_->keep = true;
+    }
+    if (auto st = b_.reg_->Register(r); !st.ok()) return st.error();
+    return r;
+  }
 
-    if (step.kind == Step::kDebootstrap) {
-      // The debootstrap root is a build dir of its own, keyed by suite,
-      // mirror and uid base, so every template from debian:<suite> shares it.
-      json rkey = {{"debootstrap", spec.DebianSuite()},
-                   {"mirror", mirror},
-                   {"uid_base", reg_->uid_base()},
-                   {"layout", kBuildLayout}};
-      const std::string rhash = Sha256Hex(rkey.dump());
-      const std::string rdir = reg_->BuildDir(rhash);
-      if (access((rdir + "/debootstrap.json").c_str(), F_OK) == 0) {
-        const std::string msg = "using the cached root " + rhash.substr(0, 12) + "\n";
-        co_await log.Feed(msg, kOut);
-      } else {
-        const std::string rtmp = reg_->builds_dir() + "/.tmp-" + RandomHex(8);
-        TmpDir rguard{rtmp};
-        fs::create_directories(rtmp, ec);
-        std::function<asio::awaitable<void>(std::string_view)> on_out =
-            [&log](std::string_view d) -> asio::awaitable<void> { co_await log.Feed(d, kOut); };
-        const std::string target = rtmp + "/rootfs";
-        auto rc = co_await RunDebootstrap(spec.DebianSuite(), target, mirror, on_out);
-        co_await log.Flush(kOut);
-        if (!rc.ok()) co_return Fail(rc.error(), where);
-        if (*rc != 0) {
-          where.exit_code = *rc;
-          where.log_tail = log.Tail();
-          co_return Fail(MakeError(Code::kBuildFailed, "step 1 (debootstrap) exited with " + std::to_string(*rc)),
-                         where);
-        }
-        // apt in the build sandbox runs as the namespace's root; its
-        // download sandbox user would need more than the jail allows.
-        {
-          std::ofstream a(target + "/etc/apt/apt.conf.d/99hutch-build");
-          a << "APT::Sandbox::User \"root\";\nAcquire::Retries \"3\";\n";
-        }
-        if (auto st = ShiftRootOwners(target, reg_->uid_base()); !st.ok()) co_return Fail(st.error(), where);
-        {
-          std::ofstream m(rtmp + "/debootstrap.json");
-          m << json{{"suite", spec.DebianSuite()}, {"mirror", mirror}, {"uid_base", reg_->uid_base()}}.dump()
-            << "\n";
-        }
-        if (rename(rtmp.c_str(), rdir.c_str()) == 0) rguard.keep = true;
-        else if (access((rdir + "/debootstrap.json").c_str(), F_OK) != 0)
-          co_return Fail(ErrnoError("rename " + rtmp + " to " + rdir), where);
+ private:
+  asio::awaitable<void> AnnounceStep(int i) {
+    const Step& step = plan_[i];
+    const int total = steps();
+    json ev = {{"index", i + 1},    {"of", total},
+               {"name", step.name}, {"detail", step.detail},
+               {"percent", i * 100 / total}};
+    const std::string kind = "step";
+    co_await sink_(kind, ev);
+  }
+
+  // The debootstrap root is a build dir of its own, keyed by suite,
+  // mirror and uid base, so every template from debian:<suite> shares it.
+  asio::awaitable<Status> DebootstrapBottom(StepLog& log, TemplateBuildFailure& where) {
+    json rkey = {{"debootstrap", spec_.DebianSuite()},
+                 {"mirror", mirror_},
+                 {"uid_base", b_.reg_->uid_base()},
+                 {"layout", kBuildLayout}};
+    const std::string rhash = Sha256Hex(rkey.dump());
+    const std::string rdir = b_.reg_->BuildDir(rhash);
+    if (access((rdir + "/debootstrap.json").c_str(), F_OK) == 0) {
+      const std::string msg = "using the cached root " + rhash.substr(0, 12) + "\n";
+      co_await log.Feed(msg, kOut);
+    } else {
+      const std::string rtmp = b_.reg_->builds_dir() + "/.tmp-" + RandomHex(8);
+      TmpDir rguard{rtmp};
+      std::error_code ec;
+      fs::create_directories(rtmp, ec);
+      std::function<asio::awaitable<void>(std::string_view)> on_out =
+          [&log](std::string_view d) -> asio::awaitable<void> { co_await log.Feed(d, kOut); };
+      const std::string target = rtmp + "/rootfs";
+      auto rc = co_await RunDebootstrap(spec_.DebianSuite(), target, mirror_, on_out);
+      co_await log.Flush(kOut);
+      if (!rc.ok()) co_return b_.Fail(rc.error(), where);
+      if (*rc != 0) {
+        where.exit_code = *rc;
+        where.log_tail = log.Tail();
+        co_return b_.Fail(MakeError(Code::kBuildFailed, "step 1 (debootstrap) exited with " + std::to_string(*rc)),
+                          where);
       }
-      bottom_rootfs = rdir + "/rootfs";
-      continue;
-    }
-
-    if (!inst) {
-      // The build sandbox: the parent's stack, the host's network.
-      InstanceSpec is;
-      is.id = "tb_" + RandomHex(8);
-      is.rootfs = bottom_rootfs;
-      is.layers = parent_layers;
-      is.cpus = o_.cpus;
-      is.memory_mb = o_.memory_mb;
-      is.disk_mb = o_.disk_mb;
-      is.pids_max = o_.pids_max;
-      if (!net_) {
-        co_return Fail(MakeError(Code::kUnavailable,
-                                 "template builds need sandbox networking (apt-get, run steps): " + net_unavailable_),
-                       where);
+      // apt in the build sandbox runs as the namespace's root; its
+      // download sandbox user would need more than the jail allows.
+      {
+        std::ofstream a(target + "/etc/apt/apt.conf.d/99hutch-build");
+        a << "APT::Sandbox::User \"root\";\nAcquire::Retries \"3\";\n";
       }
-      net::NetworkPolicy all;
-      all.mode = net::NetMode::kAll;
-      auto lease = co_await net_->Acquire(all);
-      if (!lease.ok()) co_return Fail(lease.error().Context("network of the build sandbox"), where);
-      net_slot = lease->slot;
-      is.netns_path = lease->netns_path;
-      is.resolv_conf = lease->resolv_conf;
-      is.gateway = lease->gateway;
-      auto created = co_await driver_->Create(is);
-      if (!created.ok()) {
-        co_await Teardown(inst, net_slot);
-        co_return Fail(created.error().Context("start the build sandbox"), where);
+      if (auto st = ShiftRootOwners(target, b_.reg_->uid_base()); !st.ok()) co_return b_.Fail(st.error(), where);
+      {
+        std::ofstream m(rtmp + "/debootstrap.json");
+        m << json{{"suite", spec_.DebianSuite()}, {"mirror", mirror_}, {"uid_base", b_.reg_->uid_base()}}.dump()
+          << "\n";
       }
-      inst = *created;
-      sb->rec.id = is.id;
-      sb->rec.status = SandboxStatus::kRunning;
-      sb->instance = inst;
+      if (rename(rtmp.c_str(), rdir.c_str()) == 0) rguard.keep = true;
+      else if (access((rdir + "/debootstrap.json").c_str(), F_OK) != 0)
+        co_return b_.Fail(ErrnoError("rename " + rtmp + " to " + rdir), where);
     }
+    bottom_rootfs_ = rdir + "/rootfs";
+    co_return Status{};
+  }
 
-    if (step.kind == Step::kCapture) {
-      const std::string layer = tmp + "/layer";
-      auto st = co_await inst->CaptureLayer(layer);
-      co_await Teardown(inst, net_slot);
-      sb->instance.reset();
-      if (!st.ok()) co_return Fail(st.error().Context("capture the template's layer"), where);
-      continue;
+  // The build sandbox, started before the first step that needs it: the
+  // parent's stack, the host's network.
+  asio::awaitable<Status> StartBuildSandbox() {
+    InstanceSpec is;
+    is.id = "tb_" + RandomHex(8);
+    is.rootfs = bottom_rootfs_;
+    is.layers = parent_layers_;
+    is.cpus = b_.o_.cpus;
+    is.memory_mb = b_.o_.memory_mb;
+    is.disk_mb = b_.o_.disk_mb;
+    is.pids_max = b_.o_.pids_max;
+    if (!b_.net_) {
+      co_return MakeError(Code::kUnavailable,
+                          "template builds need sandbox networking (apt-get, run steps): " + b_.net_unavailable_);
     }
+    net::NetworkPolicy all;
+    all.mode = net::NetMode::kAll;
+    auto lease = co_await b_.net_->Acquire(all);
+    if (!lease.ok()) co_return lease.error().Context("network of the build sandbox");
+    net_slot_ = lease->slot;
+    is.netns_path = lease->netns_path;
+    is.resolv_conf = lease->resolv_conf;
+    is.gateway = lease->gateway;
+    auto created = co_await b_.driver_->Create(is);
+    if (!created.ok()) {
+      co_await Teardown();
+      co_return created.error().Context("start the build sandbox");
+    }
+    inst_ = *created;
+    sb_->rec.id = is.id;
+    sb_->rec.status = SandboxStatus::kRunning;
+    sb_->instance = inst_;
+    co_return Status{};
+  }
 
-    // The step's commands, as root, with the template's env; a file's
-    // bytes go in on stdin (the agent writes inside its own root: the host
-    // never opens a path in the build sandbox).
+  // The sandbox's writable layer becomes the template's own layer; the
+  // build sandbox is done then.
+  asio::awaitable<Status> CaptureLayer(const TemplateBuildFailure& where) {
+    const std::string layer = tmp_ + "/layer";
+    auto st = co_await inst_->CaptureLayer(layer);
+    co_await Teardown();
+    sb_->instance.reset();
+    if (!st.ok()) co_return b_.Fail(st.error().Context("capture the template's layer"), where);
+    co_return Status{};
+  }
+
+  // The step's commands, as root, with the template's env; a file's
+  // bytes go in on stdin (the agent writes inside its own root: the host
+  // never opens a path in the build sandbox).
+  std::vector<std::pair<std::string, std::optional<std::string>>> StepCommands(const Step& step) const {
     std::vector<std::pair<std::string, std::optional<std::string>>> cmds;
     if (step.kind == Step::kPackages) {
       cmds.push_back({"set -e; apt-get update; apt-get install -y --no-install-recommends " + step.detail +
                           "; apt-get clean; rm -rf /var/lib/apt/lists/*",
                       std::nullopt});
     } else if (step.kind == Step::kFiles) {
-      for (const auto& tf : spec.files) {
+      for (const auto& tf : spec_.files) {
         char mode[8];
         snprintf(mode, sizeof mode, "%04o", tf.mode);
         const std::string q = ShellQuote(tf.dest);
@@ -380,96 +455,120 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
     } else {
       cmds.push_back({step.detail, std::nullopt});
     }
-    for (auto& [script, input] : cmds) {
-      ExecRequest req;
-      req.timeout_seconds = o_.step_timeout_seconds;
-      req.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-                 {"HOME", "/root"},
-                 {"LC_ALL", "C.UTF-8"},
-                 {"DEBIAN_FRONTEND", "noninteractive"}};
-      for (const auto& [k, v] : info.env) req.env[k] = v;
-      req.user = "root";
-      req.cwd = "/";
-      req.argv = {"/bin/sh", "-c", script};
-      req.stdin_data = std::move(input);
-      auto session = co_await ExecSession::Start(sb, req);
-      std::optional<ExitInfo> exit;
-      Error lost;
-      if (!session.ok()) {
-        lost = session.error();
-      } else {
-        while (true) {
-          auto ev = co_await (*session)->NextFor(std::chrono::seconds(10));
-          if (!ev) {
-            // Keeps the progress stream alive through quiet steps.
-            const std::string kind = "ping";
-            const json none = json::object();
-            co_await sink(kind, none);
-            continue;
-          }
-          if (ev->kind == ExecEvent::kStdout || ev->kind == ExecEvent::kStderr) {
-            const char* stream = ev->kind == ExecEvent::kStdout ? kOut : kErr;
-            co_await log.Feed(ev->data, stream);
-            (*session)->Consumed(ev->data.size());
-            continue;
-          }
-          if (ev->kind == ExecEvent::kExit) exit = ev->exit;
-          else lost = ev->error;
-          break;
-        }
-      }
-      co_await log.Flush(kOut);
+    return cmds;
+  }
+
+  // Runs the step's commands one after the other; the first that does not
+  // exit 0 ends the build (and the build sandbox).
+  asio::awaitable<Status> RunCommands(int i, StepLog& log, TemplateBuildFailure& where) {
+    const Step& step = plan_[i];
+    for (auto& [script, input] : StepCommands(step)) {
+      auto [exit, lost] = co_await ExecCommand(script, std::move(input), log);
       if (exit && exit->exit_code == 0 && !exit->timed_out) continue;
       where.log_tail = log.Tail();
-      co_await Teardown(inst, net_slot);
-      sb->instance.reset();
-      if (!exit) co_return Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
+      co_await Teardown();
+      sb_->instance.reset();
+      if (!exit) co_return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
       where.exit_code = exit->exit_code;
       std::string why = exit->timed_out    ? "timed out"
                         : exit->oom_killed ? "was OOM-killed"
                         : exit->signal     ? "was killed by signal " + std::to_string(exit->signal)
                                            : "exited with " + std::to_string(exit->exit_code);
-      co_return Fail(MakeError(Code::kBuildFailed,
-                               "step " + std::to_string(i + 1) + " (" + step.name + ": " + step.detail + ") " + why),
-                     where);
+      co_return b_.Fail(MakeError(Code::kBuildFailed,
+                                  "step " + std::to_string(i + 1) + " (" + step.name + ": " + step.detail + ") " + why),
+                        where);
     }
+    co_return Status{};
   }
-  co_await Teardown(inst, net_slot);
 
-  // Complete: record it and move it into place under its hash.
-  const std::string dest = reg_->BuildDir(hash);
-  TemplateRecord r;
-  r.name = spec.name;
-  r.hash = hash;
-  r.from = spec.from;
-  r.spec = spec.ToJson();
-  info.rootfs = bottom_rootfs;
-  info.layers = {dest + "/layer"};
-  for (const auto& l : parent_layers) info.layers.push_back(l);
-  r.info = info;
-  r.built_at = std::chrono::system_clock::now();
-  r.build_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-  r.size_bytes = TreeBytes(tmp + "/layer");
-  {
-    std::ofstream out(tmp + "/template.json");
-    out << r.ToStoreJson() << "\n";
-    out.flush();
-    if (!out) co_return MakeError(Code::kStorageFull, "write " + tmp + "/template.json");
+  // How a command ended: its exit, or (none) why it was lost.
+  struct CommandEnd {
+    std::optional<ExitInfo> exit;
+    Error lost;
+  };
+
+  // One command in the build sandbox, its output fed to the step's log.
+  asio::awaitable<CommandEnd> ExecCommand(const std::string& script, std::optional<std::string> input,
+                                          StepLog& log) {
+    std::optional<ExitInfo> exit;
+    Error lost;
+    ExecRequest req;
+    req.timeout_seconds = b_.o_.step_timeout_seconds;
+    req.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+               {"HOME", "/root"},
+               {"LC_ALL", "C.UTF-8"},
+               {"DEBIAN_FRONTEND", "noninteractive"}};
+    for (const auto& [k, v] : info_.env) req.env[k] = v;
+    req.user = "root";
+    req.cwd = "/";
+    req.argv = {"/bin/sh", "-c", script};
+    req.stdin_data = std::move(input);
+    auto session = co_await ExecSession::Start(sb_, req);
+    if (!session.ok()) {
+      lost = session.error();
+    } else {
+      while (true) {
+        auto ev = co_await (*session)->NextFor(std::chrono::seconds(10));
+        if (!ev) {
+          // Keeps the progress stream alive through quiet steps.
+          const std::string kind = "ping";
+          const json none = json::object();
+          co_await sink_(kind, none);
+          continue;
+        }
+        if (ev->kind == ExecEvent::kStdout || ev->kind == ExecEvent::kStderr) {
+          const char* stream = ev->kind == ExecEvent::kStdout ? kOut : kErr;
+          co_await log.Feed(ev->data, stream);
+          (*session)->Consumed(ev->data.size());
+          continue;
+        }
+        if (ev->kind == ExecEvent::kExit) exit = ev->exit;
+        else lost = ev->error;
+        break;
+      }
+    }
+    co_await log.Flush(kOut);
+    co_return CommandEnd{exit, lost};
   }
-  if (rename(tmp.c_str(), dest.c_str()) != 0) {
-    // The same build finished meanwhile (under another name): use that one.
-    auto found = reg_->FindBuild(hash);
-    if (!found.ok()) co_return ErrnoError("rename " + tmp + " to " + dest);
-    r = *found;
-    r.name = spec.name;
-    r.info.name = spec.name;
-    r.spec = spec.ToJson();
-  } else {
-    tmp_guard.keep = true;
+
+  TemplateBuilder& b_;
+  const TemplateSpec& spec_;
+  TemplateBuildSink& sink_;
+  std::string parent_identity_, mirror_, bottom_rootfs_;
+  std::vector<std::string> parent_layers_;
+  TemplateInfo parent_;
+  std::string hash_;
+  TemplateInfo info_;
+  std::vector<Step> plan_;
+  std::string tmp_;
+  std::optional<TmpDir> tmp_guard_;
+  // The build sandbox (once started) and its network slot.
+  std::shared_ptr<Instance> inst_;
+  int net_slot_ = -1;
+  std::shared_ptr<Sandbox> sb_ = std::make_shared<Sandbox>();
+};
+
+// The build, top to bottom: find the bottom of the stack, take a cached
+// build if there is one, else run the plan's steps in a build sandbox and
+// publish the result.
+asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec& spec, TemplateBuildSink& sink,
+                                                             bool* cached) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BuildRun run(*this, spec, sink);
+  if (auto st = run.ResolveBottom(); !st.ok()) co_return st.error();
+  if (auto st = run.CheckPackagesHaveApt(); !st.ok()) co_return st.error();
+  if (auto r = run.RegisterCachedBuild()) {
+    *cached = true;
+    co_return std::move(*r);
   }
-  if (auto st = reg_->Register(r); !st.ok()) co_return st.error();
-  co_return r;
+  run.InheritDefaults();
+  run.PlanSteps();
+  if (auto st = run.MakeTempDir(); !st.ok()) co_return st.error();
+  for (int i = 0; i < run.steps(); ++i) {
+    if (auto st = co_await run.RunStep(i); !st.ok()) co_return st.error();
+  }
+  co_await run.Teardown();
+  co_return run.Publish(t0);
 }
 
 }  // namespace hutch

@@ -82,6 +82,8 @@ class TemplateBuilder {
   const TemplateBuildFailure& last_failure() const { return failure_; }
 
  private:
+  // One build's state and steps (template_builder.cc).
+  class BuildRun;
   asio::awaitable<Result<TemplateRecord>> Run(const TemplateSpec& spec, TemplateBuildSink& sink, bool* cached);
   // Destroys the build sandbox (if any), then frees its network slot.
   asio::awaitable<void> Teardown(std::shared_ptr<Instance>& inst, int& net_slot);

@@ -205,8 +205,9 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
         continue;
       }
       bool final = IsFinal(f.type);
+      const uint32_t stream = f.stream;  // f is moved into the stream below
       s->Push(std::move(f));
-      if (final) streams_.erase(f.stream);
+      if (final) streams_.erase(stream);
     }
     boost::system::error_code ec;
     size_t n = co_await sock_.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));

@@ -214,7 +214,9 @@ int main() {
   mkdir("/dev", 0755);
   if (mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755") != 0) Die("mount /dev");
   // The kernel found no /dev/console in the archive: stdio goes there now.
-  int con = open("/dev/console", O_RDWR | O_NOCTTY);
+  // Without O_CLOEXEC: it may land on 0-2 (PID 1 starts with none open),
+  // where dup2 onto itself would leave the flag set and exec close it.
+  int con = open("/dev/console", O_RDWR | O_NOCTTY);  // NOLINT(android-cloexec-open)
   if (con >= 0) {
     for (int fd = 0; fd < 3; ++fd) dup2(con, fd);
     if (con > 2) close(con);

@@ -174,22 +174,32 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   close(dir);
 }
 
-// The child. Only raw syscalls from here to exec.
-[[noreturn]] void ChildMain(const Plan& p) {
-  const JailConfig& c = *p.cfg;
-  const int sfd = p.sync_fd;
-  // Holding the parent's end too would keep our reads from ever seeing EOF
-  // if hutchd dies mid-setup: this child would then wait forever, holding
-  // copies of every hutchd fd (client sockets, the state dir lock).
+// The child's steps, in the order ChildMain runs them. Each one runs between
+// clone() and exec: raw syscalls only (async-signal-safe, no allocation),
+// and a failure goes to the parent as {step, errno} through Fail().
+
+// Holding the parent's end too would keep our reads from ever seeing EOF
+// if hutchd dies mid-setup: this child would then wait forever, holding
+// copies of every hutchd fd (client sockets, the state dir lock).
+void WaitForParent(const Plan& p) {
   close(p.parent_sync_fd);
   char b;
-  if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitParent, errno);
-  // A sandbox with a network joins the namespace hutchd prepared (its
-  // veth and routes already set, owned by the host's user namespace, so
-  // the sandbox's root cannot change them); before anything is mounted, so
-  // /sys below shows this namespace's interfaces.
-  if (c.netns_fd >= 0 && setns(c.netns_fd, CLONE_NEWNET) != 0) Fail(sfd, kStepNetNs, errno);
+  if (read(p.sync_fd, &b, 1) != 1) Fail(p.sync_fd, kStepWaitParent, errno);
+}
 
+// A sandbox with a network joins the namespace hutchd prepared (its
+// veth and routes already set, owned by the host's user namespace, so
+// the sandbox's root cannot change them); before anything is mounted, so
+// /sys below shows this namespace's interfaces.
+void JoinNetworkNamespace(const Plan& p) {
+  const JailConfig& c = *p.cfg;
+  if (c.netns_fd >= 0 && setns(c.netns_fd, CLONE_NEWNET) != 0) Fail(p.sync_fd, kStepNetNs, errno);
+}
+
+// The root: the template's layers under a writable upper layer.
+void MountWritableRoot(const Plan& p) {
+  const JailConfig& c = *p.cfg;
+  const int sfd = p.sync_fd;
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     Fail(sfd, kStepPrivateRoot, errno);
   // The writable layer lives in a size-capped tmpfs: the disk quota. It is
@@ -203,12 +213,23 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   if (chown(p.upper.c_str(), c.uid_base, c.uid_base) != 0) Fail(sfd, kStepUpperDirs, errno);
   if (mount("overlay", p.root.c_str(), "overlay", MS_NOSUID, p.overlay_opts.c_str()) != 0)
     Fail(sfd, kStepOverlay, errno);
+}
+
+void MountVolumes(const Plan& p) {
+  const JailConfig& c = *p.cfg;
   for (size_t i = 0; i < c.binds.size(); ++i) BindVolume(p, c.binds[i], p.bind_components[i]);
+}
 
-  // We are PID 1 of the new pid namespace: this /proc shows only the sandbox.
+// We are PID 1 of the new pid namespace: this /proc shows only the sandbox.
+void MountProc(const Plan& p) {
   if (mount("proc", p.proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-    Fail(sfd, kStepProc, errno);
+    Fail(p.sync_fd, kStepProc, errno);
+}
 
+// A small /dev of our own: a few device nodes bound from the host's, the
+// usual links, a private devpts and /dev/shm; then read-only.
+void MountDev(const Plan& p) {
+  const int sfd = p.sync_fd;
   if (mount("tmpfs", p.dev.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, p.dev_opts.c_str()) != 0)
     Fail(sfd, kStepDev, errno);
   for (size_t i = 0; i < p.dev_nodes_src.size(); ++i) {
@@ -231,13 +252,18 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   if (mount(nullptr, p.dev.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
             p.dev_opts.c_str()) != 0)
     Fail(sfd, kStepDev, errno);
+}
 
-  // An empty read-only /sys: no kernel knobs, no host device topology.
+// An empty read-only /sys: no kernel knobs, no host device topology.
+void MountEmptySys(const Plan& p) {
   if (mount("tmpfs", p.sys.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
             "size=4k,nr_inodes=8,mode=0555") != 0)
-    Fail(sfd, kStepSys, errno);
+    Fail(p.sync_fd, kStepSys, errno);
+}
 
-  // /proc entries that leak host state or poke the host kernel.
+// /proc entries that leak host state or poke the host kernel.
+void MaskProcEntries(const Plan& p) {
+  const int sfd = p.sync_fd;
   for (const auto& f : p.proc_masked_files) {
     if (!Exists(f.c_str())) continue;
     if (mount(p.dev_null_in_root.c_str(), f.c_str(), nullptr, MS_BIND, nullptr) != 0)
@@ -249,104 +275,139 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
               "size=0,nr_inodes=1") != 0)
       Fail(sfd, kStepMaskProc, errno);
   }
-  // boot_id is the host kernel's: every sandbox, and two forks of one
-  // snapshot, would read the same id, and it names the host's boot. Each
-  // sandbox reads its own from a file in its scratch tmpfs (out of reach
-  // once pivot_root hides the scratch; owned by the host's root, so the
-  // sandbox's root cannot write it either). Bound before /proc/sys turns
-  // read-only; the recursive bind below carries it along.
-  if (Exists(p.boot_id_dst.c_str())) {
-    int fd = open(p.boot_id_src.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
-    if (fd < 0) Fail(sfd, kStepMaskProc, errno);
-    if (write(fd, p.boot_id.data(), p.boot_id.size()) != static_cast<ssize_t>(p.boot_id.size()))
-      Fail(sfd, kStepMaskProc, errno ? errno : EIO);
-    close(fd);
-    if (mount(p.boot_id_src.c_str(), p.boot_id_dst.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
-        mount(nullptr, p.boot_id_dst.c_str(), nullptr,
-              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-      Fail(sfd, kStepMaskProc, errno);
-  }
+}
+
+// boot_id is the host kernel's: every sandbox, and two forks of one
+// snapshot, would read the same id, and it names the host's boot. Each
+// sandbox reads its own from a file in its scratch tmpfs (out of reach
+// once pivot_root hides the scratch; owned by the host's root, so the
+// sandbox's root cannot write it either). Bound before /proc/sys turns
+// read-only; the recursive bind of MakeProcDirsReadOnly carries it along.
+void BindOwnBootId(const Plan& p) {
+  const int sfd = p.sync_fd;
+  if (!Exists(p.boot_id_dst.c_str())) return;
+  int fd = open(p.boot_id_src.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+  if (fd < 0) Fail(sfd, kStepMaskProc, errno);
+  if (write(fd, p.boot_id.data(), p.boot_id.size()) != static_cast<ssize_t>(p.boot_id.size()))
+    Fail(sfd, kStepMaskProc, errno ? errno : EIO);
+  close(fd);
+  if (mount(p.boot_id_src.c_str(), p.boot_id_dst.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      mount(nullptr, p.boot_id_dst.c_str(), nullptr,
+            MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    Fail(sfd, kStepMaskProc, errno);
+}
+
+void MakeProcDirsReadOnly(const Plan& p) {
   for (const auto& d : p.proc_ro_dirs) {
     if (!Exists(d.c_str())) continue;
     if (mount(d.c_str(), d.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
         mount(nullptr, d.c_str(), nullptr,
               MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-      Fail(sfd, kStepMaskProc, errno);
+      Fail(p.sync_fd, kStepMaskProc, errno);
   }
+}
 
-  // The writable layer stays reachable for the host (snapshots, fork)
-  // through the agent's fd 4, after pivot_root hides every path to it.
+// The writable layer stays reachable for the host (snapshots, fork)
+// through the agent's fd 4, after pivot_root hides every path to it.
+int OpenWritableLayer(const Plan& p) {
   int scratch_fd = open(p.scratch.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (scratch_fd < 0) Fail(sfd, kStepFds, errno);
-  if (sethostname(c.hostname.data(), c.hostname.size()) != 0) Fail(sfd, kStepHostname, errno);
-  {
-    // The sandbox's memory-cgroup OOM killer should pick a runaway command,
-    // never the agent (PID 1: losing it ends the sandbox). Needs real root,
-    // so it is set here; the agent resets its commands to 0.
-    // Best effort: lowering the score needs CAP_SYS_RESOURCE, which some
-    // hosts (this CI's VMs among them) withhold even from root.
-    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      // -999, not -1000: root writing a value also sets the floor its
-      // descendants may lower themselves to, and -1000 would let any
-      // command make itself immune to the OOM killer.
-      [[maybe_unused]] ssize_t n = write(fd, "-999", 4);
-      close(fd);
-    }
-  }
-  {
-    // A new net namespace has only `lo`, and it starts down.
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) Fail(sfd, kStepLoopback, errno);
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    memcpy(ifr.ifr_name, "lo", 3);
-    if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
-    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
-    close(s);
-  }
+  if (scratch_fd < 0) Fail(p.sync_fd, kStepFds, errno);
+  return scratch_fd;
+}
 
-  // The agent's socket is bound at a host path while the host's tree is
-  // still reachable; after pivot_root nothing inside can name that path.
+void SetHostname(const Plan& p) {
+  const JailConfig& c = *p.cfg;
+  if (sethostname(c.hostname.data(), c.hostname.size()) != 0) Fail(p.sync_fd, kStepHostname, errno);
+}
+
+// The sandbox's memory-cgroup OOM killer should pick a runaway command,
+// never the agent (PID 1: losing it ends the sandbox). Needs real root,
+// so it is set here; the agent resets its commands to 0.
+// Best effort: lowering the score needs CAP_SYS_RESOURCE, which some
+// hosts (this CI's VMs among them) withhold even from root.
+void ShieldAgentFromOomKiller() {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    // -999, not -1000: root writing a value also sets the floor its
+    // descendants may lower themselves to, and -1000 would let any
+    // command make itself immune to the OOM killer.
+    [[maybe_unused]] ssize_t n = write(fd, "-999", 4);
+    close(fd);
+  }
+}
+
+// A new net namespace has only `lo`, and it starts down.
+void BringUpLoopback(const Plan& p) {
+  const int sfd = p.sync_fd;
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) Fail(sfd, kStepLoopback, errno);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  memcpy(ifr.ifr_name, "lo", 3);
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) Fail(sfd, kStepLoopback, errno);
+  close(s);
+}
+
+// The agent's socket is bound at a host path while the host's tree is
+// still reachable; after pivot_root nothing inside can name that path.
+// Returns the listening socket.
+int BindAgentSocket(const Plan& p) {
+  const JailConfig& c = *p.cfg;
+  const int sfd = p.sync_fd;
   int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (lfd < 0) Fail(sfd, kStepAgentSocket, errno);
-  {
-    struct sockaddr_un addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    if (c.agent_socket.size() >= sizeof addr.sun_path) Fail(sfd, kStepAgentSocket, ENAMETOOLONG);
-    memcpy(addr.sun_path, c.agent_socket.c_str(), c.agent_socket.size() + 1);
-    unlink(c.agent_socket.c_str());
-    if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      Fail(sfd, kStepAgentSocket, errno);
-    if (listen(lfd, 16) != 0) Fail(sfd, kStepAgentSocket, errno);
-  }
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  if (c.agent_socket.size() >= sizeof addr.sun_path) Fail(sfd, kStepAgentSocket, ENAMETOOLONG);
+  memcpy(addr.sun_path, c.agent_socket.c_str(), c.agent_socket.size() + 1);
+  unlink(c.agent_socket.c_str());
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    Fail(sfd, kStepAgentSocket, errno);
+  if (listen(lfd, 16) != 0) Fail(sfd, kStepAgentSocket, errno);
+  return lfd;
+}
 
-  // pivot_root(".", ".") stacks the old root under the new one; detaching
-  // it leaves only the sandbox's tree in this mount namespace.
+// pivot_root(".", ".") stacks the old root under the new one; detaching
+// it leaves only the sandbox's tree in this mount namespace.
+void PivotIntoRoot(const Plan& p) {
+  const int sfd = p.sync_fd;
   if (chdir(p.root.c_str()) != 0) Fail(sfd, kStepPivotRoot, errno);
   if (syscall(SYS_pivot_root, ".", ".") != 0) Fail(sfd, kStepPivotRoot, errno);
   if (umount2(".", MNT_DETACH) != 0) Fail(sfd, kStepPivotRoot, errno);
   if (chdir("/") != 0) Fail(sfd, kStepPivotRoot, errno);
+}
 
-  // The parent already placed us in our cgroups (it does so before
-  // ReleaseForSetup), so the new cgroup namespace is rooted at them.
+// The parent already placed us in our cgroups (it does so before
+// ReleaseForSetup), so the new cgroup namespace is rooted at them. The
+// parent writes the new user namespace's uid and gid maps when asked
+// (MapIdsAndRelease).
+void EnterCgroupAndUserNamespaces(const Plan& p) {
+  const int sfd = p.sync_fd;
   if (unshare(CLONE_NEWCGROUP) != 0) Fail(sfd, kStepCgroupNs, errno);
   if (unshare(CLONE_NEWUSER) != 0) Fail(sfd, kStepUserNs, errno);
   Report ask{0, 0};
   if (write(sfd, &ask, sizeof ask) != sizeof ask) Fail(sfd, kStepWaitMaps, errno);
+  char b;
   if (read(sfd, &b, 1) != 1) Fail(sfd, kStepWaitMaps, errno);
-  // Raw syscalls, not glibc's wrappers: those broadcast the change to
-  // every thread of the process (all threads share credentials in POSIX)
-  // under a lock of glibc's thread list. This child is a copy of one
-  // thread of hutchd; if another hutchd thread was starting or ending at
-  // the moment of clone, that lock is held here forever and the wrapper
-  // never returns. The kernel's calls change this (only) thread.
+}
+
+// Raw syscalls, not glibc's wrappers: those broadcast the change to
+// every thread of the process (all threads share credentials in POSIX)
+// under a lock of glibc's thread list. This child is a copy of one
+// thread of hutchd; if another hutchd thread was starting or ending at
+// the moment of clone, that lock is held here forever and the wrapper
+// never returns. The kernel's calls change this (only) thread.
+void BecomeSandboxRoot(const Plan& p) {
   if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, nullptr) != 0 ||
       syscall(SYS_setresuid, 0, 0, 0) != 0)
-    Fail(sfd, kStepSetIds, errno);
+    Fail(p.sync_fd, kStepSetIds, errno);
+}
 
+void DropPrivileges(const Plan& p) {
+  const int sfd = p.sync_fd;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(sfd, kStepNoNewPrivs, errno);
   for (int cap : kDroppedCaps) {
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
@@ -355,10 +416,21 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   // A core dump with a piped core_pattern runs a host helper as host root.
   struct rlimit zero = {0, 0};
   if (setrlimit(RLIMIT_CORE, &zero) != 0) Fail(sfd, kStepRlimits, errno);
+}
 
-  // fds: 0 /dev/null, 1+2 the agent log, 3 the listening socket, 4 the
-  // writable layer's directory (O_PATH); the sync
-  // socket and the memfd stay close-on-exec; everything else is closed.
+// What the child still holds once its fds are arranged: the sync socket
+// (failures from here on are reported on it) and the agent's memfd.
+struct AgentFds {
+  int sync;
+  int agent_memfd;
+};
+
+// fds: 0 /dev/null, 1+2 the agent log, 3 the listening socket, 4 the
+// writable layer's directory (O_PATH); the sync
+// socket and the memfd stay close-on-exec; everything else is closed.
+AgentFds ArrangeAgentFds(const Plan& p, int lfd, int scratch_fd) {
+  const JailConfig& c = *p.cfg;
+  const int sfd = p.sync_fd;
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull < 0) Fail(sfd, kStepFds, errno);
   int hi_sync = fcntl(sfd, F_DUPFD_CLOEXEC, 100);
@@ -379,23 +451,59 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
       (keep_hi - keep_lo > 1 && syscall(SYS_close_range, keep_lo + 1, keep_hi - 1, 0) != 0) ||
       syscall(SYS_close_range, keep_hi + 1, ~0U, 0) != 0)
     Fail(hi_sync, kStepFds, errno);
-  // Open files: the sandbox's own limit, not whatever hutchd was started
-  // with (a service manager may give hutchd a million). Soft = hard, so a
-  // program that raises its soft limit gets no more. Set only now: the
-  // fds inherited from a busy hutchd are closed, so the dups above never
-  // ran into the lower limit.
+  return {hi_sync, hi_mem};
+}
+
+// Open files: the sandbox's own limit, not whatever hutchd was started
+// with (a service manager may give hutchd a million). Soft = hard, so a
+// program that raises its soft limit gets no more. Set only now: the
+// fds inherited from a busy hutchd are closed, so the dups of
+// ArrangeAgentFds never ran into the lower limit.
+void LimitOpenFiles(const AgentFds& fds) {
   struct rlimit nofile = {kSandboxNofile, kSandboxNofile};
-  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Fail(hi_sync, kStepRlimits, errno);
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) Fail(fds.sync, kStepRlimits, errno);
+}
 
+void InstallSeccomp(const Plan& p, const AgentFds& fds) {
+  const JailConfig& c = *p.cfg;
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.seccomp->program(), 0, 0) != 0)
-    Fail(hi_sync, kStepSeccomp, errno);
+    Fail(fds.sync, kStepSeccomp, errno);
+}
 
+[[noreturn]] void ExecAgent(const AgentFds& fds) {
   char arg0[] = "hutch-agent";
   char* argv[] = {arg0, nullptr};
   char env0[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   char* envp[] = {env0, nullptr};
-  syscall(SYS_execveat, hi_mem, "", argv, envp, AT_EMPTY_PATH);
-  Fail(hi_sync, kStepExecAgent, errno);
+  syscall(SYS_execveat, fds.agent_memfd, "", argv, envp, AT_EMPTY_PATH);
+  Fail(fds.sync, kStepExecAgent, errno);
+}
+
+// The child, from clone() to exec: the steps above, top to bottom.
+[[noreturn]] void ChildMain(const Plan& p) {
+  WaitForParent(p);
+  JoinNetworkNamespace(p);
+  MountWritableRoot(p);
+  MountVolumes(p);
+  MountProc(p);
+  MountDev(p);
+  MountEmptySys(p);
+  MaskProcEntries(p);
+  BindOwnBootId(p);
+  MakeProcDirsReadOnly(p);
+  const int scratch_fd = OpenWritableLayer(p);
+  SetHostname(p);
+  ShieldAgentFromOomKiller();
+  BringUpLoopback(p);
+  const int listen_fd = BindAgentSocket(p);
+  PivotIntoRoot(p);
+  EnterCgroupAndUserNamespaces(p);
+  BecomeSandboxRoot(p);
+  DropPrivileges(p);
+  const AgentFds fds = ArrangeAgentFds(p, listen_fd, scratch_fd);
+  LimitOpenFiles(fds);
+  InstallSeccomp(p, fds);
+  ExecAgent(fds);
 }
 
 }  // namespace

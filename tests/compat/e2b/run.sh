@@ -9,7 +9,7 @@ set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_TEMPLATES_DIR:?}"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
-command -v node >/dev/null && command -v npm >/dev/null || { echo "node and npm are required (scripts/setup)" >&2; exit 1; }
+{ command -v node && command -v npm; } >/dev/null || { echo "node and npm are required (scripts/setup)" >&2; exit 1; }
 
 # The lockfile pins both SDK versions; reinstall only when it changed.
 if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
