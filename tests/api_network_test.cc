@@ -6,7 +6,8 @@
 // Each test builds its own "outside world" in a network namespace it
 // creates (NetWorld): two HTTP servers on 198.19.<n>.2 and .3, a DNS
 // server on .2 answering allowed.test and denied.test, and a fake cloud
-// metadata server on 169.254.169.254. Traffic goes only there and to
+// metadata server on 169.254.169.254, a server on non-public addresses
+// (172.31.<n>.2, 100.100.100.200, 168.63.129.16). Traffic goes only there and to
 // loopback; everything is removed when the test ends.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -145,6 +146,95 @@ TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
   }
   kill(host_srv, SIGKILL);
   waitpid(host_srv, nullptr, 0);
+}
+
+// Mode `all` means the public internet: private (RFC 1918), shared
+// (CGNAT, where Alibaba's metadata lives) and cloud fabric addresses
+// (Azure's 168.63.129.16) are refused in every mode, even when a
+// sandbox's own policy allows them, until the operator lets a range
+// through with --net-allow-private.
+TEST(Network, PrivateAndCloudFabricAddressesAreRefusedUnlessTheOperatorAllowsThem) {
+  NetEnv e = MakeNetEnv();
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  auto c = s.Client();
+  const std::vector<std::string> fabric = {"100.100.100.200", "168.63.129.16"};
+  // The host reaches all of them (the servers are really there).
+  for (const auto& a : std::vector<std::string>{e.world->PrivateAddr(), fabric[0], fabric[1]})
+    EXPECT_EQ(HostSh("curl -s -m 2 http://" + a + ":8081/"), "private-server\n") << a;
+  std::vector<json> modes = {
+      json{{"mode", "all"}},
+      json{{"mode", "policy"}, {"default", "allow"}},
+      json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"0.0.0.0/0", e.world->PrivateNet()}}}};
+  for (const auto& m : modes) {
+    SCOPED_TRACE(m.dump());
+    auto cr = c.Json("POST", "/v1/sandboxes", json{{"network", m}});
+    ASSERT_EQ(cr.status, 201) << cr.body;
+    std::string id = cr.json()["id"];
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/")))).rfind("FAIL", 0), 0u);
+    for (const auto& a : fabric)
+      EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + a + ":8081/")))).rfind("FAIL", 0), 0u) << a;
+  }
+  // The operator opens the world's private network, and only it.
+  s.Stop();
+  s.SetArgs({"--net-warm", "2", "--dns-upstream", e.world->Dns(), "--net-allow-private", e.world->PrivateNet()});
+  s.Restart();
+  ASSERT_TRUE(s.ok());
+  auto cr = s.Client().Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
+  ASSERT_EQ(cr.status, 201) << cr.body;
+  std::string id = cr.json()["id"];
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/")))), "private-server");
+  for (const auto& a : fabric)
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + a + ":8081/")))).rfind("FAIL", 0), 0u) << a;
+}
+
+// The host's conntrack table is shared by every sandbox and the host
+// itself: a sandbox's DNS queries to its resolver are not tracked at all,
+// and its own connections are capped (--net-max-connections), so a flood
+// of either leaves the table to everyone else.
+TEST(Network, ConnectionTrackingEntriesOfOneSandboxAreBounded) {
+  if (access("/proc/net/nf_conntrack", R_OK) != 0) GTEST_SKIP() << "no /proc/net/nf_conntrack";
+  NetEnv e = MakeNetEnv({"--net-max-connections", "300"});
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  auto c = s.Client();
+  auto entries_from = [](const std::string& addr, const std::string& also) {
+    return std::stoi("0" + Trim(HostSh("grep -F 'src=" + addr + " ' /proc/net/nf_conntrack | grep -cF '" + also +
+                                       "' || true")));
+  };
+  auto address_of = [&](const std::string& id) {
+    return Trim(Out(s.Exec(id, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" + e.world->Addr(2) +
+                                   "',53));print(s.getsockname()[0])\"")));
+  };
+  // A deny-all sandbox floods its resolver from 3000 source ports.
+  auto deny = c.Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "policy"}, {"default", "deny"}}}});
+  ASSERT_EQ(deny.status, 201) << deny.body;
+  std::string d = deny.json()["id"];
+  std::string d_addr = address_of(d);
+  std::string gw = Trim(Out(s.Exec(d, "awk '/nameserver/{print $2}' /etc/resolv.conf")));
+  const std::string query = "12340100000100000000000007616c6c6f7765640474657374000001" "0001";  // allowed.test A
+  auto flood = s.Exec(d, "python3 -c \"import socket\nq=bytes.fromhex('" + query +
+                             "')\nfor i in range(3000):\n s=socket.socket(2,2); s.sendto(q,('" + gw +
+                             "',53)); s.close()\nprint('sent')\"");
+  EXPECT_EQ(Trim(Out(flood)), "sent") << flood.dump();
+  EXPECT_EQ(entries_from(d_addr, "dport=53 "), 0);
+  // A mode-all sandbox opens 2000 UDP flows to the world: at most its cap
+  // is tracked (the rest are refused), and the world still answers it.
+  auto all = c.Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
+  ASSERT_EQ(all.status, 201) << all.body;
+  std::string a = all.json()["id"];
+  std::string a_addr = address_of(a);
+  auto flows = s.Exec(a, "python3 -c \"import socket\nfor i in range(2000):\n s=socket.socket(2,2); s.sendto(b'x',('" +
+                             e.world->Addr(2) + "',9)); s.close()\nprint('sent')\"");
+  EXPECT_EQ(Trim(Out(flows)), "sent") << flows.dump();
+  int tracked = entries_from(a_addr, "dport=9 ");
+  EXPECT_GT(tracked, 0);
+  EXPECT_LE(tracked, 300);
+  // DNS is untracked, so a sandbox at its cap still resolves names.
+  EXPECT_EQ(Trim(Out(s.Exec(a, Resolve("allowed.test")))), e.world->Addr(2));
 }
 
 TEST(Network, ModeAllReachesTheWorldAndCountsBytes) {

@@ -9,6 +9,7 @@
 
 #include "net/net_policy.h"
 #include "net/nft_ruleset.h"
+#include "net/non_public.h"
 
 using hutch::Code;
 using namespace hutch::net;
@@ -84,8 +85,22 @@ TEST(NetPolicy, BadInputIsAClearError) {
 TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
   NftNames n{"h123456"};
   Cidr pool{0x647d0000, 16};  // 100.125.0.0/16
-  std::string base = BaseTableScript(n, pool, 53);
+  BaseTableOptions o;
+  o.pool = pool;
+  o.non_public = NonPublicNetworks({});
+  std::string base = BaseTableScript(n, o);
   EXPECT_NE(base.find("inet hutch_h123456"), std::string::npos);
+  EXPECT_NE(base.find("add element inet hutch_h123456 nonpublic { 10.0.0.0/8, "), std::string::npos);
+  EXPECT_NE(base.find("ip daddr @nonpublic ip daddr != @privok reject"), std::string::npos);
+  EXPECT_EQ(base.find("add element inet hutch_h123456 privok"), std::string::npos);
+  EXPECT_NE(base.find("add @ctcount { ip saddr ct count over 4096 }"), std::string::npos);
+  EXPECT_NE(base.find("add @ctrate { ip saddr limit rate over 500/second burst 1000 packets }"), std::string::npos);
+  EXPECT_NE(base.find("ip daddr 100.125.0.0/16 udp dport 53 notrack"), std::string::npos);
+  o.max_connections = 0;
+  o.new_connections_per_second = 0;
+  std::string unlimited = BaseTableScript(n, o);
+  EXPECT_EQ(unlimited.find("ct count"), std::string::npos);
+  EXPECT_EQ(unlimited.find("limit rate"), std::string::npos);
   EXPECT_NE(base.find("169.254.0.0/16"), std::string::npos);
   EXPECT_NE(base.find("masquerade"), std::string::npos);
   auto p = ParseNetworkPolicy(json::parse(R"({"mode":"policy","allow":["10.0.0.0/8"],"deny":["10.9.0.0/16"]})"));
@@ -101,7 +116,11 @@ TEST(NftRuleset, NftAcceptsTheScripts) {
   if (geteuid() != 0 || access("/usr/sbin/nft", X_OK) != 0) GTEST_SKIP() << "needs root and nft";
   NftNames n{"hq" + std::to_string(getpid() % 100000)};
   Cidr pool{0x647e0000, 24};  // 100.126.0.0/24
-  std::string script = BaseTableScript(n, pool, 53);
+  BaseTableOptions o;
+  o.pool = pool;
+  o.non_public = NonPublicNetworks(HostNetworks(pool, n.prefix));
+  o.allow_private = {Cidr{0xac1f0000, 16}};  // 172.31.0.0/16 allowed
+  std::string script = BaseTableScript(n, o);
   for (const char* body : {R"({"mode":"none"})", R"({"mode":"all"})",
                            R"({"mode":"policy","default":"allow","allow":["10.0.0.0/8","10.1.0.0/16"],"deny":["192.0.2.1"]})"}) {
     auto p = ParseNetworkPolicy(json::parse(body));
@@ -122,4 +141,22 @@ TEST(NftRuleset, NftAcceptsTheScripts) {
   int rc = pclose(f);
   unlink(path);
   EXPECT_EQ(rc, 0) << out << "\n" << script;
+}
+
+TEST(NonPublic, CoversPrivateSharedAndCloudFabricRangesAndTheHostsNetworks) {
+  auto has = [](const std::vector<Cidr>& v, const char* a) {
+    uint32_t x = 0;
+    EXPECT_TRUE(ParseIpv4(a, &x));
+    for (const auto& c : v)
+      if (c.Contains(x)) return true;
+    return false;
+  };
+  auto fixed = SpecialPurposeNetworks();
+  for (const char* a : {"10.1.2.3", "172.16.0.1", "172.31.255.254", "192.168.1.1", "100.100.100.200",
+                        "100.64.0.1", "168.63.129.16", "198.18.0.1", "192.0.2.1"})
+    EXPECT_TRUE(has(fixed, a)) << a;
+  for (const char* a : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "168.63.129.17"})
+    EXPECT_FALSE(has(fixed, a)) << a;
+  Cidr lan{0x0b000000, 24};  // 11.0.0.0/24, a host network on public space
+  EXPECT_TRUE(has(NonPublicNetworks({lan}), "11.0.0.7"));
 }

@@ -17,6 +17,7 @@
 #include "net/dns_policy.h"
 #include "net/dns_proxy.h"
 #include "net/named_netns.h"
+#include "net/non_public.h"
 
 namespace hutch::net {
 
@@ -85,6 +86,17 @@ NetworkManager::~NetworkManager() {
   if (dns_) dns_->Stop();
 }
 
+BaseTableOptions NetworkManager::BaseOptions() const {
+  BaseTableOptions o;
+  o.pool = opts_.pool;
+  o.dns_port = opts_.dns_port;
+  o.non_public = NonPublicNetworks(HostNetworks(opts_.pool, names_.prefix));
+  o.allow_private = opts_.allow_private;
+  o.max_connections = opts_.max_connections;
+  o.new_connections_per_second = opts_.new_connections_per_second;
+  return o;
+}
+
 asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(asio::io_context& io,
                                                                               NetworkOptions opts) {
   if (opts.tag.empty() || opts.tag.size() > 9)
@@ -113,7 +125,7 @@ asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(a
   // One transaction: the old table (a crashed run's) goes and the new base
   // chains come; no instant without filtering.
   std::string script = "add table inet " + m->names_.table() + "\n" + DeleteTableScript(m->names_) +
-                       BaseTableScript(m->names_, m->opts_.pool, m->opts_.dns_port);
+                       BaseTableScript(m->names_, m->BaseOptions());
   if (auto st = co_await m->Nft(script); !st.ok()) co_return st.error().Context("install nftables table");
 
   DnsProxyOptions dopts;

@@ -60,6 +60,13 @@ struct NetworkOptions {
   int warm = 8;
   std::string netns_dir = "/run/netns";
   uint16_t dns_port = 53;
+  // Non-public ranges the operator lets sandboxes reach (--net-allow-private;
+  // see non_public.h for what is refused otherwise).
+  std::vector<Cidr> allow_private;
+  // Per sandbox: connections tracked at once, new connections a second
+  // (BaseTableOptions; 0 = no limit).
+  int max_connections = 4096;
+  int new_connections_per_second = 500;
 };
 
 // What a sandbox with a network runs with.
@@ -117,6 +124,8 @@ class NetworkManager {
  private:
   NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft, std::unique_ptr<RtNetlink> host_nl);
   NetLease LeaseOf(int slot) const;
+  // The base chains' settings (reads the host's interfaces).
+  BaseTableOptions BaseOptions() const;
   std::string NetnsName(int slot) const;
   uint32_t SlotBase(int slot) const { return opts_.pool.addr + 4u * static_cast<uint32_t>(slot); }
   int max_slots() const { return 1 << (32 - opts_.pool.prefix - 2); }

@@ -14,11 +14,11 @@ std::string Elements(const std::vector<Cidr>& cs) {
 
 }  // namespace
 
-std::string BaseTableScript(const NftNames& n, const Cidr& pool, uint16_t dns_port) {
+std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   const std::string t = "inet " + n.table();
   const std::string g = Quote(n.if_glob());
-  const std::string p = pool.ToString();
-  const std::string port = std::to_string(dns_port);
+  const std::string p = o.pool.ToString();
+  const std::string port = std::to_string(o.dns_port);
   std::string s;
   s += "add table " + t + "\n";
   s += "add map " + t + " sbx { type ifname : verdict; }\n";
@@ -30,6 +30,28 @@ std::string BaseTableScript(const NftNames& n, const Cidr& pool, uint16_t dns_po
   s += "flush chain " + t + " input\n";
   s += "flush chain " + t + " forward\n";
   s += "flush chain " + t + " postrouting\n";
+  // Not the public internet: refused in every mode, whatever a sandbox's
+  // own policy allows, unless the operator allowed the range.
+  s += "add set " + t + " nonpublic { type ipv4_addr; flags interval; auto-merge; }\n";
+  s += "add set " + t + " privok { type ipv4_addr; flags interval; auto-merge; }\n";
+  s += "flush set " + t + " nonpublic\n";
+  s += "flush set " + t + " privok\n";
+  if (!o.non_public.empty()) s += "add element " + t + " nonpublic { " + Elements(o.non_public) + " }\n";
+  if (!o.allow_private.empty()) s += "add element " + t + " privok { " + Elements(o.allow_private) + " }\n";
+  // Per-sandbox connection counts and rates (dynamic sets keyed by the
+  // sandbox's address; an element lives as long as its connections).
+  s += "add set " + t + " ctcount { type ipv4_addr; flags dynamic; size 65536; }\n";
+  s += "add set " + t + " ctrate { type ipv4_addr; flags dynamic,timeout; size 65536; timeout 60s; }\n";
+  // DNS between a sandbox and its resolver bypasses conntrack: raw
+  // priority, before a connection-tracking entry exists.
+  s += "add chain " + t + " rawpre { type filter hook prerouting priority raw; policy accept; }\n";
+  s += "add chain " + t + " rawout { type filter hook output priority raw; policy accept; }\n";
+  s += "flush chain " + t + " rawpre\n";
+  s += "flush chain " + t + " rawout\n";
+  for (const char* proto : {"udp", "tcp"}) {
+    s += "add rule " + t + " rawpre iifname " + g + " ip daddr " + p + " " + proto + " dport " + port + " notrack\n";
+    s += "add rule " + t + " rawout oifname " + g + " ip saddr " + p + " " + proto + " sport " + port + " notrack\n";
+  }
   // Into the host from a sandbox: only DNS to the resolver on its
   // gateway address. hutchd's API, sshd, anything listening on any host
   // address (a packet for a local address never reaches `forward`) is
@@ -46,8 +68,18 @@ std::string BaseTableScript(const NftNames& n, const Cidr& pool, uint16_t dns_po
   s += "add rule " + t + " forward iifname " + g + " ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3 } drop\n";
   s += "add rule " + t + " forward iifname " + g + " ip daddr " + p + " drop\n";
   s += "add rule " + t + " forward iifname " + g + " fib daddr type { broadcast, multicast, local } drop\n";
+  s += "add rule " + t + " forward iifname " + g + " ip daddr @nonpublic ip daddr != @privok " +
+       "reject with icmpx type admin-prohibited\n";
   // A policy change holds for new connections; flows it admitted go on.
   s += "add rule " + t + " forward iifname " + g + " ct state established,related accept\n";
+  const std::string refuse = " reject with icmpx type admin-prohibited\n";
+  if (o.max_connections > 0)
+    s += "add rule " + t + " forward iifname " + g + " ct state new add @ctcount { ip saddr ct count over " +
+         std::to_string(o.max_connections) + " }" + refuse;
+  if (o.new_connections_per_second > 0)
+    s += "add rule " + t + " forward iifname " + g + " ct state new add @ctrate { ip saddr limit rate over " +
+         std::to_string(o.new_connections_per_second) + "/second burst " +
+         std::to_string(2 * o.new_connections_per_second) + " packets }" + refuse;
   s += "add rule " + t + " forward iifname " + g + " iifname vmap @sbx\n";
   // An interface of ours without a policy (a warm namespace) sends nothing.
   s += "add rule " + t + " forward iifname " + g + " drop\n";

@@ -21,12 +21,28 @@ struct NftNames {
   std::string if_glob() const { return prefix + "v*"; }
 };
 
+// What the base chains enforce for every sandbox of this server.
+struct BaseTableOptions {
+  Cidr pool;              // every sandbox subnet
+  uint16_t dns_port = 53;  // where the resolver listens on each subnet's host-side address
+  // Destinations no sandbox reaches in any mode (private, shared/CGNAT,
+  // cloud fabric and the host's own networks; see NonPublicNetworks)
+  // unless they fall in `allow_private` (the operator's --net-allow-private).
+  std::vector<Cidr> non_public, allow_private;
+  // Per sandbox address: connections tracked at once, and new connections
+  // a second (with a burst of 2x); past either, new connections are
+  // refused. Bounds what one sandbox can take of the host's conntrack
+  // table, which every sandbox and the host share. 0: no limit.
+  int max_connections = 4096;
+  int new_connections_per_second = 500;
+};
+
 // Creates the table if missing and (re)writes its base chains; leaves the
 // per-slot chains and sets as they are, so sandboxes that outlived a
-// crashed hutchd stay filtered while the new one starts. `pool`: every
-// sandbox subnet; `dns_port`: where the resolver listens on each subnet's
-// host-side address.
-std::string BaseTableScript(const NftNames& n, const Cidr& pool, uint16_t dns_port);
+// crashed hutchd stay filtered while the new one starts. DNS to the
+// resolver is not connection-tracked (a query flood cannot fill the
+// table).
+std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o);
 // Creates slot's chain and sets if missing, hooks its interface to the
 // chain and replaces its rules with `p` (flushing addresses learned by
 // DNS when `flush_resolved`).

@@ -208,6 +208,17 @@ int main(int argc, char** argv) {
   app.add_option("--dns-upstream", dns_upstream,
                  "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
   app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates (during a burst up to 4x this, following demand)")->capture_default_str();
+  std::vector<std::string> net_allow_private;
+  app.add_option("--net-allow-private", net_allow_private,
+                 "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the host's own networks "
+                 "are refused by default; repeatable)");
+  int net_max_connections = 4096, net_new_connections = 500;
+  app.add_option("--net-max-connections", net_max_connections,
+                 "Connections one sandbox may have tracked at once (the host's conntrack table is shared; 0: no limit)")
+      ->capture_default_str();
+  app.add_option("--net-new-connections", net_new_connections,
+                 "New connections a second one sandbox may open, burst twice that (0: no limit)")
+      ->capture_default_str();
   app.add_flag("--no-network", no_network, "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
@@ -381,6 +392,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     nopts.pool = *pool;
+    nopts.max_connections = std::max(0, net_max_connections);
+    nopts.new_connections_per_second = std::max(0, net_new_connections);
+    for (const auto& a : net_allow_private) {
+      auto c = net::ParseCidr(a);
+      if (!c.ok()) {
+        std::cerr << "hutchd: --net-allow-private: " << c.error().message << "\n";
+        return 2;
+      }
+      nopts.allow_private.push_back(*c);
+    }
     if (!dns_upstream.empty()) {
       std::string host = dns_upstream;
       uint16_t port = 53;

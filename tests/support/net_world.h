@@ -2,7 +2,9 @@
 // two HTTP servers on 198.19.<n>.2 and .3 (port 8080, answering
 // "allowed-server" and "denied-server"), a DNS server on .2 answering
 // allowed.test and denied.test (tests/support/world_dns.py), and a fake
-// cloud metadata server on 169.254.169.254. `n` is the index of a test
+// cloud metadata server on 169.254.169.254, and an HTTP server on port
+// 8081 answering "private-server" on non-public addresses: 172.31.<n>.2
+// (RFC 1918), 100.100.100.200 (CGNAT) and 168.63.129.16. `n` is the index of a test
 // server's network pool (TestServer::net_index, ClaimNetIndex), which
 // keeps worlds of tests running at once apart. Everything is removed on
 // destruction (and what a killed earlier run of the same index left, on
@@ -28,6 +30,9 @@ class NetWorld {
   bool ready() const { return ready_; }
   std::string Addr(int host) const { return net_ + std::to_string(host); }
   std::string Dns() const { return net_ + "2:53"; }
+  // The world's RFC 1918 network and the address its private server has there.
+  std::string PrivateNet() const { return "172.31." + std::to_string(n_) + ".0/24"; }
+  std::string PrivateAddr() const { return "172.31." + std::to_string(n_) + ".2"; }
 
  private:
   void Sh(const std::string& cmd);

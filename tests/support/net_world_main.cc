@@ -3,10 +3,11 @@
 // free test network index (as a TestServer does), builds the world, prints
 // one JSON line
 //   {"index":N,"net_pool":"198.18.N.0/24","dns":"198.19.N.2:53",
-//    "allowed":"198.19.N.2","denied":"198.19.N.3"}
+//    "allowed":"198.19.N.2","denied":"198.19.N.3","world_net":"198.19.N.0/24"}
 // and keeps both until SIGTERM or SIGINT, or until its parent dies (a
-// killed test run); then removes the world. The caller runs its hutchd with --net-pool <net_pool> and
-// --dns-upstream <dns> and stops it before stopping this. Exits 1 with
+// killed test run); then removes the world. The caller runs its hutchd with --net-pool <net_pool>,
+// --dns-upstream <dns> and --net-allow-private <world_net> (the world stands
+// for the internet on non-public addresses) and stops it before stopping this. Exits 1 with
 // the reason on stderr when the world cannot be built (not root, no ip).
 #include <signal.h>
 #include <sys/prctl.h>
@@ -53,7 +54,8 @@ int main() {
                                {"net_pool", pool},
                                {"dns", world->Dns()},
                                {"allowed", world->Addr(2)},
-                               {"denied", world->Addr(3)}};
+                               {"denied", world->Addr(3)},
+                               {"world_net", world->Addr(0) + "/24"}};
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
   // Until a stop signal; the parent's end sends one (PR_SET_PDEATHSIG),

@@ -90,6 +90,10 @@ void TestServer::Launch(bool append_log) {
   }
   args.push_back("--net-pool");
   args.push_back(NetPool());
+  // The test's outside world (NetWorld) stands for the public internet on
+  // benchmarking addresses, which hutchd refuses by default.
+  args.push_back("--net-allow-private");
+  args.push_back(WorldNet());
   // No warm namespaces unless a test asks: most tests never use a network.
   if (std::find(extra_args_.begin(), extra_args_.end(), "--net-warm") == extra_args_.end()) {
     args.push_back("--net-warm");

@@ -70,6 +70,8 @@ class TestServer {
   // 198.19.<index>.0/24 without meeting another test's.
   int net_index() const { return net_index_; }
   std::string NetPool() const { return "198.18." + std::to_string(net_index_) + ".0/24"; }
+  // The network of this index's NetWorld (allowed to its sandboxes).
+  std::string WorldNet() const { return "198.19." + std::to_string(net_index_) + ".0/24"; }
 
  private:
   void Launch(bool append_log);

@@ -138,6 +138,10 @@ std::string GuestRules(const std::string& dns_server) {
          "  chain forward {\n"
          "    type filter hook forward priority filter; policy drop;\n"
          "    ct state established,related accept\n"
+         // The slot namespace has a conntrack table of its own (NAT needs
+         // it): bounded here; the operator's per-sandbox limits hold on the
+         // host's chains, where the guest's traffic arrives as the slot's.
+         "    iifname " + tap + " ct state new ct count over 16384 reject with icmpx type admin-prohibited\n" +
          "    iifname " + tap + " oifname \"eth0\" ip saddr " + kGuestAddress + " accept\n" +
          "  }\n"
          "  chain input {\n"

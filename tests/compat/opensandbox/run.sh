@@ -49,7 +49,8 @@ if [[ -n ${HUTCH_TEST_WORLD_BIN:-} && -x ${HUTCH_TEST_WORLD_BIN} ]]; then
     export HUTCH_WORLD
     pool=$(node -e 'console.log(JSON.parse(process.argv[1]).net_pool)' "$HUTCH_WORLD")
     dns=$(node -e 'console.log(JSON.parse(process.argv[1]).dns)' "$HUTCH_WORLD")
-    NETARGS+=(--net-pool "$pool" --dns-upstream "$dns")
+    world_net=$(node -e 'console.log(JSON.parse(process.argv[1]).world_net)' "$HUTCH_WORLD")
+    NETARGS+=(--net-pool "$pool" --dns-upstream "$dns" --net-allow-private "$world_net")
   else
     echo "hutch-test-world did not start (see below); egress reachability tests will be skipped" >&2
     cat "$T/log" >&2
