@@ -21,7 +21,7 @@
 #include <spdlog/spdlog.h>
 #include <sstream>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
@@ -33,6 +33,7 @@
 #include "driver/jail/jail_driver.h"
 #include "driver/vm/vm_driver.h"
 #include "net/network_manager.h"
+#include "server/hutch_api.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -427,8 +428,8 @@ int main(int argc, char** argv) {
   TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), &templates);
   template_builder.SetNetwork(network.get(), net_why);
   mgr.SetTemplateBuilder(&template_builder);
-  api::Api api(acfg, &mgr);
-  api::HttpServer server(io, &api);
+  api::HutchApi api(acfg, &mgr);
+  api::HttpServer server(io, &api.router());
   {
     // Every open connection holds an fd: take the whole open-file limit we
     // may, and keep part of it for sandboxes, agents and files.
