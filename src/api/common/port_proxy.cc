@@ -149,6 +149,323 @@ asio::awaitable<bool> Flush(beast::flat_buffer& b, tcp::socket& to) {
   co_return !ec;
 }
 
+// Where a relay goes: a running sandbox and its instance.
+struct Target {
+  std::shared_ptr<Sandbox> sb;
+  std::shared_ptr<Instance> inst;
+};
+
+Result<Target> RunningTarget(SandboxManager* mgr, const std::string& id) {
+  auto sb = mgr->GetRunning(id);
+  if (!sb.ok()) return sb.error();
+  Target t{std::move(sb).value(), nullptr};
+  t.inst = t.sb->instance;
+  if (!t.inst) return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is not running");
+  return t;
+}
+
+// One more relay to a sandbox that has `open` of at most `max`.
+Status CheckCapacity(const std::string& id, int open, int max) {
+  if (open < max) return {};
+  return MakeError(Code::kCapacityExhausted,
+                   "sandbox " + id + " already has " + std::to_string(max) + " proxied connections open");
+}
+
+// The upstream socket: created inside the sandbox's network namespace and
+// connected to the port there (Instance::PortAddress()).
+asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const std::string& id, int port,
+                                                            std::chrono::milliseconds timeout) {
+  auto ns = inst.NetNamespace();
+  if (!ns.ok()) co_return ns.error().Context("sandbox " + id);
+  auto fd = TcpSocketInNetns(ns->get());
+  if (!fd.ok()) co_return fd.error().Context("sandbox " + id);
+  boost::system::error_code ec;
+  auto ex = co_await asio::this_coro::executor;
+  tcp::socket raw(ex);
+  raw.assign(tcp::v4(), fd->release(), ec);
+  if (ec) co_return MakeError(Code::kInternal, "adopt proxy socket: " + ec.message());
+  beast::tcp_stream up(std::move(raw));
+  up.expires_after(timeout);
+  const tcp::endpoint dest(asio::ip::make_address_v4(inst.PortAddress()), static_cast<unsigned short>(port));
+  co_await up.async_connect(dest, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec)
+    co_return MakeError(Code::kPortUnreachable, "nothing accepts connections on port " + std::to_string(port) +
+                                                    " in sandbox " + id + " (" + ec.message() + ")");
+  up.expires_never();
+  up.socket().set_option(tcp::no_delay(true), ec);
+  co_return Result<beast::tcp_stream>(std::move(up));
+}
+
+// One relayed exchange between the client's connection (of `ctx`) and the
+// upstream connection, step by step: the request rewritten for the
+// sandbox's server and pumped up in its own coroutine, while the response
+// comes down (a plain one streamed, or a 101 and then raw bytes both ways).
+class Exchange {
+ public:
+  Exchange(HttpContext& ctx, beast::tcp_stream up, asio::any_io_executor ex)
+      : ctx_(ctx), client_(ctx.stream()), up_(std::move(up)), ex_(ex), req_done_(ex), rp_(std::move(ctx.parser())) {
+    is_head_ = ctx.method() == http::verb::head;
+  }
+  // Whatever happens, the watchdog stops touching the streams once the
+  // exchange is over.
+  ~Exchange() {
+    if (relay_) relay_->finished = true;
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // Starts the watchdog that cuts the exchange when it idles or its
+  // sandbox stops.
+  void WatchSandbox(std::shared_ptr<Sandbox> sb, std::shared_ptr<Instance> inst, std::chrono::seconds idle) {
+    client_.expires_never();
+    relay_ = std::make_shared<Relay>();
+    relay_->client = &client_;
+    relay_->up = &up_;
+    relay_->sandbox = sb;
+    relay_->instance = inst;
+    asio::co_spawn(ex_, Watchdog(relay_, idle), asio::detached);
+  }
+
+  // The request header as the sandbox's server gets it: hop-by-hop fields
+  // and hutch's credentials out, the target rewritten, X-Forwarded-* in.
+  void RewriteRequest(const ProxyRequest& req) {
+    rp_.body_limit(std::numeric_limits<std::uint64_t>::max());
+    auto& rq = rp_.get();
+    upgrade_ = rq.count(http::field::upgrade) > 0 && HasToken(ctx_.Header("Connection"), "upgrade");
+    const std::string host = ctx_.Header("Host");
+    EraseHopByHop(rq.base(), upgrade_);
+    for (const auto& h : req.strip_headers) rq.erase(h);
+    rq.target(req.target);
+    rq.version(11);
+    std::string peer;
+    {
+      boost::system::error_code ec;
+      auto ep = client_.socket().remote_endpoint(ec);
+      if (!ec) peer = ep.address().to_string();
+    }
+    if (!peer.empty()) {
+      std::string xff = ctx_.Header("X-Forwarded-For");
+      rq.set("X-Forwarded-For", xff.empty() ? peer : xff + ", " + peer);
+    }
+    if (!host.empty()) rq.set("X-Forwarded-Host", host);
+    if (ctx_.Header("X-Forwarded-Proto").empty()) rq.set("X-Forwarded-Proto", "http");
+    if (!req.forwarded_prefix.empty()) rq.set("X-Forwarded-Prefix", req.forwarded_prefix);
+    // One upstream connection per request: nothing to pool or to reuse
+    // wrongly across clients.
+    rq.set(http::field::connection, upgrade_ ? "Upgrade" : "close");
+  }
+
+  // Expect: 100-continue is answered here (it is hop-by-hop): the client
+  // starts sending, and the body streams through as it comes.
+  asio::awaitable<void> AnswerExpectContinue() {
+    const std::string expect = ctx_.Header("Expect");
+    if (rp_.is_done() || expect.size() != 12 || !beast::iequals(expect, "100-continue")) co_return;
+    http::response<http::empty_body> cont{http::status::continue_, 11};
+    boost::system::error_code ec;
+    co_await http::async_write(client_, cont, asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // The request (header + body) goes up in its own coroutine while the
+  // response is awaited: a server may answer before it read the whole
+  // body, or stream its answer while reading (an echo).
+  void StartRequestPump() { asio::co_spawn(ex_, PumpRequest(), asio::detached); }
+
+  // Reads the response header, skipping interim answers (103 Early Hints;
+  // 100 cannot come, Expect was not forwarded): the final one follows.
+  asio::awaitable<void> ReadResponseHeader() {
+    for (;;) {
+      pp_.emplace();
+      pp_->header_limit(kUpstreamHeaderLimit);
+      pp_->body_limit(std::numeric_limits<std::uint64_t>::max());
+      if (is_head_) pp_->skip(true);
+      co_await http::async_read_header(up_, ubuf_, *pp_, asio::redirect_error(asio::use_awaitable, read_ec_));
+      if (read_ec_) co_return;
+      relay_->Touch();
+      const int st = pp_->get().result_int();
+      if (st >= 100 && st < 200 && st != 101) continue;
+      co_return;
+    }
+  }
+
+  // No usable answer: the server closed without one, or switched
+  // protocols unasked.
+  bool ResponseUnusable() const { return read_ec_ || (status() == 101 && !upgrade_); }
+  int status() const { return pp_->get().result_int(); }
+
+  asio::awaitable<void> ReportUnusableResponse(const ProxyRequest& req) {
+    const bool killed = relay_->killed;
+    co_await StopPump();
+    if (client_failed_ || killed) {
+      ctx_.MarkRelayed(499, false);
+      co_return;
+    }
+    Error e = MakeError(Code::kPortUnreachable,
+                        "the server on port " + std::to_string(req.port) + " in sandbox " + req.sandbox_id +
+                            (read_ec_ ? " closed the connection without an answer (" + read_ec_.message() + ")"
+                                      : " switched protocols unasked"));
+    ctx_.CloseAfterResponse();
+    co_await ctx_.SendError(e);
+  }
+
+  // An upgraded connection: the 101 goes to the client, then bytes flow
+  // both ways until each side closed its half (or an error or the
+  // watchdog ends it all).
+  asio::awaitable<void> RelayUpgrade() {
+    co_await StopPump();
+    if (relay_->killed) {
+      ctx_.MarkRelayed(499, false);
+      co_return;
+    }
+    http::response<http::empty_body> sw{http::status::switching_protocols, 11};
+    sw.base() = pp_->get().base();
+    EraseHopByHop(sw.base(), true);
+    sw.set(http::field::connection, "Upgrade");
+    sw.set("X-Request-Id", ctx_.request_id());
+    ctx_.MarkRelayed(101, false);
+    boost::system::error_code ec;
+    co_await http::async_write(client_, sw, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    if (!co_await Flush(ubuf_, client_.socket()) || !co_await Flush(ctx_.buffer(), up_.socket())) co_return;
+    Flag down_done(ex_);
+    auto down = [&]() -> asio::awaitable<void> {
+      co_await Pipe(relay_, up_.socket(), client_.socket());
+      down_done.Set();
+    };
+    asio::co_spawn(ex_, down(), asio::detached);
+    co_await Pipe(relay_, client_.socket(), up_.socket());
+    co_await down_done.Wait();
+  }
+
+  // A plain response, streamed to the client. The connection to the
+  // client stays open for another request only if the request body was
+  // all read by now and the client asked for it.
+  asio::awaitable<void> RelayResponse() {
+    auto& rs = pp_->get();
+    const int st = rs.result_int();
+    EraseHopByHop(rs.base(), false);
+    bool keep = ctx_.keep_alive() && !client_failed_ && rp_.is_done();
+    if (!pp_->is_done() && !rs.has_content_length() && !rs.chunked()) {
+      // Delimited by the server closing: re-framed as chunks for the client.
+      if (ctx_.RequestHeader().version() == 11) rs.chunked(true);
+      else keep = false;
+    }
+    rs.set(http::field::connection, keep ? "keep-alive" : "close");
+    rs.set("X-Request-Id", ctx_.request_id());
+    ctx_.MarkRelayed(st, keep);
+    if (!keep) ctx_.CloseAfterResponse();
+    const bool complete = co_await StreamResponseBody(st);
+    co_await StopPump();
+    if (!complete || !rp_.is_done() || client_failed_) ctx_.CloseAfterResponse();
+  }
+
+ private:
+  // The request pump: the header first, before any body arrived (the
+  // server may act on it alone: a long poll, an upgrade), then the body
+  // as it comes.
+  asio::awaitable<void> PumpRequest() {
+    auto& rq = rp_.get();
+    http::request_serializer<http::buffer_body> sr{rq};
+    boost::system::error_code pec;
+    co_await http::async_write_header(up_, sr, asio::redirect_error(asio::use_awaitable, pec));
+    while (!pec && !relay_->killed) {
+      if (!rp_.is_done()) {
+        rq.body().data = req_chunk_.data();
+        rq.body().size = req_chunk_.size();
+        // read_some: pass on what arrived; a full read would hold a
+        // trickling body back until 64 KiB piled up.
+        co_await http::async_read_some(client_, ctx_.buffer(), rp_, asio::redirect_error(asio::use_awaitable, pec));
+        if (pec == http::error::need_buffer) pec = {};
+        if (pec) {
+          client_failed_ = true;
+          relay_->Kill();
+          break;
+        }
+        relay_->Touch();
+        rq.body().size = req_chunk_.size() - rq.body().size;
+        rq.body().data = req_chunk_.data();
+        rq.body().more = !rp_.is_done();
+      } else {
+        rq.body().data = nullptr;
+        rq.body().size = 0;
+        rq.body().more = false;
+      }
+      co_await http::async_write(up_, sr, asio::redirect_error(asio::use_awaitable, pec));
+      if (pec == http::error::need_buffer) pec = {};
+      // The server stopped reading (it may have answered already): the
+      // response side decides what the client gets.
+      if (pec) break;
+      relay_->Touch();
+      if (rp_.is_done() && sr.is_done()) break;
+    }
+    req_done_.Set();
+  }
+
+  // Stops the request pump if it is still going, and waits for it (it
+  // uses this object).
+  asio::awaitable<void> StopPump() {
+    if (!req_done_.is_set()) {
+      boost::system::error_code ig;
+      // Nothing else is pending on either stream now.
+      up_.socket().cancel(ig);
+      client_.socket().cancel(ig);
+    }
+    co_await req_done_.Wait();
+  }
+
+  // The response body, chunk by chunk as it arrives (event streams and
+  // other trickles flow as they come); true when all of it went out.
+  asio::awaitable<bool> StreamResponseBody(int st) {
+    auto& rs = pp_->get();
+    std::vector<char> res_chunk(kChunk);
+    http::response_serializer<http::buffer_body> sr{rs};
+    boost::system::error_code ec;
+    if (is_head_ || st == 204 || st == 304) {
+      // No body follows whatever the header says (a HEAD's Content-Length
+      // describes the GET): the header is the whole response.
+      co_await http::async_write_header(client_, sr, asio::redirect_error(asio::use_awaitable, ec));
+      co_return !ec;
+    }
+    while (!relay_->killed) {
+      if (!pp_->is_done()) {
+        rs.body().data = res_chunk.data();
+        rs.body().size = res_chunk.size();
+        co_await http::async_read_some(up_, ubuf_, *pp_, asio::redirect_error(asio::use_awaitable, ec));
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) co_return false;  // the server went away mid-body: the client sees a cut response
+        relay_->Touch();
+        rs.body().size = res_chunk.size() - rs.body().size;
+        rs.body().data = res_chunk.data();
+        rs.body().more = !pp_->is_done();
+      } else {
+        rs.body().data = nullptr;
+        rs.body().size = 0;
+        rs.body().more = false;
+      }
+      co_await http::async_write(client_, sr, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return false;
+      relay_->Touch();
+      if (pp_->is_done() && sr.is_done()) co_return true;
+    }
+    co_return false;
+  }
+
+  HttpContext& ctx_;
+  beast::tcp_stream& client_;
+  beast::tcp_stream up_;
+  asio::any_io_executor ex_;
+  std::shared_ptr<Relay> relay_;
+  Flag req_done_;
+  http::request_parser<http::buffer_body> rp_;
+  bool is_head_ = false;
+  bool upgrade_ = false;
+  bool client_failed_ = false;
+  std::vector<char> req_chunk_ = std::vector<char>(kChunk);
+  beast::flat_buffer ubuf_;
+  std::optional<http::response_parser<http::buffer_body>> pp_;
+  boost::system::error_code read_ec_;
+};
+
 }  // namespace
 
 Result<int> PortProxy::ParsePort(std::string_view s) {
@@ -184,22 +501,11 @@ std::optional<PortProxy::PortHost> PortProxy::ParsePortHost(std::string_view hos
 }
 
 asio::awaitable<void> PortProxy::Serve(HttpContext& ctx, ProxyRequest req) {
-  auto ex = co_await asio::this_coro::executor;
   const std::string& id = req.sandbox_id;
-  auto sbr = mgr_->GetRunning(id);
-  if (!sbr.ok()) co_return co_await ctx.SendError(sbr.error());
-  std::shared_ptr<Sandbox> sb = std::move(sbr).value();
-  std::shared_ptr<Instance> inst = sb->instance;
-  if (!inst) {
-    Error e = MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is not running");
-    co_return co_await ctx.SendError(e);
-  }
-  if (open_[id] >= opts_.max_connections_per_sandbox) {
-    Error e = MakeError(Code::kCapacityExhausted, "sandbox " + id + " already has " +
-                                                      std::to_string(opts_.max_connections_per_sandbox) +
-                                                      " proxied connections open");
-    co_return co_await ctx.SendError(e);
-  }
+  auto target = RunningTarget(mgr_, id);
+  if (!target.ok()) co_return co_await ctx.SendError(target.error());
+  if (auto room = CheckCapacity(id, open_[id], opts_.max_connections_per_sandbox); !room.ok())
+    co_return co_await ctx.SendError(room.error());
   // Counted from here until the relay ends, however it ends.
   ++open_[id];
   ++total_;
@@ -212,260 +518,18 @@ asio::awaitable<void> PortProxy::Serve(HttpContext& ctx, ProxyRequest req) {
     }
   } count{this, id};
 
-  // The upstream socket, created inside the sandbox's network namespace.
-  auto ns = inst->NetNamespace();
-  if (!ns.ok()) {
-    Error e = ns.error().Context("sandbox " + id);
-    co_return co_await ctx.SendError(e);
-  }
-  auto fd = TcpSocketInNetns(ns->get());
-  if (!fd.ok()) {
-    Error e = fd.error().Context("sandbox " + id);
-    co_return co_await ctx.SendError(e);
-  }
-  boost::system::error_code ec;
-  tcp::socket raw(ex);
-  raw.assign(tcp::v4(), fd->release(), ec);
-  if (ec) {
-    Error e = MakeError(Code::kInternal, "adopt proxy socket: " + ec.message());
-    co_return co_await ctx.SendError(e);
-  }
-  beast::tcp_stream up(std::move(raw));
-  up.expires_after(opts_.connect_timeout);
-  const std::string addr = inst->PortAddress();
-  const tcp::endpoint dest(asio::ip::make_address_v4(addr), static_cast<unsigned short>(req.port));
-  co_await up.async_connect(dest, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    Error e = MakeError(Code::kPortUnreachable, "nothing accepts connections on port " + std::to_string(req.port) +
-                                                    " in sandbox " + id + " (" + ec.message() + ")");
-    co_return co_await ctx.SendError(e);
-  }
-  up.expires_never();
-  up.socket().set_option(tcp::no_delay(true), ec);
-
-  beast::tcp_stream& client = ctx.stream();
-  client.expires_never();
-  auto relay = std::make_shared<Relay>();
-  relay->client = &client;
-  relay->up = &up;
-  relay->sandbox = sb;
-  relay->instance = inst;
-  sb.reset();
-  inst.reset();
-  asio::co_spawn(ex, Watchdog(relay, opts_.idle_timeout), asio::detached);
-  // Whatever happens below, the watchdog stops touching the streams.
-  struct Finish {
-    Relay* r;
-    ~Finish() { r->finished = true; }
-  } finish{relay.get()};
-
-  // --- the request, rewritten for the sandbox's server
-  const bool is_head = ctx.method() == http::verb::head;
-  const std::string expect = ctx.Header("Expect");
-  http::request_parser<http::buffer_body> rp{std::move(ctx.parser())};
-  rp.body_limit(std::numeric_limits<std::uint64_t>::max());
-  auto& rq = rp.get();
-  const bool upgrade = rq.count(http::field::upgrade) > 0 && HasToken(ctx.Header("Connection"), "upgrade");
-  const std::string host = ctx.Header("Host");
-  EraseHopByHop(rq.base(), upgrade);
-  for (const auto& h : req.strip_headers) rq.erase(h);
-  rq.target(req.target);
-  rq.version(11);
-  std::string peer;
-  {
-    auto ep = client.socket().remote_endpoint(ec);
-    if (!ec) peer = ep.address().to_string();
-  }
-  if (!peer.empty()) {
-    std::string xff = ctx.Header("X-Forwarded-For");
-    rq.set("X-Forwarded-For", xff.empty() ? peer : xff + ", " + peer);
-  }
-  if (!host.empty()) rq.set("X-Forwarded-Host", host);
-  if (ctx.Header("X-Forwarded-Proto").empty()) rq.set("X-Forwarded-Proto", "http");
-  if (!req.forwarded_prefix.empty()) rq.set("X-Forwarded-Prefix", req.forwarded_prefix);
-  // One upstream connection per request: nothing to pool or to reuse
-  // wrongly across clients.
-  rq.set(http::field::connection, upgrade ? "Upgrade" : "close");
-
-  // Expect: 100-continue is answered here (it is hop-by-hop): the client
-  // starts sending, and the body streams through as it comes.
-  if (!rp.is_done() && expect.size() == 12 && beast::iequals(expect, "100-continue")) {
-    http::response<http::empty_body> cont{http::status::continue_, 11};
-    co_await http::async_write(client, cont, asio::redirect_error(asio::use_awaitable, ec));
-  }
-
-  // The request (header + body) goes up in its own coroutine while this
-  // one waits for the response: a server may answer before it read the
-  // whole body, or stream its answer while reading (an echo).
-  Flag req_done(ex);
-  bool client_failed = false;
-  std::vector<char> req_chunk(kChunk);
-  auto pump = [&]() -> asio::awaitable<void> {
-    http::request_serializer<http::buffer_body> sr{rq};
-    boost::system::error_code pec;
-    // The header goes first, before any body arrived: the server may act
-    // on it alone (a long poll, an upgrade).
-    co_await http::async_write_header(up, sr, asio::redirect_error(asio::use_awaitable, pec));
-    while (!pec && !relay->killed) {
-      if (!rp.is_done()) {
-        rq.body().data = req_chunk.data();
-        rq.body().size = req_chunk.size();
-        // read_some: pass on what arrived; a full read would hold a
-        // trickling body back until 64 KiB piled up.
-        co_await http::async_read_some(client, ctx.buffer(), rp, asio::redirect_error(asio::use_awaitable, pec));
-        if (pec == http::error::need_buffer) pec = {};
-        if (pec) {
-          client_failed = true;
-          relay->Kill();
-          break;
-        }
-        relay->Touch();
-        rq.body().size = req_chunk.size() - rq.body().size;
-        rq.body().data = req_chunk.data();
-        rq.body().more = !rp.is_done();
-      } else {
-        rq.body().data = nullptr;
-        rq.body().size = 0;
-        rq.body().more = false;
-      }
-      co_await http::async_write(up, sr, asio::redirect_error(asio::use_awaitable, pec));
-      if (pec == http::error::need_buffer) pec = {};
-      // The server stopped reading (it may have answered already): the
-      // response side decides what the client gets.
-      if (pec) break;
-      relay->Touch();
-      if (rp.is_done() && sr.is_done()) break;
-    }
-    req_done.Set();
-  };
-  asio::co_spawn(ex, pump(), asio::detached);
-  // Stops the request side if it is still going, and waits for it (it
-  // uses this frame's objects).
-  auto stop_pump = [&]() -> asio::awaitable<void> {
-    if (!req_done.is_set()) {
-      boost::system::error_code ig;
-      // Nothing else is pending on either stream now.
-      up.socket().cancel(ig);
-      client.socket().cancel(ig);
-    }
-    co_await req_done.Wait();
-  };
-
-  // --- the response
-  beast::flat_buffer ubuf;
-  std::optional<http::response_parser<http::buffer_body>> pp;
-  for (;;) {
-    pp.emplace();
-    pp->header_limit(kUpstreamHeaderLimit);
-    pp->body_limit(std::numeric_limits<std::uint64_t>::max());
-    if (is_head) pp->skip(true);
-    co_await http::async_read_header(up, ubuf, *pp, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) break;
-    relay->Touch();
-    const int st = pp->get().result_int();
-    // Interim answers (103 Early Hints; 100 cannot come, Expect was not
-    // forwarded) are dropped: the final one follows.
-    if (st >= 100 && st < 200 && st != 101) continue;
-    break;
-  }
-  if (ec || (pp->get().result_int() == 101 && !upgrade)) {
-    const bool killed = relay->killed;
-    co_await stop_pump();
-    if (client_failed || killed) {
-      ctx.MarkRelayed(499, false);
-      co_return;
-    }
-    Error e = MakeError(Code::kPortUnreachable,
-                        "the server on port " + std::to_string(req.port) + " in sandbox " + id +
-                            (ec ? " closed the connection without an answer (" + ec.message() + ")"
-                                : " switched protocols unasked"));
-    ctx.CloseAfterResponse();
-    co_return co_await ctx.SendError(e);
-  }
-  auto& rs = pp->get();
-  const int status = rs.result_int();
-
-  if (status == 101) {
-    // --- an upgraded connection: the 101 goes to the client, then bytes
-    // flow both ways until each side closed its half (or an error/the
-    // watchdog ends it all).
-    co_await stop_pump();
-    if (relay->killed) {
-      ctx.MarkRelayed(499, false);
-      co_return;
-    }
-    http::response<http::empty_body> sw{http::status::switching_protocols, 11};
-    sw.base() = rs.base();
-    EraseHopByHop(sw.base(), true);
-    sw.set(http::field::connection, "Upgrade");
-    sw.set("X-Request-Id", ctx.request_id());
-    ctx.MarkRelayed(101, false);
-    co_await http::async_write(client, sw, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return;
-    if (!co_await Flush(ubuf, client.socket()) || !co_await Flush(ctx.buffer(), up.socket())) co_return;
-    Flag down_done(ex);
-    auto down = [&]() -> asio::awaitable<void> {
-      co_await Pipe(relay, up.socket(), client.socket());
-      down_done.Set();
-    };
-    asio::co_spawn(ex, down(), asio::detached);
-    co_await Pipe(relay, client.socket(), up.socket());
-    co_await down_done.Wait();
-    co_return;
-  }
-
-  // --- a plain response, streamed to the client. The connection to the
-  // client stays open for another request only if the request body was
-  // all read by now and the client asked for it.
-  EraseHopByHop(rs.base(), false);
-  bool keep = ctx.keep_alive() && !client_failed && rp.is_done();
-  if (!pp->is_done() && !rs.has_content_length() && !rs.chunked()) {
-    // Delimited by the server closing: re-framed as chunks for the client.
-    if (ctx.RequestHeader().version() == 11) rs.chunked(true);
-    else keep = false;
-  }
-  rs.set(http::field::connection, keep ? "keep-alive" : "close");
-  rs.set("X-Request-Id", ctx.request_id());
-  ctx.MarkRelayed(status, keep);
-  if (!keep) ctx.CloseAfterResponse();
-
-  std::vector<char> res_chunk(kChunk);
-  http::response_serializer<http::buffer_body> sr{rs};
-  bool complete = false;
-  if (is_head || status == 204 || status == 304) {
-    // No body follows whatever the header says (a HEAD's Content-Length
-    // describes the GET): the header is the whole response.
-    co_await http::async_write_header(client, sr, asio::redirect_error(asio::use_awaitable, ec));
-    complete = !ec;
-  }
-  while (!complete && !relay->killed) {
-    if (!pp->is_done()) {
-      rs.body().data = res_chunk.data();
-      rs.body().size = res_chunk.size();
-      // read_some, so event streams (SSE) and other trickles flow as they come.
-      co_await http::async_read_some(up, ubuf, *pp, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec) break;  // the server went away mid-body: the client sees a cut response
-      relay->Touch();
-      rs.body().size = res_chunk.size() - rs.body().size;
-      rs.body().data = res_chunk.data();
-      rs.body().more = !pp->is_done();
-    } else {
-      rs.body().data = nullptr;
-      rs.body().size = 0;
-      rs.body().more = false;
-    }
-    co_await http::async_write(client, sr, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) break;
-    relay->Touch();
-    if (pp->is_done() && sr.is_done()) {
-      complete = true;
-      break;
-    }
-  }
-  co_await stop_pump();
-  if (!complete || !rp.is_done() || client_failed) ctx.CloseAfterResponse();
+  auto up = co_await ConnectUpstream(*target->inst, id, req.port, opts_.connect_timeout);
+  if (!up.ok()) co_return co_await ctx.SendError(up.error());
+  auto ex = co_await asio::this_coro::executor;
+  Exchange x(ctx, std::move(up).value(), ex);
+  x.WatchSandbox(std::move(target->sb), std::move(target->inst), opts_.idle_timeout);
+  x.RewriteRequest(req);
+  co_await x.AnswerExpectContinue();
+  x.StartRequestPump();
+  co_await x.ReadResponseHeader();
+  if (x.ResponseUnusable()) co_return co_await x.ReportUnusableResponse(req);
+  if (x.status() == 101) co_return co_await x.RelayUpgrade();
+  co_await x.RelayResponse();
 }
 
 }  // namespace hutch::api
