@@ -1,7 +1,8 @@
 // The metrics hutchd exports on GET /metrics (names documented in
 // docs/api.md). Handlers bump them where things happen; the values that
 // live elsewhere (sandboxes by state, uptime) are refreshed at scrape time
-// by Api::ServeMetrics. I/O thread only, like the Api that owns it.
+// by HutchApi::ServeMetrics (src/server). I/O thread only, like the Router
+// that owns it.
 #pragma once
 
 #include <chrono>
