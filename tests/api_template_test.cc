@@ -194,6 +194,23 @@ TEST(Template, BadSpecsAreRefusedBeforeBuilding) {
   EXPECT_EQ(base.json().value("name", ""), "base");
 }
 
+// Issue 32: a suite that reads as an option went onto debootstrap's
+// command line, run as the host's root. It is refused at parse time, as
+// 400 invalid_request naming the field, before anything runs.
+TEST(Template, DebootstrapOptionsInTheSuiteAreRefusedAndNothingIsBuilt) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  for (const char* from : {"debian:--foreign", "debian:--print-debs", "debian:-v", "debian:1x"}) {
+    const std::string spec = std::string("name = \"inject\"\nfrom = \"") + from + "\"\n";
+    auto r = c.Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
+    EXPECT_EQ(r.status, 400) << from << " -> " << r.body;
+    EXPECT_EQ(r.json().value("code", ""), "invalid_request") << from << " -> " << r.body;
+    EXPECT_NE(r.body.find("'from'"), std::string::npos) << from << " -> " << r.body;
+  }
+  EXPECT_FALSE(Listed(s, "inject"));
+}
+
 TEST(Template, DeleteAliasAndRestart) {
   TestServer s;
   ASSERT_TRUE(s.ok());

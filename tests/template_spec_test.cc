@@ -102,6 +102,13 @@ TEST(TemplateSpec, BadSpecsSayWhy) {
       {"name = \"UPPER\"\n", "name"},
       {"name = \"a\"\nfrom = \"a\"\n", "itself"},
       {"name = \"a\"\nfrom = \"debian:\"\n", "suite"},
+      // Issue 32: the suite goes on debootstrap's command line, run as the
+      // host's root: nothing that reads as an option, or is not a suite.
+      {"name = \"a\"\nfrom = \"debian:--foreign\"\n", "'from'"},
+      {"name = \"a\"\nfrom = \"debian:-v\"\n", "'from'"},
+      {"name = \"a\"\nfrom = \"debian:1bookworm\"\n", "'from'"},
+      {"name = \"a\"\nfrom = \"debian:book worm\"\n", "'from'"},
+      {"name = \"a\"\nfrom = \"debian:Bookworm\"\n", "'from'"},
       {"name = \"a\"\npackages = [\"bad pkg\"]\n", "package"},
       {"name = \"a\"\nrun = \"echo\"\nbogus = true\n", "unknown key 'bogus'"},
       {"name = \"a\"\nworkdir = \"rel\"\n", "absolute"},
@@ -176,5 +183,36 @@ TEST(DebianMirror, ReadFromDeb822AndOneLineSources) {
   fs::create_directories(dir);
   auto none = FindDebianMirror("bookworm", dir.string());
   EXPECT_FALSE(none.ok());
+  fs::remove_all(dir);
+}
+
+// Issue 32: the mirror is debootstrap's last argument; only an http(s) URL
+// with a host and a path gets there.
+TEST(DebianMirror, GrammarAcceptsHttpUrlsOnly) {
+  for (const char* ok : {"http://deb.debian.org/debian", "https://mirror.example:8443/debian/",
+                         "http://10.0.0.1/debian", "http://[fd00::1]:3142/debian"})
+    EXPECT_TRUE(ValidDebianMirror(ok)) << ok;
+  for (const char* bad : {"", "-http://x/debian", "--foreign", "ftp://x/debian", "file:/srv/debian", "http:///debian",
+                          "http://host", "http://host/", "http://host/de bian", "http://host/debian\n",
+                          "http://-host/debian", "http://host/debian --include=x", "http://host/debian\t",
+                          "http://user@host/debian", "http://host/debian?x=1"})
+    EXPECT_FALSE(ValidDebianMirror(bad)) << bad;
+  for (const char* ok : {"bookworm", "sid", "trixie-backports", "stable"}) EXPECT_TRUE(ValidDebianSuite(ok)) << ok;
+  for (const char* bad : {"", "-x", "--foreign", "1x", "Bookworm", "book worm", "a/b", "a.b"})
+    EXPECT_FALSE(ValidDebianSuite(bad)) << bad;
+}
+
+TEST(DebianMirror, SourcesWhoseUriIsNoMirrorAreSkipped) {
+  fs::path dir = fs::temp_directory_path() / ("hutch-apt-bad-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  WriteFile(dir / "sources.list", "deb file:/srv/debian bookworm main\n"
+                                  "deb http://-evil.example/debian bookworm main\n"
+                                  "deb http://good.example/debian bookworm main\n");
+  auto m = FindDebianMirror("bookworm", dir.string());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(*m, "http://good.example/debian");
+  fs::remove_all(dir);
+  WriteFile(dir / "sources.list", "deb file:/srv/debian bookworm main\n");
+  EXPECT_FALSE(FindDebianMirror("bookworm", dir.string()).ok());
   fs::remove_all(dir);
 }

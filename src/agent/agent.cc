@@ -225,6 +225,17 @@ void Agent::OnFrame(Connection& c, wire::Frame& f) {
 
 void Agent::Send(Connection& c, Type type, uint32_t stream, std::string_view payload) {
   if (c.dead) return;
+  // hutchd drops a connection that sends it a frame over the limit, and
+  // with it the sandbox (issue 32): an answer too big for one frame (a
+  // listing of thousands of long names) ends its own stream with an error.
+  if (payload.size() > wire::kMaxPayload) {
+    const std::string msg = "the answer of " + std::to_string(payload.size()) +
+                            " bytes exceeds the 1 MiB limit of one message from the sandbox (ask for less: a "
+                            "smaller directory or depth)";
+    c.out += wire::Encode(Type::kError, stream, DumpJson({{"code", "invalid_request"}, {"errno", 0}, {"message", msg}}));
+    Flush(c);
+    return;
+  }
   c.out += wire::Encode(type, stream, payload);
   Flush(c);
 }

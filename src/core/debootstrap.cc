@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "common/subprocess.h"
+#include "core/template_spec.h"
 
 namespace hutch {
 namespace fs = std::filesystem;
@@ -105,6 +107,31 @@ int ShiftOne(const char* path, const struct stat* st, int type, struct FTW*) {
 
 }  // namespace
 
+bool ValidDebianMirror(const std::string& url) {
+  if (url.size() > 1024) return false;
+  size_t at;
+  if (url.rfind("http://", 0) == 0) {
+    at = 7;
+  } else if (url.rfind("https://", 0) == 0) {
+    at = 8;
+  } else {
+    return false;
+  }
+  const size_t slash = url.find('/', at);
+  if (slash == std::string::npos || slash == at || slash + 1 == url.size()) return false;  // a host and a path
+  const std::string host = url.substr(at, slash - at);
+  if (host[0] == '-' || host[0] == '.' || host[0] == ':') return false;
+  for (char c : host)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'))
+      return false;
+  for (size_t i = slash; i < url.size(); ++i) {
+    const char c = url[i];
+    if (!(isalnum(static_cast<unsigned char>(c)) || std::string_view("/-._~%+:,=").find(c) != std::string_view::npos))
+      return false;
+  }
+  return true;
+}
+
 Result<std::string> FindDebianMirror(const std::string& suite, const std::string& apt_dir) {
   std::vector<AptSource> all;
   std::error_code ec;
@@ -116,10 +143,12 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
     if (p.extension() == ".list") ParseList(Slurp(p), &all);
     if (p.extension() == ".sources") ParseDeb822(Slurp(p), &all);
   }
+  // Only a URI that passes the mirror grammar reaches debootstrap's
+  // command line (file: sources, and anything odd, are skipped).
   auto is_main_archive = [](const AptSource& s) {
     for (const auto& su : s.suites)
       if (su.find('/') != std::string::npos || su.find("security") != std::string::npos) return false;
-    return s.uri.rfind("http", 0) == 0 || s.uri.rfind("file:", 0) == 0;
+    return ValidDebianMirror(s.uri);
   };
   for (const auto& s : all)
     if (is_main_archive(s) && std::find(s.suites.begin(), s.suites.end(), suite) != s.suites.end()) return s.uri;
@@ -134,12 +163,21 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
 asio::awaitable<Result<int>> RunDebootstrap(const std::string& suite, const std::string& target,
                                             const std::string& mirror,
                                             std::function<asio::awaitable<void>(std::string_view)> on_output) {
+  // The spec's grammar and FindDebianMirror already hold these; checked
+  // again where they meet a root command line.
+  if (!ValidDebianSuite(suite))
+    co_return MakeError(Code::kInvalidRequest, "'from': '" + suite + "' is not a Debian suite name");
+  if (!ValidDebianMirror(mirror))
+    co_return MakeError(Code::kInvalidRequest, "mirror: '" + mirror + "' is not an http(s) mirror URL");
   std::string tool = "/usr/sbin/debootstrap";
   if (access(tool.c_str(), X_OK) != 0)
     co_return MakeError(Code::kNotSupported, "debootstrap is not installed on this host (scripts/setup installs it)");
   // A private mount namespace (its /proc, /sys mounts in the target go
   // with it) and pid namespace (maintainer scripts' leftovers die with it).
-  std::vector<std::string> argv = {"/usr/bin/unshare", "--mount", "--pid", "--fork", "--propagation", "private",
+  // `--` ends unshare's options; debootstrap takes no `--` (it refuses it
+  // as an unknown option), so its positional arguments rest on the
+  // grammars above.
+  std::vector<std::string> argv = {"/usr/bin/unshare", "--mount", "--pid", "--fork", "--propagation", "private", "--",
                                    tool, "--variant=minbase", "--include=ca-certificates", suite, target, mirror};
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"};
   co_return co_await RunToolStreaming(argv, env, std::chrono::minutes(30), std::move(on_output));

@@ -22,6 +22,12 @@ namespace asio = boost::asio;
 
 namespace hutch {
 
+// A mirror as debootstrap's last argument may take it: an http(s) URL with
+// a host and a path, of URL characters only (no space, no control byte, no
+// userinfo, query or fragment), so never an option nor a second argument
+// (issue 32).
+bool ValidDebianMirror(const std::string& url);
+
 // The Debian archive URI this host's apt sources name for `suite` (or for
 // any Debian suite when none names it), from the apt source files under
 // `apt_dir` (normally /etc/apt).

@@ -68,7 +68,8 @@ asio::awaitable<Result<json>> CallAgent(std::shared_ptr<Sandbox> sb, wire::Type 
   auto agent = ProcessAgent(*sb);
   if (!agent.ok()) co_return agent.error();
   auto f = co_await (*agent)->Call(type, payload);
-  if (!f.ok() && f.error().code == Code::kAgentTimeout) co_return f.error();
+  // A request refused before sending (over the wire's limit) is the caller's error, not a lost agent.
+  if (!f.ok() && (f.error().code == Code::kAgentTimeout || f.error().code == Code::kInvalidRequest)) co_return f.error();
   if (!f.ok()) co_return StreamEndedError(*sb, false);
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kProcResult) co_return MakeError(Code::kInternal, "agent answered with an unexpected frame");

@@ -3,6 +3,11 @@
 // Every dialect front-end calls these operations; states change only here.
 // Runs on the I/O thread only (no locks): operations are coroutines on the
 // io_context, and a sandbox's transitions are serialized by that thread.
+//
+// The work is split by concern, over one shared ManagerState: the sandbox
+// state machine (SandboxLifecycle), snapshots and forks (SnapshotBook),
+// and the timed and collecting work (Reaper). This class wires them and
+// is the interface the API layers call.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -14,115 +19,64 @@
 #include <string>
 #include <vector>
 
-#include "core/idempotency.h"
-#include "core/sandbox.h"
-#include "core/snapshot.h"
-#include "core/template_builder.h"
-#include "core/templates.h"
-#include "core/volume_manager.h"
+#include "core/manager_state.h"
+#include "core/net_slots.h"
+#include "core/reaper.h"
+#include "core/sandbox_lifecycle.h"
+#include "core/snapshot_book.h"
 #include "driver/driver.h"
 #include "net/network_manager.h"
 #include "store/state_store.h"
 
 namespace hutch {
 
-struct ManagerOptions {
-  int64_t default_ttl_seconds = 300;
-  int64_t max_ttl_seconds = 24 * 3600;
-  int max_sandboxes = 200;
-  // Sum of memory_mb over starting and running sandboxes that the host
-  // accepts (their hard limits); 0 = no cap.
-  int64_t max_memory_committed_mb = 0;
-  double default_cpu = 1;
-  int64_t default_memory_mb = 512;
-  int64_t default_disk_mb = 2048;
-  int64_t max_memory_mb = 16384;
-  int64_t max_disk_mb = 65536;
-  int64_t pids_max = 512;
-  // How long a deleted sandbox is remembered (a second DELETE is then 204,
-  // a GET shows it stopped).
-  std::chrono::seconds tombstone_ttl{3600};
-  // Where snapshot layers live (<state>/snapshots); empty: no snapshots.
-  std::string snapshots_dir;
-  int max_fork = 16;
-};
-
-struct CreateOptions {
-  std::string template_name = "base";
-  // The isolation backend ("jail", "vm"); empty: the server's default.
-  std::string driver;
-  std::optional<int64_t> ttl_seconds;
-  std::map<std::string, std::string> env;
-  std::map<std::string, std::string> metadata;
-  std::optional<double> cpu;
-  std::optional<int64_t> memory_mb;
-  std::optional<int64_t> disk_mb;
-  std::string owner_key;
-  std::string snapshot;  // start from this snapshot instead of a template
-  // Read-only layers to run on when `snapshot` is empty (fork: its
-  // internal snapshot's stack, which the API cannot name).
-  std::vector<std::string> layers;
-  std::string rootfs;  // with `layers`: the bottom under them
-  std::vector<VolumeMountRequest> volumes;
-  int64_t auto_pause_seconds = 0;
-  net::NetworkPolicy network;
-  // A fork child of a running machine (vm driver): restored from this
-  // instead of booted; the template's start command is not run again.
-  std::shared_ptr<MachineImage> machine;
-};
-
-struct ListFilter {
-  std::optional<SandboxStatus> status;
-  // When non-empty, the status must be one of these (E2B lists
-  // running,paused).
-  std::vector<SandboxStatus> any_status;
-  std::map<std::string, std::string> metadata;
-  size_t limit = 50;
-  std::string cursor;  // last id of the previous page
-};
-
-struct ListPage {
-  std::vector<SandboxRecord> items;
-  std::string next_cursor;  // empty when this is the last page
-};
-
 class SandboxManager {
  public:
   // `store` may be null (nothing persists; for tools and tests of core).
   // `driver` is the default driver; AddDriver registers more.
   SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
-      : opts_(opts), driver_(driver), templates_(templates), store_(store) {
-    drivers_[driver->name()] = driver;
+      : state_(std::move(opts), driver, templates, store), snaps_(state_), life_(state_, snaps_),
+        reaper_(state_, life_, snaps_) {
+    snaps_.set_lifecycle(&life_);
   }
+  SandboxManager(const SandboxManager&) = delete;
+  SandboxManager& operator=(const SandboxManager&) = delete;
   // Another driver a create may name; `default_driver` makes it the one a
   // create without "driver" gets.
   void AddDriver(Driver* d, bool default_driver = false) {
-    drivers_[d->name()] = d;
-    if (default_driver) driver_ = d;
+    state_.drivers[d->name()] = d;
+    if (default_driver) state_.driver = d;
   }
   // A driver this server knows but cannot run (`why`: its error at start).
-  void SetDriverUnavailable(const std::string& name, std::string why) { unavailable_drivers_[name] = std::move(why); }
-  std::string default_driver() const { return driver_->name(); }
+  void SetDriverUnavailable(const std::string& name, std::string why) {
+    state_.unavailable_drivers[name] = std::move(why);
+  }
+  std::string default_driver() const { return state_.driver->name(); }
   std::vector<std::string> driver_names() const;
 
   // Templates: the registry, and the builder (null: builds are refused).
-  TemplateRegistry* templates() const { return templates_; }
-  void SetTemplateBuilder(TemplateBuilder* b) { builder_ = b; }
-  TemplateBuilder* template_builder() const { return builder_; }
+  TemplateRegistry* templates() const { return state_.templates; }
+  void SetTemplateBuilder(TemplateBuilder* b) { state_.builder = b; }
+  TemplateBuilder* template_builder() const { return state_.builder; }
   // Removes a built template's name; its build dir goes once no sandbox
   // or snapshot stands on it.
   Status DeleteTemplate(const std::string& name);
 
   // Volumes sandboxes may mount (null: a create asking for one fails).
-  void SetVolumes(VolumeManager* v) { volumes_ = v; }
-  VolumeManager* volumes() const { return volumes_; }
+  void SetVolumes(VolumeManager* v) { state_.volumes = v; }
+  VolumeManager* volumes() const { return state_.volumes; }
   // Sandbox networking (null: only mode none is available; `why` says why
   // in errors).
   void SetNetwork(net::NetworkManager* n, std::string why) {
-    net_ = n;
-    net_unavailable_ = std::move(why);
+    state_.net_manager = n;
+    state_.owned_net = n ? std::make_unique<ManagedNetSlots>(n) : nullptr;
+    state_.net = state_.owned_net.get();
+    state_.net_unavailable = std::move(why);
   }
-  net::NetworkManager* network() const { return net_; }
+  net::NetworkManager* network() const { return state_.net_manager; }
+  // Networking through another NetSlots (tests of core: no root); the API
+  // still sees no NetworkManager.
+  void SetNetSlots(NetSlots* slots) { state_.net = slots; }
   // Replaces a running or paused sandbox's egress policy; new connections
   // follow it at once.
   asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
@@ -133,9 +87,7 @@ class SandboxManager {
   // that were running and whose agents still answer, marks the others
   // failed, forgets creates that were never acknowledged, and has the
   // driver remove everything else an earlier run left.
-  struct RecoverReport {
-    int adopted = 0, lost = 0, expired = 0, forgotten = 0, removed = 0;
-  };
+  using RecoverReport = hutch::RecoverReport;
   asio::awaitable<Result<RecoverReport>> Recover();
 
   asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
@@ -183,52 +135,22 @@ class SandboxManager {
   asio::awaitable<void> Shutdown();
   size_t running_count() const;
   int64_t committed_memory_mb() const;
-  const ManagerOptions& options() const { return opts_; }
+  const ManagerOptions& options() const { return state_.opts; }
   // Sandboxes by status, stopped tombstones included (for /metrics).
   std::map<SandboxStatus, size_t> CountByStatus() const {
     std::map<SandboxStatus, size_t> n;
-    for (const auto& [id, sb] : sandboxes_) ++n[sb->rec.status];
+    for (const auto& [id, sb] : state_.sandboxes) ++n[sb->rec.status];
     return n;
   }
 
+ // The parts, for tests of core that drive them directly.
+  Reaper& reaper() { return reaper_; }
+
  private:
-  asio::awaitable<void> ReapLoop();
-  // Pauses running sandboxes idle for longer than their auto_pause_seconds.
-  void PauseIdle();
-  void MarkFailed(const std::string& id, const std::string& reason);
-  // Writes the sandbox's record (and its instance's adoption facts) to the
-  // store; a no-op without a store.
-  Status Persist(const Sandbox& sb);
-  Status PersistSnapshot(const SnapshotRecord& s);
-  asio::awaitable<Result<SnapshotRecord>> TakeSnapshot(Sandbox& sb, bool internal);
-  // Removes the files and rows of deleted snapshots nothing stands on.
-  void CollectSnapshots();
-  void Forget(const std::string& id);
-  // A template's start command (in the background) and ready check (polled
-  // until it exits 0), before a create is answered.
-  asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl);
-  // Destroys a sandbox's instance, then frees its network slot.
-  asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
-
-  // The driver a create names (empty: the default), or why there is none.
-  Result<Driver*> PickDriver(const std::string& name) const;
-
-  ManagerOptions opts_;
-  Driver* driver_;  // the default
-  std::map<std::string, Driver*> drivers_;
-  std::map<std::string, std::string> unavailable_drivers_;
-  TemplateRegistry* templates_;
-  store::StateStore* store_;
-  VolumeManager* volumes_ = nullptr;
-  TemplateBuilder* builder_ = nullptr;
-  net::NetworkManager* net_ = nullptr;
-  std::string net_unavailable_ = "networking is not configured";
-  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;  // ordered: cursor paging
-  std::map<std::string, SnapshotRecord> snapshots_;
-  int starting_ = 0;
-  IdempotencyCache idempotency_;
-  asio::any_io_executor ex_;
-  bool shutting_down_ = false;
+  ManagerState state_;
+  SnapshotBook snaps_;
+  SandboxLifecycle life_;
+  Reaper reaper_;
 };
 
 }  // namespace hutch

@@ -55,14 +55,14 @@ bool ValidPackage(const std::string& p) {
   return true;
 }
 
-bool ValidSuite(const std::string& s) {
-  if (s.empty() || s.size() > 40) return false;
+}  // namespace
+
+bool ValidDebianSuite(const std::string& s) {
+  if (s.empty() || s.size() > 40 || !islower(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
     if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) || c == '-')) return false;
   return true;
 }
-
-}  // namespace
 
 bool ValidTemplateName(const std::string& n) {
   if (n.empty() || n.size() > 63 || n == "." || n == "..") return false;
@@ -90,7 +90,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
   if (!from.ok()) return from.error();
   if (!from->empty()) s.from = *from;
   if (s.FromDebian()) {
-    if (!ValidSuite(s.DebianSuite())) return Bad("'from' debian:<suite> needs a suite name such as bookworm");
+    if (!ValidDebianSuite(s.DebianSuite()))
+      return Bad("'from' debian:<suite> needs a suite name matching [a-z][a-z0-9-]* such as bookworm");
   } else if (!ValidTemplateName(s.from)) {
     return Bad("'from' must be debian:<suite> or a template name (got '" + s.from + "')");
   }

@@ -64,5 +64,9 @@ Result<TemplateSpec> ParseTemplateText(const std::string& text);
 std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity, uint32_t uid_base);
 // A template name: [a-z0-9][a-z0-9._:-]{0,62}, not "." or "..".
 bool ValidTemplateName(const std::string& name);
+// A Debian suite as debootstrap's command line may take it (run as the
+// host's root, and debootstrap reads no `--`): [a-z][a-z0-9-]{0,39}, so
+// never an option (issue 32).
+bool ValidDebianSuite(const std::string& suite);
 
 }  // namespace hutch

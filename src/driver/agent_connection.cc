@@ -83,6 +83,11 @@ asio::awaitable<Result<std::optional<wire::Frame>>> AgentStream::Answer() {
 }
 
 asio::awaitable<Status> AgentStream::Send(wire::Type type, std::string_view payload) {
+  // The agent drops a connection that sends it a frame over the limit, and
+  // with it the sandbox (issue 32): refuse the one request instead.
+  if (payload.size() > wire::kMaxPayload)
+    co_return MakeError(Code::kInvalidRequest, "request of " + std::to_string(payload.size()) +
+                                                   " bytes exceeds the 1 MiB limit of one message to the sandbox");
   auto c = conn_.lock();
   if (!c || !c->alive()) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
   co_return co_await c->Send(wire::Encode(type, id_, payload));

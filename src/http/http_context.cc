@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "common/clock.h"
+#include "common/header_value.h"
 #include <spdlog/spdlog.h>
 
 namespace hutch::api {
@@ -135,7 +136,8 @@ asio::awaitable<Status> HttpContext::StreamBody(std::function<asio::awaitable<St
 void HttpContext::CommonHeaders(http::response_header<>& h) {
   h.set(http::field::server, "hutchd");
   h.set("X-Request-Id", request_id_);
-  for (const auto& [k, v] : extra_headers_) h.set(k, v);
+  for (const auto& [k, v] : extra_headers_)
+    if (IsSafeHeaderValue(v)) h.set(k, v);  // CR/LF would end the header: dropped (issue 32)
   // An unread body would be parsed as the next request: close instead.
   if (!body_read_) keep_alive_ = false;
   h.set(http::field::connection, keep_alive_ ? "keep-alive" : "close");
@@ -188,7 +190,8 @@ asio::awaitable<Status> HttpContext::BeginStream(int status, const std::string& 
   sres_ = std::make_unique<http::response<http::buffer_body>>(static_cast<http::status>(status), 11);
   auto& res = *sres_;
   res.set(http::field::content_type, content_type);
-  for (const auto& [k, v] : headers) res.set(k, v);
+  for (const auto& [k, v] : headers)
+    if (IsSafeHeaderValue(v)) res.set(k, v);  // CR/LF would end the header: dropped (issue 32)
   CommonHeaders(res.base());
   if (content_length >= 0) res.content_length(static_cast<uint64_t>(content_length));
   else res.chunked(true);

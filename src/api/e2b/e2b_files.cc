@@ -5,6 +5,7 @@
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/gzip_stream.h"
 #include "api/common/multipart.h"
+#include "common/header_value.h"
 #include "core/file_ops.h"
 
 namespace hutch::api::e2b {
@@ -71,7 +72,7 @@ asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox
   auto& d = **dl;
   const bool gzip = AcceptsGzip(ctx.Header("Accept-Encoding"));
   std::vector<std::pair<std::string, std::string>> headers = {
-      {"Content-Disposition", "inline; filename=\"" + BaseName(*path) + "\""}};
+      {"Content-Disposition", ContentDisposition("inline", BaseName(*path))}};
   if (gzip) headers.push_back({"Content-Encoding", "gzip"});
   headers.push_back({"Vary", "Accept-Encoding"});
   const std::string type = "application/octet-stream";

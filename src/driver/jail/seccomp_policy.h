@@ -16,7 +16,7 @@ namespace hutch::jail {
 
 class SeccompPolicy {
  public:
-  // Builds the deny-list policy (see security-and-reliability.md, item 2).
+  // Builds the allow-list policy from the table in seccomp_table.h.
   static Result<SeccompPolicy> Build();
   // A sock_fprog that points into this object; valid while it lives.
   const sock_fprog* program() const { return &prog_; }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/netlink.h>
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -132,6 +136,75 @@ long Try(const char* what) {
     } h = {8, 1, {2, 0, 0, 0, 0, 0, 0, 0}};
     int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     rc = syscall(SYS_open_by_handle_at, static_cast<long>(dir), &h, static_cast<long>(O_RDONLY));
+  } else if (!strncmp(n, "socket_", 7) || !strncmp(n, "socketpair_", 11)) {
+    // socket_<family> / socketpair_<family>: the family filter (issue 32).
+    // Protocol 0 where the family has one, so a socket that got through
+    // captures or changes nothing.
+    const bool pair = n[6] == 'p';
+    const char* fam = n + (pair ? 11 : 7);
+    int domain = -1, type = SOCK_STREAM, proto = 0;
+    if (!strcmp(fam, "unix")) domain = AF_UNIX;
+    else if (!strcmp(fam, "inet")) domain = AF_INET;
+    else if (!strcmp(fam, "inet6")) domain = AF_INET6;
+    else if (!strcmp(fam, "vsock")) domain = AF_VSOCK;
+    else if (!strcmp(fam, "packet")) domain = AF_PACKET, type = SOCK_RAW;
+    else if (!strcmp(fam, "key")) domain = AF_KEY, type = SOCK_RAW, proto = 2 /* PF_KEY_V2 */;
+    else if (!strcmp(fam, "alg")) domain = AF_ALG, type = SOCK_SEQPACKET;
+    else if (!strcmp(fam, "netlink_route")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_ROUTE;
+    else if (!strcmp(fam, "netlink_audit")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_AUDIT;
+    else if (!strcmp(fam, "netlink_uevent")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_KOBJECT_UEVENT;
+    // AF_VSOCK with garbage in the upper half of the register: the kernel
+    // reads an int, a filter that compared all 64 bits would miss it.
+    else if (!strcmp(fam, "vsock_high")) domain = -2;
+    if (domain == -1) {
+      fprintf(stderr, "unknown family %s\n", fam);
+      exit(2);
+    }
+    if (pair) {
+      int sv[2];
+      rc = syscall(SYS_socketpair, static_cast<long>(domain), static_cast<long>(type), static_cast<long>(proto), sv);
+    } else if (domain == -2) {
+      rc = syscall(SYS_socket, static_cast<long>(0x100000000L | AF_VSOCK), static_cast<long>(SOCK_STREAM), 0L);
+    } else {
+      rc = syscall(SYS_socket, static_cast<long>(domain), static_cast<long>(type), static_cast<long>(proto));
+    }
+  } else if (!strcmp(n, "open_tree_attr")) {
+    // Newer than the policy's table (Linux 6.15, x86_64 467): an
+    // allow-list answers ENOSYS; a deny-list let it through.
+    rc = syscall(467, static_cast<long>(AT_FDCWD), "/", 0L, nullptr, 0L);
+  } else if (!strcmp(n, "syscall_1000")) {
+    rc = syscall(1000L, 0L, 0L, 0L);
+  } else if (!strcmp(n, "mbind") || !strcmp(n, "move_pages")) {
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!strcmp(n, "mbind")) {
+      rc = syscall(SYS_mbind, page, 4096L, 0L /* MPOL_DEFAULT */, nullptr, 0L, 0L);
+    } else {
+      int status = 0;
+      rc = syscall(SYS_move_pages, 0L, 1L, &page, nullptr, &status, 0L);
+    }
+  } else if (!strcmp(n, "set_mempolicy")) {
+    rc = syscall(SYS_set_mempolicy, 0L /* MPOL_DEFAULT */, nullptr, 0L);
+  } else if (!strcmp(n, "get_mempolicy")) {
+    int mode = 0;
+    rc = syscall(SYS_get_mempolicy, &mode, nullptr, 0L, nullptr, 0L);
+  } else if (!strcmp(n, "migrate_pages")) {
+    unsigned long nodes = 1;
+    rc = syscall(SYS_migrate_pages, 0L, 64L, &nodes, &nodes);
+  } else if (!strcmp(n, "personality_noaslr")) {
+    rc = syscall(SYS_personality, static_cast<long>(ADDR_NO_RANDOMIZE));
+  } else if (!strcmp(n, "personality_query")) {
+    rc = syscall(SYS_personality, 0xffffffffL);
+  } else if (!strcmp(n, "personality_linux32")) {
+    rc = syscall(SYS_personality, static_cast<long>(PER_LINUX32));
+  } else if (!strcmp(n, "sysfs")) {
+    rc = syscall(SYS_sysfs, 3L);  // the number of filesystem types
+  } else if (!strcmp(n, "ustat")) {
+    struct stat st;
+    stat("/", &st);
+    rc = syscall(SYS_ustat, static_cast<long>(st.st_dev), buf);
+  } else if (!strcmp(n, "process_madvise")) {
+    long pidfd = syscall(SYS_pidfd_open, static_cast<long>(getpid()), 0L);
+    rc = syscall(440 /* process_madvise */, pidfd, nullptr, 0L, 20L /* MADV_COLD */, 0L);
   } else {
     fprintf(stderr, "unknown probe %s\n", n);
     exit(2);

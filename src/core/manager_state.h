@@ -1,0 +1,93 @@
+// ManagerState: what the parts of SandboxManager share — the registry of
+// sandboxes and snapshots, the drivers, the store, and the small helpers
+// every part uses (persisting a record, tearing an instance down). The
+// parts (SandboxLifecycle, SnapshotBook, Reaper) each own one concern and
+// work on this state; SandboxManager wires them and keeps the API.
+// I/O thread only.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/idempotency.h"
+#include "core/net_slots.h"
+#include "core/sandbox.h"
+#include "core/snapshot.h"
+#include "core/template_builder.h"
+#include "core/templates.h"
+#include "core/volume_manager.h"
+#include "driver/driver.h"
+#include "store/state_store.h"
+
+namespace hutch {
+
+struct ManagerOptions {
+  int64_t default_ttl_seconds = 300;
+  int64_t max_ttl_seconds = 24 * 3600;
+  int max_sandboxes = 200;
+  // Sum of memory_mb over starting and running sandboxes that the host
+  // accepts (their hard limits); 0 = no cap.
+  int64_t max_memory_committed_mb = 0;
+  double default_cpu = 1;
+  int64_t default_memory_mb = 512;
+  int64_t default_disk_mb = 2048;
+  int64_t max_memory_mb = 16384;
+  int64_t max_disk_mb = 65536;
+  int64_t pids_max = 512;
+  // How long a deleted sandbox is remembered (a second DELETE is then 204,
+  // a GET shows it stopped).
+  std::chrono::seconds tombstone_ttl{3600};
+  // Where snapshot layers live (<state>/snapshots); empty: no snapshots.
+  std::string snapshots_dir;
+  int max_fork = 16;
+};
+
+struct ManagerState {
+  ManagerState(ManagerOptions o, Driver* d, TemplateRegistry* t, store::StateStore* s)
+      : opts(std::move(o)), driver(d), templates(t), store(s) {
+    drivers[d->name()] = d;
+  }
+
+  ManagerOptions opts;
+  Driver* driver;  // the default
+  std::map<std::string, Driver*> drivers;
+  std::map<std::string, std::string> unavailable_drivers;
+  TemplateRegistry* templates;
+  store::StateStore* store;
+  VolumeManager* volumes = nullptr;
+  TemplateBuilder* builder = nullptr;
+  net::NetworkManager* net_manager = nullptr;  // what the API reads; null in tests
+  NetSlots* net = nullptr;                     // what core uses (null: mode none only)
+  std::unique_ptr<NetSlots> owned_net;
+  std::string net_unavailable = "networking is not configured";
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;  // ordered: cursor paging
+  std::map<std::string, SnapshotRecord> snapshots;
+  int starting = 0;  // creates between their checks and their driver's answer
+  IdempotencyCache idempotency;
+  asio::any_io_executor ex;
+  bool shutting_down = false;
+
+  // Writes the sandbox's record (and its instance's adoption facts) to the
+  // store; a no-op without a store.
+  Status Persist(const Sandbox& sb);
+  Status PersistSnapshot(const SnapshotRecord& s);
+  // Drops a sandbox from the registry and the store.
+  void Forget(const std::string& id);
+  // The driver a create names (empty: the default), or why there is none.
+  Result<Driver*> PickDriver(const std::string& name) const;
+  // Destroys a sandbox's instance, then frees its network slot.
+  asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
+  size_t running_count() const;
+  int64_t committed_memory_mb() const;
+};
+
+// Starting, running or paused: it holds (or is about to hold) an instance.
+inline bool IsLive(SandboxStatus s) {
+  return s == SandboxStatus::kStarting || s == SandboxStatus::kRunning || s == SandboxStatus::kPaused;
+}
+
+Error SandboxNotFound(const std::string& id);
+
+}  // namespace hutch

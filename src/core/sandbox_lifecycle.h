@@ -1,0 +1,104 @@
+// SandboxLifecycle: the sandbox state machine — create (with its
+// idempotency keys), adopt at start, pause/resume, TTL and metadata
+// changes, failure and delete. One part of SandboxManager (see
+// manager_state.h); snapshots and forks are SnapshotBook's, the timed work
+// the Reaper's. I/O thread only.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/manager_state.h"
+
+namespace hutch {
+
+class SnapshotBook;
+struct CreateSteps;
+
+struct CreateOptions {
+  std::string template_name = "base";
+  // The isolation backend ("jail", "vm"); empty: the server's default.
+  std::string driver;
+  std::optional<int64_t> ttl_seconds;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  std::optional<double> cpu;
+  std::optional<int64_t> memory_mb;
+  std::optional<int64_t> disk_mb;
+  std::string owner_key;
+  std::string snapshot;  // start from this snapshot instead of a template
+  // Read-only layers to run on when `snapshot` is empty (fork: its
+  // internal snapshot's stack, which the API cannot name).
+  std::vector<std::string> layers;
+  std::string rootfs;  // with `layers`: the bottom under them
+  std::vector<VolumeMountRequest> volumes;
+  int64_t auto_pause_seconds = 0;
+  net::NetworkPolicy network;
+  // A fork child of a running machine (vm driver): restored from this
+  // instead of booted; the template's start command is not run again.
+  std::shared_ptr<MachineImage> machine;
+};
+
+struct ListFilter {
+  std::optional<SandboxStatus> status;
+  // When non-empty, the status must be one of these (E2B lists
+  // running,paused).
+  std::vector<SandboxStatus> any_status;
+  std::map<std::string, std::string> metadata;
+  size_t limit = 50;
+  std::string cursor;  // last id of the previous page
+};
+
+struct ListPage {
+  std::vector<SandboxRecord> items;
+  std::string next_cursor;  // empty when this is the last page
+};
+
+struct RecoverReport {
+  int adopted = 0, lost = 0, expired = 0, forgotten = 0, removed = 0;
+};
+
+class SandboxLifecycle {
+ public:
+  SandboxLifecycle(ManagerState& s, SnapshotBook& snaps) : s_(s), snaps_(snaps) {}
+
+  // Loads the stored sandboxes and adopts the live ones (see
+  // SandboxManager::Recover); `keep` gets the adopted ids.
+  asio::awaitable<Status> Recover(RecoverReport* rep, std::set<std::string>* keep);
+  asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
+  asio::awaitable<Result<SandboxRecord>> CreateIdempotent(CreateOptions o, const std::string& key,
+                                                          const std::string& canonical_body, bool* replayed);
+  Result<std::shared_ptr<Sandbox>> GetRunning(const std::string& id);
+  Result<SandboxRecord> Get(const std::string& id);
+  ListPage List(const ListFilter& f);
+  asio::awaitable<Status> Delete(const std::string& id, const std::string& reason);
+  Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
+  Result<SandboxRecord> PatchMetadata(const std::string& id,
+                                      const std::map<std::string, std::optional<std::string>>& patch);
+  Result<SandboxRecord> Pause(const std::string& id, bool idle);
+  Result<SandboxRecord> Resume(const std::string& id);
+  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
+  std::vector<std::string> VolumeUsers(const std::string& name) const;
+  // running/paused -> failed (its instance died on its own); the kernel
+  // resources are freed in the background, the record stays.
+  void MarkFailed(const std::string& id, const std::string& reason);
+  asio::awaitable<void> Shutdown();
+
+ private:
+  // Every step of a create; on error the caller unwinds `steps`.
+  asio::awaitable<Result<SandboxRecord>> CreateIn(CreateSteps& steps, CreateOptions o);
+  // A template's start command (in the background) and ready check (polled
+  // until it exits 0), before a create is answered.
+  asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl);
+  // Routes the instance's on_lost to MarkFailed.
+  void WatchLoss(Sandbox& sb);
+
+  ManagerState& s_;
+  SnapshotBook& snaps_;
+};
+
+}  // namespace hutch

@@ -1,0 +1,48 @@
+// SnapshotBook: snapshots and forks — taking a sandbox's writable layer as
+// a snapshot, the records of snapshots, forks (an internal snapshot, or
+// the whole machine where the driver can copy it, and its children), and
+// collecting the files of deleted snapshots once nothing stands on them.
+// One part of SandboxManager (see manager_state.h). I/O thread only.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/manager_state.h"
+
+namespace hutch {
+
+class SandboxLifecycle;
+
+class SnapshotBook {
+ public:
+  explicit SnapshotBook(ManagerState& s) : s_(s) {}
+  void set_lifecycle(SandboxLifecycle* l) { life_ = l; }
+
+  // At start: the stored snapshot records.
+  Status Load();
+  // At start, after adoption: removes layer dirs without a record (their
+  // capture was cut by a crash) and collects deleted snapshots.
+  void CleanAtStart();
+
+  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
+  std::vector<SnapshotRecord> List() const;
+  Result<SnapshotRecord> Get(const std::string& id) const;
+  Status Delete(const std::string& id);
+  asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,
+                                                           const std::string& owner_key);
+  // Host dirs that sandboxes and kept snapshots stand on.
+  std::set<std::string> UsedLowerDirs() const;
+  // Removes the files and rows of deleted snapshots nothing stands on.
+  void Collect();
+
+ private:
+  asio::awaitable<Result<SnapshotRecord>> Take(Sandbox& sb, bool internal);
+
+  ManagerState& s_;
+  SandboxLifecycle* life_ = nullptr;
+};
+
+}  // namespace hutch

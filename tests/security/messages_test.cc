@@ -1,0 +1,56 @@
+// Issue 32, finding 6: one message over the agent wire's 1 MiB frame limit
+// ended the sandbox for good (the reader drops the connection, the sandbox
+// turns `failed`): a process started with a 600 KB command (its argv and
+// its command both go in one request), or a listing of a directory of 5000
+// long names (one answer). Requests over the limit are refused with 400
+// before they reach the agent; an answer over it is an error on its own
+// stream. Either way the sandbox keeps running.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/shared_server.h"
+
+namespace {
+
+class Messages : public hutch::testing::SharedServerTest {
+ protected:
+  static std::string StatusOf(const std::string& id) {
+    auto r = server().Client().Request("GET", "/v1/sandboxes/" + id);
+    return r.json().is_object() ? r.json().value("status", "") : r.body;
+  }
+};
+
+TEST_F(Messages, AProcessWithAHugeCommandIsRefusedAndTheSandboxLives) {
+  const std::string id = server().CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  const std::string cmd = "echo " + std::string(600 * 1024, 'x');
+  auto r = server().Client().Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", cmd}});
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_EQ(r.json().value("code", ""), "invalid_request") << r.body.substr(0, 300);
+  EXPECT_EQ(StatusOf(id), "running");
+  EXPECT_EQ(hutch::testing::StdoutOf(server().Exec(id, "echo alive")), "alive\n");
+  server().Client().Request("DELETE", "/v1/sandboxes/" + id);
+}
+
+TEST_F(Messages, ListingAHugeDirectoryDoesNotEndTheSandbox) {
+  const std::string id = server().CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  // 5000 names of 200 bytes: about 1.5 MB of JSON in one answer.
+  auto made = server().Exec(id,
+                            "mkdir -p /tmp/big && cd /tmp/big && python3 -c \"\n"
+                            "for i in range(5000): open('%05d' % i + 'n' * 195, 'w').close()\" && ls | wc -l");
+  ASSERT_EQ(hutch::testing::StdoutOf(made), "5000\n") << made.dump().substr(0, 300);
+  auto r = server().Client().Request("GET", "/v1/sandboxes/" + id + "/fs/list?path=/tmp/big");
+  // Either the whole listing or a clear refusal; never the sandbox's end.
+  if (r.status == 200) {
+    EXPECT_EQ(r.json()["entries"].size(), 5000u);
+  } else {
+    EXPECT_EQ(r.status, 400) << r.body.substr(0, 300);
+  }
+  EXPECT_EQ(StatusOf(id), "running");
+  EXPECT_EQ(hutch::testing::StdoutOf(server().Exec(id, "echo alive")), "alive\n");
+  server().Client().Request("DELETE", "/v1/sandboxes/" + id);
+}
+
+}  // namespace
