@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "api/byte_range.h"
+#include "http/byte_range.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;

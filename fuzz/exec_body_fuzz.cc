@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/exec_body.h"
+#include "api/common/exec_body.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto j = nlohmann::json::parse(data, data + size, nullptr, false);

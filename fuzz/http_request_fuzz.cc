@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/request_target.h"
+#include "http/request_target.h"
 
 namespace http = boost::beast::http;
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "api/request_target.h"
+#include "http/request_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -11,6 +11,9 @@
 #include "api/e2b/gzip_stream.h"
 #include "api/common/multipart.h"
 #include "api/e2b/proto_json.h"
+#include "auth/credentials.h"
+#include "auth/sandbox_token.h"
+#include "common/sha256.h"
 
 namespace hutch::api::e2b {
 namespace {
@@ -145,9 +148,23 @@ TEST(E2bAuth, KeyFormsAndTokens) {
   EXPECT_EQ(c[2], "hk_00ff");
   EXPECT_EQ(KeyCandidates("plain").size(), 1u);
   EXPECT_TRUE(KeyCandidates("").empty());
-  EXPECT_EQ(EnvdAccessToken("h", "sb_1"), EnvdAccessToken("h", "sb_1"));
-  EXPECT_NE(EnvdAccessToken("h", "sb_1"), EnvdAccessToken("h", "sb_2"));
-  EXPECT_NE(EnvdAccessToken("h", "sb_1"), EnvdAccessToken("g", "sb_1"));
+  using auth::SandboxToken;
+  using auth::SandboxTokenKind;
+  const auto envd = SandboxTokenKind::kE2bEnvd;
+  EXPECT_EQ(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "h", "sb_1"));
+  EXPECT_NE(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "h", "sb_2"));
+  EXPECT_NE(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "g", "sb_1"));
+  // The derivations the SDK tests hold, byte for byte.
+  EXPECT_EQ(SandboxToken(envd, "h", "sb_1"), Sha256Hex("hutch-e2b-envd-access-token\nh\nsb_1"));
+  EXPECT_EQ(SandboxToken(SandboxTokenKind::kE2bTraffic, "h", "sb_1"),
+            Sha256Hex("hutch-e2b-traffic-access-token\nh\nsb_1"));
+  EXPECT_EQ(SandboxToken(SandboxTokenKind::kOpenSandboxExecd, "h", "sb_1"),
+            Sha256Hex("hutch-opensandbox-execd-access-token\nh\nsb_1"));
+  EXPECT_TRUE(auth::SandboxTokenMatches(envd, SandboxToken(envd, "h", "sb_1"), "h", "sb_1"));
+  EXPECT_FALSE(auth::SandboxTokenMatches(envd, "", "h", "sb_1"));
+  EXPECT_EQ(auth::BearerToken("bearer abc"), "abc");
+  EXPECT_EQ(auth::BearerToken("Bearer "), "");
+  EXPECT_EQ(auth::BearerToken("Basic abc"), "");
   EXPECT_EQ(BasicAuthUser("Basic dXNlcjo="), "user");  // "user:"
   EXPECT_EQ(BasicAuthUser("basic cm9vdDo="), "root");
   EXPECT_EQ(BasicAuthUser("Bearer x"), "");

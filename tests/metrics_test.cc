@@ -1,6 +1,6 @@
 // The metrics registry renders what Prometheus parses: checked with the
 // strict exposition reader the integration tests also use.
-#include "api/metrics.h"
+#include "http/metrics.h"
 
 #include <gtest/gtest.h>
 

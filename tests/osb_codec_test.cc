@@ -3,7 +3,7 @@
 // policy mapping. (The SDK itself is driven by tests/compat/opensandbox.)
 #include <gtest/gtest.h>
 
-#include "api/json_fields.h"
+#include "api/common/json_fields.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/session_protocol.h"

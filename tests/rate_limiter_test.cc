@@ -1,9 +1,9 @@
 // Token buckets per key, driven by an explicit clock (no sleeping).
-#include "api/rate_limiter.h"
+#include "auth/rate_limiter.h"
 
 #include <gtest/gtest.h>
 
-using hutch::api::RateLimiter;
+using hutch::auth::RateLimiter;
 using namespace std::chrono_literals;
 
 namespace {

@@ -1,7 +1,7 @@
 // Request-target parsing (api/request_target.h). The fuzz target
 // fuzz/request_target_fuzz.cc checks its invariants on random input; these
 // pin down the cases it found and the ones the API depends on.
-#include "api/request_target.h"
+#include "http/request_target.h"
 
 #include <gtest/gtest.h>
 

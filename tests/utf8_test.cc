@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/utf8.h"
+#include "api/common/utf8.h"
 #include "client/http_client.h"
 
 using namespace hutch::api;

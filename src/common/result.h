@@ -112,7 +112,8 @@ using Status = Result<void>;
 
 }  // namespace hutch
 
-// Propagates an error, adding context. Usage: HUTCH_TRY(r, "mount overlay");
+// Propagates an error, adding context. Usage:
+//   HUTCH_CHECK_OK(WriteFile(path, v), "memory limit");
 #define HUTCH_CHECK_OK(expr, ctx)                                 \
   do {                                                            \
     auto _r = (expr);                                             \

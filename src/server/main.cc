@@ -21,7 +21,7 @@
 #include <spdlog/spdlog.h>
 #include <sstream>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
@@ -33,6 +33,7 @@
 #include "driver/jail/jail_driver.h"
 #include "driver/vm/vm_driver.h"
 #include "net/network_manager.h"
+#include "server/hutch_api.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -141,10 +142,8 @@ int64_t HostMemoryMb() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / (1024 * 1024) : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"hutchd: self-hosted code-execution sandboxes for AI agents"};
+// Everything the command line sets.
+struct Options {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "/var/lib/hutch";
   std::string keys_file, templates_dir, agent_path, builder, log_level = "info", durability = "normal";
@@ -152,325 +151,337 @@ int main(int argc, char** argv) {
   bool new_key = false;
   VolumeOptions vopts;
   ManagerOptions mopts;
-  mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 8;
+  std::vector<std::string> net_allow_private;
+  int net_max_connections = 4096, net_new_connections = 500;
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest", vm_accel = "auto", vm_user,
               vm_init_path;
   bool no_network = false;
   bool no_vm_snapshots = false;
-  app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0: any free port)");
-  app.add_option("--state-dir", state_dir, "Directory for state, sandboxes and keys");
-  app.add_option("--keys-file", keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
-  app.add_flag("--new-key", new_key, "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd to load it)");
-  app.add_option("--templates-dir", templates_dir, "Directory of templates (default <state-dir>/templates)");
-  app.add_option("--agent", agent_path, "hutch-agent binary (default: beside hutchd)");
-  app.add_option("--driver", default_driver, "Driver of sandboxes created without \"driver\": jail or vm")
+  double agent_timeout_s = 60;
+  size_t max_connections = 0;
+  std::string log_format = "text";
+  std::string osb_images;
+};
+
+void AddOptions(CLI::App& app, Options& o) {
+  app.add_option("--listen", o.listen, "ADDR:PORT to serve on (port 0: any free port)");
+  app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
+  app.add_option("--keys-file", o.keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
+  app.add_flag("--new-key", o.new_key, "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd to load it)");
+  app.add_option("--templates-dir", o.templates_dir, "Directory of templates (default <state-dir>/templates)");
+  app.add_option("--agent", o.agent_path, "hutch-agent binary (default: beside hutchd)");
+  app.add_option("--driver", o.default_driver, "Driver of sandboxes created without \"driver\": jail or vm")
       ->check(CLI::IsMember({"jail", "vm"}))
       ->capture_default_str();
-  app.add_option("--vm-guest-dir", vm_guest_dir, "The vm driver's guest kernel (scripts/vm-guest DIR makes it)")
+  app.add_option("--vm-guest-dir", o.vm_guest_dir, "The vm driver's guest kernel (scripts/vm-guest DIR makes it)")
       ->capture_default_str();
-  app.add_option("--vm-accel", vm_accel, "auto (KVM only where stock guest kernels run), tcg or kvm")
+  app.add_option("--vm-accel", o.vm_accel, "auto (KVM only where stock guest kernels run), tcg or kvm")
       ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
       ->capture_default_str();
-  app.add_flag("--no-vm-snapshots", no_vm_snapshots,
+  app.add_flag("--no-vm-snapshots", o.no_vm_snapshots,
                "Cold-boot every vm sandbox (default: boot once per template and size, restore the rest)");
-  app.add_option("--vm-user", vm_user, "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
-  app.add_option("--vm-init", vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
-  app.add_option("--template-builder", builder, "Script that builds the base template");
-  app.add_option("--uid-base", uid_base, "First host uid of the range sandboxes map to");
-  app.add_option("--max-sandboxes", mopts.max_sandboxes, "Sandboxes this host runs at once");
-  app.add_option("--max-memory-committed-mb", mopts.max_memory_committed_mb,
+  app.add_option("--vm-user", o.vm_user, "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
+  app.add_option("--vm-init", o.vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
+  app.add_option("--template-builder", o.builder, "Script that builds the base template");
+  app.add_option("--uid-base", o.uid_base, "First host uid of the range sandboxes map to");
+  app.add_option("--max-sandboxes", o.mopts.max_sandboxes, "Sandboxes this host runs at once");
+  app.add_option("--max-memory-committed-mb", o.mopts.max_memory_committed_mb,
                  "Sum of sandbox memory limits the host accepts (default 2x RAM; 0 = no cap)");
-  app.add_option("--default-ttl", mopts.default_ttl_seconds, "Default ttl_seconds");
-  app.add_option("--max-ttl", mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
-  app.add_option("--pids-max", mopts.pids_max, "Processes per sandbox");
-  app.add_option("--default-volume-mb", vopts.default_size_mb, "Size of a volume created without size_mb")
+  app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
+  app.add_option("--max-ttl", o.mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
+  app.add_option("--pids-max", o.mopts.pids_max, "Processes per sandbox");
+  app.add_option("--default-volume-mb", o.vopts.default_size_mb, "Size of a volume created without size_mb")
       ->capture_default_str();
-  app.add_option("--max-volume-mb", vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
-  app.add_option("--exec-output-limit-mb", output_cap_mb, "Per-stream output kept by blocking exec");
-  double agent_timeout_s = 60;
-  app.add_option("--agent-timeout", agent_timeout_s,
+  app.add_option("--max-volume-mb", o.vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
+  app.add_option("--exec-output-limit-mb", o.output_cap_mb, "Per-stream output kept by blocking exec");
+  app.add_option("--agent-timeout", o.agent_timeout_s,
                  "Seconds a sandbox's agent may take to answer a request (file, exec or process start), or to "
                  "accept queued upload data, before the request fails with agent_timeout (504)")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  size_t max_connections = 0;
-  app.add_option("--max-connections", max_connections,
+  app.add_option("--max-connections", o.max_connections,
                  "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
                  "kept for sandboxes, or half of a limit below 2048)");
-  app.add_option("--durability", durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
+  app.add_option("--durability", o.durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
-  app.add_option("--net-pool", net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
+  app.add_option("--net-pool", o.net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
       ->capture_default_str();
-  app.add_option("--dns-upstream", dns_upstream,
+  app.add_option("--dns-upstream", o.dns_upstream,
                  "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
-  app.add_option("--net-warm", net_warm, "Network namespaces kept ready for creates (during a burst up to 4x this, following demand)")->capture_default_str();
-  std::vector<std::string> net_allow_private;
-  app.add_option("--net-allow-private", net_allow_private,
+  app.add_option("--net-warm", o.net_warm, "Network namespaces kept ready for creates (during a burst up to 4x this, following demand)")->capture_default_str();
+  app.add_option("--net-allow-private", o.net_allow_private,
                  "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the host's own networks "
                  "are refused by default; repeatable)");
-  int net_max_connections = 4096, net_new_connections = 500;
-  app.add_option("--net-max-connections", net_max_connections,
+  app.add_option("--net-max-connections", o.net_max_connections,
                  "Connections one sandbox may have tracked at once (the host's conntrack table is shared; 0: no limit)")
       ->capture_default_str();
-  app.add_option("--net-new-connections", net_new_connections,
+  app.add_option("--net-new-connections", o.net_new_connections,
                  "New connections a second one sandbox may open, burst twice that (0: no limit)")
       ->capture_default_str();
-  app.add_flag("--no-network", no_network, "No sandbox networking: only network mode none (loopback) is served");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_flag("--no-network", o.no_network, "No sandbox networking: only network mode none (loopback) is served");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
-  std::string log_format = "text";
-  std::string osb_images;
-  app.add_option("--opensandbox-images", osb_images,
+  app.add_option("--opensandbox-images", o.osb_images,
                  "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to templates (over the defaults)");
-  app.add_option("--rate-limit", acfg.rate_limit_rps, "Requests a second per API key on /v1 (0: no limit)")
+  app.add_option("--rate-limit", o.acfg.rate_limit_rps,
+                 "Requests a second per API key, whichever dialect or credential they use (0: no limit)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  app.add_option("--rate-burst", acfg.rate_limit_burst, "Requests an API key may send at once (bucket size)")
+  app.add_option("--rate-burst", o.acfg.rate_limit_burst, "Requests an API key may send at once (bucket size)")
       ->check(CLI::Range(1.0, 1e9))
       ->capture_default_str();
-  app.add_option("--log-format", log_format, "text (ts level event k=v ...) or json (one object per line)")
+  app.add_option("--log-format", o.log_format, "text (ts level event k=v ...) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  AgentConnection::set_answer_timeout(std::chrono::milliseconds(static_cast<int64_t>(agent_timeout_s * 1000)));
+}
 
-  spdlog::set_level(spdlog::level::from_str(log_level));
+// Process-wide settings: agent answer timeout, logging, SIGPIPE.
+void ConfigureProcess(const Options& o) {
+  AgentConnection::set_answer_timeout(std::chrono::milliseconds(static_cast<int64_t>(o.agent_timeout_s * 1000)));
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
   LogFormat lf = LogFormat::kText;
-  ParseLogFormat(log_format, &lf);
+  ParseLogFormat(o.log_format, &lf);
   InstallLogFormat(lf);
   signal(SIGPIPE, SIG_IGN);
-  if (geteuid() != 0) {
-    std::cerr << "hutchd: the jail driver needs root (namespaces, cgroups, mounts)\n";
-    return 2;
-  }
+}
+
+// Creates the state dir (owner only) and names it canonically.
+Status PrepareStateDir(Options& o) {
   std::error_code ec;
-  fs::create_directories(state_dir, ec);
-  if (ec) {
-    std::cerr << "hutchd: cannot create state dir " << state_dir << ": " << ec.message() << "\n";
-    return 2;
-  }
-  chmod(state_dir.c_str(), 0700);
-  state_dir = fs::canonical(state_dir).string();
+  fs::create_directories(o.state_dir, ec);
+  if (ec) return MakeError(Code::kInternal, "cannot create state dir " + o.state_dir + ": " + ec.message());
+  chmod(o.state_dir.c_str(), 0700);
+  o.state_dir = fs::canonical(o.state_dir).string();
+  return {};
+}
 
-  auto db = store::StateStore::Open(state_dir + "/state.db",
-                                    durability == "full" ? store::Durability::kFull : store::Durability::kNormal);
-  if (!db.ok()) {
-    std::cerr << "hutchd: " << db.error().message << "\n";
-    return 2;
-  }
-  if (new_key) {
-    auto key = NewStoredKey(db->get(), "hutchd --new-key");
-    if (!key.ok()) {
-      std::cerr << "hutchd: " << key.error().message << "\n";
-      return 2;
-    }
-    std::cout << *key << std::endl;
-    return 0;
-  }
-
-  // One hutchd per state dir: a second one would reconcile away the
-  // first one's sandboxes. The lock dies with the process, even on kill -9.
-  // A sandbox that was mid-setup when the previous hutchd died may hold a
-  // copy of its lock for a few milliseconds more: wait a little.
+// One hutchd per state dir: a second one would reconcile away the first
+// one's sandboxes. The lock dies with the process, even on kill -9. A
+// sandbox that was mid-setup when the previous hutchd died may hold a copy
+// of its lock for a few milliseconds more: wait a little.
+Result<UniqueFd> LockStateDir(const std::string& state_dir) {
   UniqueFd lock(open((state_dir + "/hutchd.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   bool locked = false;
   for (int i = 0; lock && i < 100 && !(locked = flock(lock.get(), LOCK_EX | LOCK_NB) == 0); ++i) usleep(30 * 1000);
-  if (!locked) {
-    std::cerr << "hutchd: another hutchd is using state dir " << state_dir << "\n";
-    return 2;
-  }
+  if (!locked) return MakeError(Code::kConflict, "another hutchd is using state dir " + state_dir);
   // An address file left by a crashed run would point clients at nothing.
+  std::error_code ec;
   fs::remove(state_dir + "/hutchd.addr", ec);
+  return lock;
+}
 
-  if (templates_dir.empty()) templates_dir = state_dir + "/templates";
-  if (agent_path.empty()) agent_path = ExeDir() + "/hutch-agent";
-  if (builder.empty()) {
-    builder = std::string(HUTCH_SOURCE_DIR) + "/scripts/build-base-template";
-    if (!fs::exists(builder)) builder = ExeDir() + "/../share/hutch/build-base-template";
+// Paths left unset default to the state dir and hutchd's own dir.
+void DefaultPaths(Options& o) {
+  if (o.templates_dir.empty()) o.templates_dir = o.state_dir + "/templates";
+  if (o.agent_path.empty()) o.agent_path = ExeDir() + "/hutch-agent";
+  if (o.builder.empty()) {
+    o.builder = std::string(HUTCH_SOURCE_DIR) + "/scripts/build-base-template";
+    if (!fs::exists(o.builder)) o.builder = ExeDir() + "/../share/hutch/build-base-template";
   }
-  acfg.exec_output_cap = output_cap_mb << 20;
-  if (!osb_images.empty()) {
-    auto t = api::opensandbox::ImageTable::LoadOver(osb_images);
-    if (!t.ok()) {
-      std::cerr << "hutchd: --opensandbox-images: " << t.error().message << "\n";
-      return 2;
-    }
-    acfg.opensandbox_images = std::move(*t);
-  }
+}
 
-  auto keys = LoadKeyHashes(keys_file, db->get(), true);
-  if (!keys.ok()) {
-    std::cerr << "hutchd: " << keys.error().message << "\n";
-    return 2;
+// The API's settings that come from files: OpenSandbox images, keys.
+Status ConfigureApi(Options& o, store::StateStore* db) {
+  o.acfg.exec_output_cap = o.output_cap_mb << 20;
+  if (!o.osb_images.empty()) {
+    auto t = api::opensandbox::ImageTable::LoadOver(o.osb_images);
+    if (!t.ok()) return t.error().Context("--opensandbox-images");
+    o.acfg.opensandbox_images = std::move(*t);
   }
-  acfg.api_key_hashes = *keys;
+  auto keys = LoadKeyHashes(o.keys_file, db, true);
+  if (!keys.ok()) return keys.error();
+  o.acfg.api_key_hashes = *keys;
+  return {};
+}
 
+// The templates, the base one built on first start.
+Result<std::unique_ptr<TemplateRegistry>> LoadTemplates(const Options& o, store::StateStore* db) {
   TemplateRegistryOptions topts;
-  topts.dir = templates_dir;
-  topts.builds_dir = state_dir + "/builds";
-  topts.builder_script = builder;
-  topts.aliases_file = state_dir + "/aliases.toml";
-  topts.uid_base = uid_base;
-  TemplateRegistry templates(topts, db->get());
-  if (auto st = templates.EnsureBase(); !st.ok()) {
-    std::cerr << "hutchd: base template: " << st.error().message << "\n";
-    return 2;
-  }
-  if (auto st = templates.Load(); !st.ok()) {
-    std::cerr << "hutchd: templates: " << st.error().message << "\n";
-    return 2;
-  }
+  topts.dir = o.templates_dir;
+  topts.builds_dir = o.state_dir + "/builds";
+  topts.builder_script = o.builder;
+  topts.aliases_file = o.state_dir + "/aliases.toml";
+  topts.uid_base = o.uid_base;
+  auto templates = std::make_unique<TemplateRegistry>(topts, db);
+  if (auto st = templates->EnsureBase(); !st.ok()) return st.error().Context("base template");
+  if (auto st = templates->Load(); !st.ok()) return st.error().Context("templates");
+  return templates;
+}
 
+Result<std::unique_ptr<jail::JailDriver>> MakeJailDriver(const Options& o, const std::string& tag) {
   jail::JailDriverOptions dopts;
-  dopts.state_dir = state_dir;
-  dopts.agent_path = agent_path;
-  dopts.instance_tag = InstanceTag(state_dir);
-  dopts.uid_base = uid_base;
+  dopts.state_dir = o.state_dir;
+  dopts.agent_path = o.agent_path;
+  dopts.instance_tag = tag;
+  dopts.uid_base = o.uid_base;
   auto driver = jail::JailDriver::Make(dopts);
-  if (!driver.ok()) {
-    std::cerr << "hutchd: jail driver: " << driver.error().message << "\n";
-    return 2;
-  }
+  if (!driver.ok()) return driver.error().Context("jail driver");
+  return std::move(driver).value();
+}
 
-  // The vm driver is optional: a host without QEMU or a guest kernel still
-  // serves jail sandboxes, and says why "driver":"vm" fails.
-  std::unique_ptr<vm::VmDriver> vm_driver;
-  std::string vm_why;
-  {
-    vm::VmDriverOptions vo;
-    vo.state_dir = state_dir;
-    vo.guest_dir = vm_guest_dir;
-    vo.agent_path = agent_path;
-    vo.init_path = vm_init_path.empty() ? ExeDir() + "/hutch-vm-init" : vm_init_path;
-    vo.instance_tag = dopts.instance_tag;
-    vo.accel = vm_accel;
-    vo.user = vm_user;
-    vo.uid_base = uid_base;
-    vo.boot_snapshots = !no_vm_snapshots;
-    auto v = vm::VmDriver::Make(vo);
-    if (v.ok()) {
-      vm_driver = std::move(v).value();
-    } else {
-      vm_why = v.error().message;
-      spdlog::warn("vm_driver unavailable err=\"{}\"", vm_why);
+// The vm driver is optional: a host without QEMU or a guest kernel still
+// serves jail sandboxes, and says why "driver":"vm" fails (`why`).
+struct VmDriverOrWhy {
+  std::unique_ptr<vm::VmDriver> driver;
+  std::string why;
+};
+VmDriverOrWhy MakeVmDriver(const Options& o, const std::string& tag) {
+  vm::VmDriverOptions vo;
+  vo.state_dir = o.state_dir;
+  vo.guest_dir = o.vm_guest_dir;
+  vo.agent_path = o.agent_path;
+  vo.init_path = o.vm_init_path.empty() ? ExeDir() + "/hutch-vm-init" : o.vm_init_path;
+  vo.instance_tag = tag;
+  vo.accel = o.vm_accel;
+  vo.user = o.vm_user;
+  vo.uid_base = o.uid_base;
+  vo.boot_snapshots = !o.no_vm_snapshots;
+  auto v = vm::VmDriver::Make(vo);
+  if (v.ok()) return {std::move(v).value(), ""};
+  spdlog::warn("vm_driver unavailable err=\"{}\"", v.error().message);
+  return {nullptr, v.error().message};
+}
+
+// Networking is optional: a host without nftables or iproute2 still serves
+// sandboxes with mode none, and says why the others fail (`why`).
+struct NetworkOrWhy {
+  std::unique_ptr<net::NetworkManager> manager;
+  std::string why = "disabled with --no-network";
+};
+Result<NetworkOrWhy> StartNetwork(asio::io_context& io, const Options& o, const std::string& tag) {
+  NetworkOrWhy out;
+  if (o.no_network) return out;
+  net::NetworkOptions nopts;
+  nopts.tag = tag;
+  nopts.warm = std::max(0, o.net_warm);
+  auto pool = net::ParseCidr(o.net_pool);
+  if (!pool.ok()) return pool.error().Context("--net-pool");
+  nopts.pool = *pool;
+  nopts.max_connections = std::max(0, o.net_max_connections);
+  nopts.new_connections_per_second = std::max(0, o.net_new_connections);
+  for (const auto& a : o.net_allow_private) {
+    auto c = net::ParseCidr(a);
+    if (!c.ok()) return c.error().Context("--net-allow-private");
+    nopts.allow_private.push_back(*c);
+  }
+  if (!o.dns_upstream.empty()) {
+    std::string host = o.dns_upstream;
+    uint16_t port = 53;
+    if (auto c = host.find(':'); c != std::string::npos) {
+      port = static_cast<uint16_t>(std::atoi(host.c_str() + c + 1));
+      host.resize(c);
     }
+    uint32_t a;
+    if (!net::ParseIpv4(host, &a) || port == 0) return MakeError(Code::kInvalidRequest, "--dns-upstream must be IPv4[:port]");
+    nopts.dns_upstream = asio::ip::udp::endpoint(asio::ip::address_v4(a), port);
   }
-  if (default_driver == "vm" && !vm_driver) {
-    std::cerr << "hutchd: --driver vm: " << vm_why << "\n";
-    return 2;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto m = co_await net::NetworkManager::Start(io, nopts);
+    if (m.ok()) out.manager = std::move(m).value();
+    else out.why = m.error().message;
+    done = true;
+  }, asio::detached);
+  while (!done && io.run_one() > 0) {
   }
+  io.restart();
+  if (!out.manager) spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", out.why);
+  return out;
+}
 
+// What this server can do, as /healthz reports it.
+nlohmann::json Capabilities(const Options& o, int cgroup_version, const VmDriverOrWhy& vm, const NetworkOrWhy& net) {
   std::string criu = ProbeCriu();
   spdlog::info("criu={}", criu);
   nlohmann::json drivers = nlohmann::json::array({"jail"});
-  if (vm_driver) drivers.push_back("vm");
-  acfg.capabilities = {{"driver", default_driver},
-                       {"drivers", drivers},
-                       {"cgroup_version", (*driver)->cgroup_version()},
-                       {"memory_snapshots", false},
-                       {"criu", criu},
-                       {"volumes", true}};
-  mopts.snapshots_dir = state_dir + "/snapshots";
-  fs::create_directories(mopts.snapshots_dir, ec);
-  asio::io_context io(1);
-
-  // Networking is optional: a host without nftables or iproute2 still
-  // serves sandboxes with mode none, and says why the others fail.
-  std::unique_ptr<net::NetworkManager> network;
-  std::string net_why = "disabled with --no-network";
-  if (!no_network) {
-    net::NetworkOptions nopts;
-    nopts.tag = dopts.instance_tag;
-    nopts.warm = std::max(0, net_warm);
-    auto pool = net::ParseCidr(net_pool);
-    if (!pool.ok()) {
-      std::cerr << "hutchd: --net-pool: " << pool.error().message << "\n";
-      return 2;
-    }
-    nopts.pool = *pool;
-    nopts.max_connections = std::max(0, net_max_connections);
-    nopts.new_connections_per_second = std::max(0, net_new_connections);
-    for (const auto& a : net_allow_private) {
-      auto c = net::ParseCidr(a);
-      if (!c.ok()) {
-        std::cerr << "hutchd: --net-allow-private: " << c.error().message << "\n";
-        return 2;
-      }
-      nopts.allow_private.push_back(*c);
-    }
-    if (!dns_upstream.empty()) {
-      std::string host = dns_upstream;
-      uint16_t port = 53;
-      if (auto c = host.find(':'); c != std::string::npos) {
-        port = static_cast<uint16_t>(std::atoi(host.c_str() + c + 1));
-        host.resize(c);
-      }
-      uint32_t a;
-      if (!net::ParseIpv4(host, &a) || port == 0) {
-        std::cerr << "hutchd: --dns-upstream must be IPv4[:port]\n";
-        return 2;
-      }
-      nopts.dns_upstream = asio::ip::udp::endpoint(asio::ip::address_v4(a), port);
-    }
-    bool done = false;
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      auto m = co_await net::NetworkManager::Start(io, nopts);
-      if (m.ok()) network = std::move(m).value();
-      else net_why = m.error().message;
-      done = true;
-    }, asio::detached);
-    while (!done && io.run_one() > 0) {
-    }
-    io.restart();
-    if (!network) spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", net_why);
-  }
-  acfg.capabilities["network"] = network != nullptr;
-  if (!network) acfg.capabilities["network_unavailable"] = net_why;
-
-  SandboxManager mgr(mopts, driver->get(), &templates, db->get());
-  if (vm_driver) {
-    mgr.AddDriver(vm_driver.get(), default_driver == "vm");
-    acfg.capabilities["vm_accel"] = vm_driver->accel().why;
-    acfg.capabilities["vm_kernel"] = vm_driver->kernel_release();
+  if (vm.driver) drivers.push_back("vm");
+  nlohmann::json caps = {{"driver", o.default_driver},
+                         {"drivers", drivers},
+                         {"cgroup_version", cgroup_version},
+                         {"memory_snapshots", false},
+                         {"criu", criu},
+                         {"volumes", true},
+                         {"network", net.manager != nullptr}};
+  if (!net.manager) caps["network_unavailable"] = net.why;
+  if (vm.driver) {
+    caps["vm_accel"] = vm.driver->accel().why;
+    caps["vm_kernel"] = vm.driver->kernel_release();
   } else {
-    mgr.SetDriverUnavailable("vm", vm_why);
-    acfg.capabilities["vm_unavailable"] = vm_why;
+    caps["vm_unavailable"] = vm.why;
   }
-  mgr.SetNetwork(network.get(), net_why);
-  vopts.dir = state_dir + "/volumes";
-  vopts.uid_base = uid_base;
-  VolumeManager volumes(vopts, db->get());
-  mgr.SetVolumes(&volumes);
-  TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), &templates);
-  template_builder.SetNetwork(network.get(), net_why);
-  mgr.SetTemplateBuilder(&template_builder);
-  api::Api api(acfg, &mgr);
-  api::HttpServer server(io, &api);
-  {
-    // Every open connection holds an fd: take the whole open-file limit we
-    // may, and keep part of it for sandboxes, agents and files.
-    rlimit rl{};
+  return caps;
+}
+
+// Every open connection holds an fd: take the whole open-file limit we
+// may, and keep part of it for sandboxes, agents and files.
+void SetConnectionLimit(api::HttpServer& server, size_t max_connections) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
     getrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < rl.rlim_max) {
-      rl.rlim_cur = rl.rlim_max;
-      setrlimit(RLIMIT_NOFILE, &rl);
-      getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    const size_t nofile = rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
-    if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
-    server.set_max_connections(max_connections);
-    spdlog::info("connections max={} nofile={}", max_connections, nofile);
   }
-  auto ep = server.Listen(listen);
-  if (!ep.ok()) {
-    std::cerr << "hutchd: " << ep.error().message << "\n";
-    return 2;
-  }
-  std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());
+  const size_t nofile = rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+  if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
+  server.set_max_connections(max_connections);
+  spdlog::info("connections max={} nofile={}", max_connections, nofile);
+}
+
+// Tests and scripts read the bound address (port 0 picks one).
+void PublishAddress(const std::string& state_dir, const std::string& addr) {
+  std::error_code e;
+  std::string tmp = state_dir + "/hutchd.addr.tmp";
+  std::ofstream(tmp) << addr << "\n";
+  fs::rename(tmp, state_dir + "/hutchd.addr", e);
+}
+
+// hutchd from an open state store to its exit: the layers built bottom
+// up, recovery, then the I/O loop until SIGINT/SIGTERM. Returns the exit
+// code; an error before serving is printed by main.
+Result<int> Serve(Options& o, store::StateStore* db) {
+  auto lock = LockStateDir(o.state_dir);
+  if (!lock.ok()) return lock.error();
+  DefaultPaths(o);
+  if (auto st = ConfigureApi(o, db); !st.ok()) return st.error();
+  auto templates = LoadTemplates(o, db);
+  if (!templates.ok()) return templates.error();
+  const std::string tag = InstanceTag(o.state_dir);
+  auto driver = MakeJailDriver(o, tag);
+  if (!driver.ok()) return driver.error();
+  VmDriverOrWhy vm = MakeVmDriver(o, tag);
+  if (o.default_driver == "vm" && !vm.driver) return MakeError(Code::kInvalidRequest, "--driver vm: " + vm.why);
+  o.mopts.snapshots_dir = o.state_dir + "/snapshots";
+  std::error_code ec;
+  fs::create_directories(o.mopts.snapshots_dir, ec);
+  asio::io_context io(1);
+  auto network = StartNetwork(io, o, tag);
+  if (!network.ok()) return network.error();
+  o.acfg.capabilities = Capabilities(o, (*driver)->cgroup_version(), vm, *network);
+
+  // The layers, bottom up: manager (drivers, network, volumes, builds),
+  // then the HTTP API over it.
+  SandboxManager mgr(o.mopts, driver->get(), templates->get(), db);
+  if (vm.driver) mgr.AddDriver(vm.driver.get(), o.default_driver == "vm");
+  else mgr.SetDriverUnavailable("vm", vm.why);
+  mgr.SetNetwork(network->manager.get(), network->why);
+  o.vopts.dir = o.state_dir + "/volumes";
+  o.vopts.uid_base = o.uid_base;
+  VolumeManager volumes(o.vopts, db);
+  mgr.SetVolumes(&volumes);
+  TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), templates->get());
+  template_builder.SetNetwork(network->manager.get(), network->why);
+  mgr.SetTemplateBuilder(&template_builder);
+  api::HutchApi api(o.acfg, &mgr);
+  api::HttpServer server(io, &api.router());
+  SetConnectionLimit(server, o.max_connections);
+  auto ep = server.Listen(o.listen);
+  if (!ep.ok()) return ep.error();
+  const std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());
   int exit_code = 0;
 
   // Recovery runs before the first request is accepted: a client never
@@ -496,16 +507,13 @@ int main(int argc, char** argv) {
                  rep->expired, rep->forgotten, rep->removed);
     server.Start();
     mgr.StartReaper(io.get_executor());
-    // Tests and scripts read the bound address (port 0 picks one).
-    std::error_code e;
-    std::string tmp = state_dir + "/hutchd.addr.tmp";
-    std::ofstream(tmp) << addr << "\n";
-    fs::rename(tmp, state_dir + "/hutchd.addr", e);
-    spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr, state_dir, default_driver,
-                 (*driver)->cgroup_version(), dopts.instance_tag);
+    PublishAddress(o.state_dir, addr);
+    spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr, o.state_dir,
+                 o.default_driver, (*driver)->cgroup_version(), tag);
     std::cout << "hutchd listening on http://" << addr << std::endl;
   }, asio::detached);
 
+  // SIGINT/SIGTERM: stop accepting, stop the sandboxes' machinery, exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code e, int sig) {
     if (e) return;
@@ -513,7 +521,7 @@ int main(int argc, char** argv) {
     server.Stop();
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
       co_await mgr.Shutdown();
-      if (network) co_await network->Shutdown();
+      if (network->manager) co_await network->manager->Shutdown();
       volumes.Shutdown();
       io.stop();
     }, asio::detached);
@@ -522,7 +530,7 @@ int main(int argc, char** argv) {
   asio::signal_set hup(io, SIGHUP);
   std::function<void(boost::system::error_code, int)> on_hup = [&](boost::system::error_code e, int) {
     if (e) return;
-    auto reloaded = LoadKeyHashes(keys_file, db->get(), false);
+    auto reloaded = LoadKeyHashes(o.keys_file, db, false);
     if (reloaded.ok() && !reloaded->empty()) {
       api.SetKeyHashes(*reloaded);
       spdlog::info("keys_reloaded count={}", reloaded->size());
@@ -533,7 +541,40 @@ int main(int argc, char** argv) {
   };
   hup.async_wait(on_hup);
   io.run();
-  fs::remove(state_dir + "/hutchd.addr", ec);
+  fs::remove(o.state_dir + "/hutchd.addr", ec);
   spdlog::info("hutchd stopped");
   return exit_code;
+}
+
+int Fail(const Error& e) {
+  std::cerr << "hutchd: " << e.message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hutchd: self-hosted code-execution sandboxes for AI agents"};
+  Options o;
+  o.mopts.max_memory_committed_mb = 2 * HostMemoryMb();
+  AddOptions(app, o);
+  CLI11_PARSE(app, argc, argv);
+  ConfigureProcess(o);
+  if (geteuid() != 0) {
+    std::cerr << "hutchd: the jail driver needs root (namespaces, cgroups, mounts)\n";
+    return 2;
+  }
+  if (auto st = PrepareStateDir(o); !st.ok()) return Fail(st.error());
+  auto db = store::StateStore::Open(o.state_dir + "/state.db",
+                                    o.durability == "full" ? store::Durability::kFull : store::Durability::kNormal);
+  if (!db.ok()) return Fail(db.error());
+  if (o.new_key) {
+    auto key = NewStoredKey(db->get(), "hutchd --new-key");
+    if (!key.ok()) return Fail(key.error());
+    std::cout << *key << std::endl;
+    return 0;
+  }
+  auto code = Serve(o, db->get());
+  if (!code.ok()) return Fail(code.error());
+  return *code;
 }

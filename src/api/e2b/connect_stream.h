@@ -6,7 +6,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "api/e2b/connect_envelope.h"
-#include "api/http_context.h"
+#include "http/http_context.h"
 
 namespace hutch::api::e2b {
 

@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "api/common/port_proxy.h"
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/proto_json.h"
-#include "api/http_context.h"
+#include "auth/credentials.h"
+#include "http/router.h"
 #include "core/pty_session.h"
 #include "core/sandbox_manager.h"
 
@@ -44,23 +46,33 @@ struct EnvdCall {
 
 class E2bApi {
  public:
-  // `rate_limit(key_hash)`: 0 when the key may make another request, else
-  // the seconds to wait (the per-key limit /v1 and the control plane use).
-  using RateLimit = std::function<int(const std::string& key_hash)>;
-  E2bApi(SandboxManager* mgr, size_t json_body_limit, RateLimit rate_limit)
-      : mgr_(mgr), json_limit_(json_body_limit), rate_limit_(std::move(rate_limit)) {}
-  // Control plane; `key_hash` is the hash of the hutch key the request
-  // authenticated as (it owns what it creates).
-  asio::awaitable<void> HandleControl(HttpContext& ctx, const std::vector<std::string>& seg,
-                                      const std::string& key_hash);
-  // envd: requests that carry E2b-Sandbox-Id.
-  asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::vector<std::string>& seg);
+  // `creds`: the keys and rate limits every dialect shares; `ports`: the
+  // relay of exposed ports, shared with /v1's ports route.
+  E2bApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds, PortProxy* ports)
+      : mgr_(mgr), json_limit_(json_body_limit), creds_(creds), ports_(ports) {}
+  // Adds the /e2b mount (X-API-Key), the control plane's routes, and the
+  // matchers of envd (E2b-Sandbox-Id) and of exposed ports (a Host naming
+  // a sandbox port, E2b-Sandbox-Port).
+  void Register(Router& r);
 
   // The control plane's error answer: {"code":<status>,"message":...}.
   static asio::awaitable<void> SendControlError(HttpContext& ctx, const Error& e);
 
  private:
-  // e2b_control.cc
+  // e2b_routes.cc: the guard of the control plane (X-API-Key, rate limit).
+  asio::awaitable<bool> Admit(HttpContext& ctx);
+  // envd: requests that carry E2b-Sandbox-Id (e2b_envd.cc).
+  asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::vector<std::string>& seg);
+
+  // e2b_ports.cc: exposed ports by Host ({port}-{id}.<domain>) or by
+  // E2b-Sandbox-Port under /e2b; relayed raw.
+  static bool IsPortRequest(const HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> PortsByHost(HttpContext& ctx, const std::string& id, const std::string& port_text);
+  asio::awaitable<void> PortsByE2bHeader(HttpContext& ctx);
+  asio::awaitable<void> PortsE2b(HttpContext& ctx, const std::string& id, const std::string& port_text,
+                                 std::string target, std::string prefix);
+
+  // e2b_control.cc; `key_hash` (Create) owns what it creates.
   asio::awaitable<void> Create(HttpContext& ctx, const std::string& key_hash);
   asio::awaitable<void> List(HttpContext& ctx, bool v2);
   asio::awaitable<void> Get(HttpContext& ctx, const std::string& id);
@@ -90,7 +102,8 @@ class E2bApi {
 
   SandboxManager* mgr_;
   size_t json_limit_;
-  RateLimit rate_limit_;
+  auth::Credentials* creds_;
+  PortProxy* ports_;
   // Terminals started by process.Process/Start, by "<sandbox>/<pid>": their
   // keystrokes (SendInput) and sizes (Update) come on other requests. The
   // session is owned by the Start stream's coroutine, which removes it

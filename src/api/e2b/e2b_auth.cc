@@ -1,7 +1,6 @@
 #include "api/e2b/e2b_auth.h"
 
 #include "api/e2b/proto_json.h"
-#include "common/sha256.h"
 
 namespace hutch::api::e2b {
 
@@ -16,21 +15,6 @@ std::vector<std::string> KeyCandidates(std::string_view presented) {
     out.push_back("hk_" + rest);
   }
   return out;
-}
-
-std::string EnvdAccessToken(const std::string& owner_key_hash, const std::string& id) {
-  return Sha256Hex("hutch-e2b-envd-access-token\n" + owner_key_hash + "\n" + id);
-}
-
-std::string TrafficAccessToken(const std::string& owner_key_hash, const std::string& id) {
-  return Sha256Hex("hutch-e2b-traffic-access-token\n" + owner_key_hash + "\n" + id);
-}
-
-bool SecretEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
 }
 
 std::string BasicAuthUser(std::string_view auth) {

@@ -7,15 +7,14 @@
 
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
-#include "api/json_fields.h"
+#include "auth/sandbox_token.h"
+#include "api/common/json_fields.h"
 
 namespace hutch::api::e2b {
 
 namespace {
 
 using V = http::verb;
-
-Error NoRoute(const HttpContext& ctx) { return MakeError(Code::kNotFound, "no E2B route for " + ctx.path()); }
 
 const char* E2bState(SandboxStatus s) { return s == SandboxStatus::kPaused ? "paused" : "running"; }
 
@@ -82,50 +81,10 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["metadata"] = r.metadata;
     j["state"] = E2bState(r.status);
   } else {
-    j["envdAccessToken"] = EnvdAccessToken(r.owner_key, r.id);
-    j["trafficAccessToken"] = TrafficAccessToken(r.owner_key, r.id);
+    j["envdAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
+    j["trafficAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
   }
   return j;
-}
-
-asio::awaitable<void> E2bApi::HandleControl(HttpContext& ctx, const std::vector<std::string>& seg,
-                                            const std::string& key_hash) {
-  // seg[0] == "e2b"; an optional "v2" follows for the v2 routes.
-  std::vector<std::string> s(seg.begin() + 1, seg.end());
-  bool v2 = !s.empty() && s[0] == "v2";
-  if (v2) s.erase(s.begin());
-  const V m = ctx.method();
-  if (s.empty() || s[0] != "sandboxes") co_return co_await SendControlError(ctx, NoRoute(ctx));
-  if (s.size() == 1) {
-    if (m == V::post) co_return co_await Create(ctx, key_hash);
-    if (m == V::get) co_return co_await List(ctx, v2);
-    {
-      Error err = MakeError(Code::kMethodNotAllowed, "method not allowed here");
-      co_return co_await SendControlError(ctx, err);
-    }
-  }
-  const std::string& id = s[1];
-  if (s.size() == 2 && !v2) {
-    if (m == V::get) co_return co_await Get(ctx, id);
-    if (m == V::delete_) co_return co_await Kill(ctx, id);
-  }
-  if (s.size() == 3) {
-    const std::string& op = s[2];
-    if (op == "connect" && m == V::post) co_return co_await Connect(ctx, id, false);
-    if (!v2 && op == "timeout" && m == V::post) co_return co_await SetTimeout(ctx, id);
-    if (!v2 && op == "pause" && m == V::post) co_return co_await Pause(ctx, id);
-    if (!v2 && op == "resume" && m == V::post) co_return co_await Connect(ctx, id, true);
-    if (!v2 && op == "metrics" && m == V::get) co_return co_await Metrics(ctx, id);
-    if (op == "logs" || op == "snapshots" || op == "fork" || op == "network" || op == "refreshes") {
-      {
-        Error err =
-            MakeError(Code::kNotSupported,
-                      "'" + op + "' is not supported by hutch's E2B compatibility layer (see docs/compat-e2b.md)");
-        co_return co_await SendControlError(ctx, err);
-      }
-    }
-  }
-  co_await SendControlError(ctx, NoRoute(ctx));
 }
 
 // E2B's egress settings as a hutch policy. E2B sandboxes reach the
@@ -267,8 +226,8 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   Json j = SandboxJson(*rec, true);
-  j["envdAccessToken"] = EnvdAccessToken(rec->owner_key, rec->id);
-  j["trafficAccessToken"] = TrafficAccessToken(rec->owner_key, rec->id);
+  j["envdAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
+  j["trafficAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
   co_await ctx.SendJson(200, j);
 }
 

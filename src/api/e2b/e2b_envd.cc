@@ -4,6 +4,7 @@
 #include "api/e2b/connect_stream.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
+#include "auth/sandbox_token.h"
 
 namespace hutch::api::e2b {
 
@@ -57,7 +58,7 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_return co_await ctx.SendEmpty(204);
   }
   const std::string token = ctx.Header("X-Access-Token");
-  if (!SecretEquals(token, EnvdAccessToken(rec->owner_key, rec->id))) {
+  if (!auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key, rec->id)) {
     Error e = MakeError(Code::kUnauthorized, "missing or wrong X-Access-Token for sandbox " + id);
     if (rpc) co_return co_await SendUnary(ctx, e);
     ctx.NoteError(e);
@@ -66,7 +67,7 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
   }
   // envd calls spend the tokens of the key that owns the sandbox, as its
   // /v1 calls would.
-  if (int wait = rate_limit_ ? rate_limit_(rec->owner_key) : 0; wait > 0) {
+  if (int wait = creds_->Charge(rec->owner_key); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     Error e = MakeError(Code::kRateLimited, "rate limit of the sandbox owner's key exceeded; retry after " +
                                                 std::to_string(wait) + " s");

@@ -11,7 +11,7 @@
 
 #include "api/e2b/connect_stream.h"
 #include "api/e2b/e2b_api.h"
-#include "api/close_interrupts.h"
+#include "http/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::e2b {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/http_context.h"
+#include "http/http_context.h"
 #include "core/exec_request.h"
 
 namespace hutch::api::opensandbox {

@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "api/http_context.h"
 #include "api/opensandbox/image_table.h"
+#include "auth/credentials.h"
+#include "http/router.h"
 #include "core/sandbox_manager.h"
 
 namespace hutch::api::opensandbox {
@@ -40,22 +41,13 @@ inline constexpr const char* kDefaultUser = "root";
 
 class OpenSandboxApi {
  public:
-  // `rate_limit(key_hash)`: 0 when the key may make another request, else
-  // the seconds to wait (the per-key limit /v1 uses).
-  using RateLimit = std::function<int(const std::string& key_hash)>;
-  OpenSandboxApi(SandboxManager* mgr, size_t json_body_limit, RateLimit rate_limit)
-      : mgr_(mgr), json_limit_(json_body_limit), rate_limit_(std::move(rate_limit)) {}
+  // `creds`: the keys and rate limits every dialect shares.
+  OpenSandboxApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds)
+      : mgr_(mgr), json_limit_(json_body_limit), creds_(creds) {}
   void SetImages(ImageTable t) { images_ = std::move(t); }
-
-  // /opensandbox/v1/...; `key_hash` is the hash of the hutch key the
-  // request authenticated as (it owns what it creates).
-  asio::awaitable<void> HandleLifecycle(HttpContext& ctx, const std::vector<std::string>& seg,
-                                        const std::string& key_hash);
-  // /opensandbox/sandboxes/{id}/proxy/{port}/...; `key_hash` is the
-  // request's valid API key, if it carried one ("" otherwise): the
-  // sandbox's access token or its owner's key is required.
-  asio::awaitable<void> HandleProxy(HttpContext& ctx, const std::vector<std::string>& seg,
-                                    const std::string& key_hash);
+  // Adds the /opensandbox mounts and routes: the lifecycle API under
+  // /opensandbox/v1 (OPEN-SANDBOX-API-KEY) and the server proxy.
+  void Register(Router& r);
 
   // OpenSandbox's error answer: {"code":"HUTCH::<CODE>","message":...}.
   static asio::awaitable<void> SendError(HttpContext& ctx, const Error& e);
@@ -63,6 +55,20 @@ class OpenSandboxApi {
   static std::string ErrorCode(Code c);
 
  private:
+  // osb_routes.cc: the guard of /opensandbox/v1 (key, rate limit).
+  asio::awaitable<bool> Admit(HttpContext& ctx);
+  // osb_proxy.cc: /opensandbox/sandboxes/{id}/proxy/{port}/...; the
+  // sandbox's access token or a valid API key is required (AdmitProxy,
+  // the mount's guard). An execd handler gets the running sandbox and the
+  // path after the port.
+  using ExecdHandler = std::function<asio::awaitable<void>(HttpContext&, std::shared_ptr<Sandbox>,
+                                                           const std::vector<std::string>&)>;
+  void RegisterProxy(Router& r);
+  asio::awaitable<bool> AdmitProxy(HttpContext& ctx);
+  asio::awaitable<void> ProxyEgress(HttpContext& ctx, const RouteMatch& m);
+  asio::awaitable<void> ProxyExecd(HttpContext& ctx, const RouteMatch& m, const ExecdHandler& h);
+  asio::awaitable<void> ProxyNoRoute(HttpContext& ctx, const RouteMatch& m);
+
   // osb_lifecycle.cc
   asio::awaitable<void> Create(HttpContext& ctx, const std::string& key_hash);
   asio::awaitable<void> List(HttpContext& ctx);
@@ -98,7 +104,7 @@ class OpenSandboxApi {
 
   SandboxManager* mgr_;
   size_t json_limit_;
-  RateLimit rate_limit_;
+  auth::Credentials* creds_;
   ImageTable images_ = ImageTable::Defaults();
   // "<sandbox>/<session>" of sessions running a command now: one command
   // at a time per bash.
@@ -107,10 +113,5 @@ class OpenSandboxApi {
   // one change at a time per sandbox (osb_egress.cc).
   std::set<std::string> egress_changing_;
 };
-
-// The execd access token of sandbox `id` owned by the key hashed
-// `owner_key_hash`: derived, so nothing extra is stored and it survives a
-// restart of hutchd.
-std::string ExecdAccessToken(const std::string& owner_key_hash, const std::string& id);
 
 }  // namespace hutch::api::opensandbox

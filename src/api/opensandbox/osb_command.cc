@@ -6,10 +6,10 @@
 // exit code; a background one answers init + execution_complete at once.
 #include <signal.h>
 
-#include "api/json_fields.h"
+#include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
-#include "api/close_interrupts.h"
+#include "http/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::opensandbox {

@@ -7,8 +7,8 @@
 #include <fnmatch.h>
 
 #include "api/common/multipart.h"
-#include "api/file_send.h"
-#include "api/json_fields.h"
+#include "api/common/file_send.h"
+#include "api/common/json_fields.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/osb_api.h"
 #include "core/file_ops.h"

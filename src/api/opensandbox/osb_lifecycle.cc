@@ -7,11 +7,11 @@
 #include <cmath>
 #include <ctime>
 
-#include "api/json_fields.h"
+#include "api/common/json_fields.h"
 #include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/opensandbox/resource_limits.h"
-#include "common/sha256.h"
+#include "auth/sandbox_token.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::opensandbox {
@@ -102,10 +102,6 @@ Result<SandboxStatus> StateFromName(std::string n) {
 
 }  // namespace
 
-std::string ExecdAccessToken(const std::string& owner_key_hash, const std::string& id) {
-  return Sha256Hex("hutch-opensandbox-execd-access-token\n" + owner_key_hash + "\n" + id);
-}
-
 std::string OpenSandboxApi::ErrorCode(Code c) {
   std::string n = CodeName(c);
   for (auto& ch : n) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -133,41 +129,6 @@ Json OpenSandboxApi::SandboxJson(const SandboxRecord& r) const {
   if (!r.snapshot.empty()) j["snapshotId"] = r.snapshot;
   else j["image"] = Json{{"uri", r.template_name}};
   return j;
-}
-
-asio::awaitable<void> OpenSandboxApi::HandleLifecycle(HttpContext& ctx, const std::vector<std::string>& seg,
-                                                      const std::string& key_hash) {
-  // seg: "opensandbox", "v1", ...
-  std::vector<std::string> s(seg.begin() + 2, seg.end());
-  const V m = ctx.method();
-  const size_t n = s.size();
-  if (n == 2 && s[0] == "metrics" && s[1] == "events") {
-    // The SDK's create-latency telemetry: nothing here wants it.
-    if (m == V::post) {
-      (void)co_await ctx.ReadBody(json_limit_);
-      co_return co_await ctx.SendEmpty(204);
-    }
-  } else if (n >= 1 && s[0] == "snapshots") {
-    co_return co_await RouteSnapshots(ctx, s, key_hash);
-  } else if (n >= 1 && s[0] == "sandboxes") {
-    if (n == 1) {
-      if (m == V::post) co_return co_await Create(ctx, key_hash);
-      if (m == V::get) co_return co_await List(ctx);
-    } else if (n == 2) {
-      if (m == V::get) co_return co_await Get(ctx, s[1]);
-      if (m == V::delete_) co_return co_await Kill(ctx, s[1]);
-    } else if (n == 3) {
-      const std::string& op = s[2];
-      if (op == "renew-expiration" && m == V::post) co_return co_await Renew(ctx, s[1]);
-      if ((op == "pause" || op == "resume") && m == V::post) co_return co_await PauseResume(ctx, s[1], op == "pause");
-      if (op == "metadata" && m == V::patch) co_return co_await PatchMetadata(ctx, s[1]);
-      if (op == "snapshots") co_return co_await RouteSnapshots(ctx, s, key_hash);
-    } else if (n == 4 && s[2] == "endpoints" && m == V::get) {
-      co_return co_await Endpoint(ctx, s[1], s[3]);
-    }
-  }
-  Error e = MakeError(Code::kNotFound, "no OpenSandbox route " + std::string(http::to_string(m)) + " " + ctx.path());
-  co_await SendError(ctx, e);
 }
 
 asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string& key_hash) {
@@ -423,7 +384,7 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   std::string host = ctx.Header("Host");
   if (host.empty()) host = "localhost";
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
-              {"headers", {{kAccessTokenHeader, ExecdAccessToken(rec->owner_key, id)}}}};
+              {"headers", {{kAccessTokenHeader, auth::SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd, rec->owner_key, id)}}}};
   co_await ctx.SendJson(200, out);
 }
 

@@ -6,11 +6,11 @@
 // had reached when it started.
 #include <signal.h>
 
-#include "api/json_fields.h"
+#include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/opensandbox/session_protocol.h"
-#include "api/close_interrupts.h"
+#include "http/close_interrupts.h"
 #include "core/process_ops.h"
 
 namespace hutch::api::opensandbox {

@@ -1,0 +1,110 @@
+// The E2B dialect's place in the router: the control plane's routes under
+// /e2b behind X-API-Key, and the requests their path does not decide —
+// envd calls (E2b-Sandbox-Id, checked by HandleEnvd with the sandbox's
+// access token) and exposed ports (a Host naming a sandbox port, or
+// E2b-Sandbox-Port: e2b_ports.cc).
+#include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_auth.h"
+
+namespace hutch::api::e2b {
+
+namespace {
+
+Error NoRoute(const HttpContext& ctx) { return MakeError(Code::kNotFound, "no E2B route for " + ctx.path()); }
+
+// Control-plane operations of E2B that hutch does not offer.
+constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network", "refreshes"};
+
+}  // namespace
+
+asio::awaitable<bool> E2bApi::Admit(HttpContext& ctx) {
+  const std::string hash = creds_->MatchAnyKey(KeyCandidates(ctx.Header("X-API-Key")));
+  if (hash.empty()) {
+    Error e = MakeError(Code::kUnauthorized, "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
+    co_await SendControlError(ctx, e);
+    co_return false;
+  }
+  if (int wait = creds_->Charge(hash); wait > 0) {
+    ctx.AddHeader("Retry-After", std::to_string(wait));
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
+    co_await SendControlError(ctx, e);
+    co_return false;
+  }
+  ctx.set_principal(hash);
+  co_return true;
+}
+
+void E2bApi::Register(Router& r) {
+  using V = http::verb;
+  // A Host naming a sandbox's port (E2B getHost) owns every path: the
+  // request is the sandbox server's, whatever it looks like.
+  r.AddMatcher({"Host: {port}-{id}.<domain> (exposed port)",
+                [](const HttpContext& ctx, const std::vector<std::string>&) {
+                  return PortProxy::ParsePortHost(ctx.Header("Host")).has_value();
+                },
+                [this](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
+                  const auto ph = *PortProxy::ParsePortHost(ctx.Header("Host"));
+                  co_await PortsByHost(ctx, ph.id, ph.port);
+                },
+                /*raw=*/true});
+  r.AddMatcher({"/e2b/... with E2b-Sandbox-Id and E2b-Sandbox-Port (exposed port)", &E2bApi::IsPortRequest,
+                [this](HttpContext& ctx, const RouteMatch&) { return PortsByE2bHeader(ctx); }, /*raw=*/true});
+  // envd calls name their sandbox in a header and authenticate with its
+  // access token (checked by HandleEnvd); the control plane uses X-API-Key.
+  r.AddMatcher({"/e2b/... with E2b-Sandbox-Id (envd)",
+                [](const HttpContext& ctx, const std::vector<std::string>& seg) {
+                  return !seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty();
+                },
+                [this](HttpContext& ctx, const RouteMatch& m) { return HandleEnvd(ctx, m.seg); }});
+  r.AddLogLabel([](const HttpContext& ctx, const std::vector<std::string>& seg) -> std::optional<std::string> {
+    if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) return ph->id;
+    if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty()) return ctx.Header("E2b-Sandbox-Id");
+    return std::nullopt;
+  });
+
+  Mount mount;
+  mount.prefix = "/e2b";
+  mount.guard = [this](HttpContext& ctx) { return Admit(ctx); };
+  // (Handlers that make an Error are coroutines themselves, so it lives
+  // as long as the answer that refers to it.)
+  mount.not_found = [](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
+    const Error e = NoRoute(ctx);
+    co_await SendControlError(ctx, e);
+  };
+  mount.method_not_allowed = mount.not_found;
+  r.AddMount(std::move(mount));
+
+  auto wrong_method = [](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
+    const Error e = MakeError(Code::kMethodNotAllowed, "method not allowed here");
+    co_await SendControlError(ctx, e);
+  };
+  for (const bool v2 : {false, true}) {
+    const std::string base = v2 ? "/e2b/v2/sandboxes" : "/e2b/sandboxes";
+    r.Add(V::post, base, [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
+    r.Add(V::get, base, [this, v2](HttpContext& c, const RouteMatch&) { return List(c, v2); });
+    r.Add(kAnyMethod, base, wrong_method);
+    r.Add(V::post, base + "/{id}/connect",
+          [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], false); });
+    for (const char* op : kNotSupported) {
+      Route no{kAnyMethod, base + "/{id}/" + op, [op](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
+                 const Error e = MakeError(Code::kNotSupported, std::string("'") + op +
+                                                                    "' is not supported by hutch's E2B compatibility "
+                                                                    "layer (see docs/compat-e2b.md)");
+                 co_await SendControlError(c, e);
+               }};
+      no.not_supported = true;
+      r.Add(std::move(no));
+    }
+  }
+  r.Add(V::get, "/e2b/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
+  r.Add(V::delete_, "/e2b/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Kill(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/timeout",
+        [this](HttpContext& c, const RouteMatch& m) { return SetTimeout(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/pause", [this](HttpContext& c, const RouteMatch& m) { return Pause(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/resume",
+        [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], true); });
+  r.Add(V::get, "/e2b/sandboxes/{id}/metrics", [this](HttpContext& c, const RouteMatch& m) { return Metrics(c, m["id"]); });
+}
+
+}  // namespace hutch::api::e2b

@@ -1,0 +1,87 @@
+// The native /v1 dialect (docs/api.md): its routes and handlers. Handlers
+// only translate the wire format into SandboxManager / ExecSession / file
+// operations; the router (src/http/router.h) has authenticated the request
+// (Authorization: Bearer <key>) and charged its key's rate limit first.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "api/common/port_proxy.h"
+#include "auth/credentials.h"
+#include "core/sandbox_manager.h"
+#include "http/api_metrics.h"
+#include "http/router.h"
+
+namespace hutch::api {
+
+struct V1Config {
+  size_t json_body_limit = 1 << 20;
+  size_t exec_output_cap = 16 << 20;
+  std::chrono::seconds sse_ping_interval{15};
+};
+
+class V1Api {
+ public:
+  V1Api(V1Config cfg, SandboxManager* mgr, auth::Credentials* creds, ApiMetrics* metrics, PortProxy* ports)
+      : cfg_(cfg), mgr_(mgr), creds_(creds), metrics_(*metrics), ports_(*ports) {}
+  // Adds the /v1 mount (bearer key, rate limit) and every /v1 route.
+  void Register(Router& r);
+
+ private:
+  // /v1 handlers (v1_*.cc)
+  asio::awaitable<void> CreateSandbox(HttpContext& ctx);
+  asio::awaitable<void> ListSandboxes(HttpContext& ctx);
+  asio::awaitable<void> GetSandbox(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> DeleteSandbox(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> SetTtl(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PauseResume(HttpContext& ctx, const std::string& id, bool pause);
+  // v1_snapshots.cc
+  asio::awaitable<void> CreateSnapshot(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> ForkSandbox(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
+  // The running sandbox; a paused one is resumed first when the request
+  // asked for it ("auto_resume": true), else refused with 409 conflict.
+  Result<std::shared_ptr<Sandbox>> RunningOrResumed(const std::string& id, bool auto_resume);
+  asio::awaitable<void> FileGet(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> FilePut(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> FileDelete(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> FileList(HttpContext& ctx, const std::string& id, bool stat_only);
+  asio::awaitable<void> FileMkdir(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> FileMove(HttpContext& ctx, const std::string& id);
+  // /processes[/{pid}[/stream|stdin|signal]] (v1_processes.cc)
+  asio::awaitable<void> Processes(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> ProcessStream(HttpContext& ctx, std::shared_ptr<Sandbox> sb, int pid);
+  // /pty, a WebSocket (v1_pty.cc)
+  asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
+  // Exposed ports (v1_ports.cc): /v1/sandboxes/{id}/ports/{port}/...,
+  // relayed raw (the router skips its URL checks for the route).
+  asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  // The guard of the /v1 mount: bearer key, then its rate limit.
+  asio::awaitable<bool> Admit(HttpContext& ctx);
+  // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
+  asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> CreateVolume(HttpContext& ctx);
+  asio::awaitable<void> VolumeFileOp(HttpContext& ctx, const std::string& name, const std::string& op);
+  asio::awaitable<void> VolumeFileGet(HttpContext& ctx, const std::string& name);
+  asio::awaitable<void> VolumeFilePut(HttpContext& ctx, const std::string& name);
+  nlohmann::json VolumeJson(const VolumeRecord& r);
+  // /v1/templates[/{name}] and /v1/template-aliases[/{name}] (v1_templates.cc)
+  asio::awaitable<void> RouteTemplates(HttpContext& ctx, const std::vector<std::string>& seg);
+  asio::awaitable<void> BuildTemplate(HttpContext& ctx);
+  asio::awaitable<void> RouteTemplateAliases(HttpContext& ctx, const std::vector<std::string>& seg);
+
+  V1Config cfg_;
+  SandboxManager* mgr_;
+  auth::Credentials* creds_;
+  ApiMetrics& metrics_;
+  PortProxy& ports_;  // shared with the E2B dialect's port forms
+};
+
+}  // namespace hutch::api

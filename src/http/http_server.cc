@@ -1,0 +1,181 @@
+#include "http/http_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+
+namespace hutch::api {
+
+namespace {
+// Slowloris guard: a client gets this long to send a complete header.
+constexpr auto kHeaderTimeout = std::chrono::seconds(30);
+// Headers beyond this are refused (431) instead of buffered.
+constexpr uint32_t kHeaderLimit = 64 * 1024;
+
+// Counts a coroutine in a counter for as long as it runs.
+class CountWhileAlive {
+ public:
+  explicit CountWhileAlive(size_t& n) : n_(n) { ++n_; }
+  ~CountWhileAlive() { --n_; }
+  CountWhileAlive(const CountWhileAlive&) = delete;
+  CountWhileAlive& operator=(const CountWhileAlive&) = delete;
+
+ private:
+  size_t& n_;
+};
+}  // namespace
+
+Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port) {
+  size_t colon = addr_port.rfind(':');
+  if (colon == std::string::npos) return MakeError(Code::kInvalidRequest, "listen address must be ADDR:PORT");
+  std::string host = addr_port.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return MakeError(Code::kInvalidRequest, "bad listen address '" + host + "': " + ec.message());
+  int port = 0;
+  try {
+    port = std::stoi(addr_port.substr(colon + 1));
+  } catch (...) {
+    return MakeError(Code::kInvalidRequest, "bad listen port in '" + addr_port + "'");
+  }
+  if (port < 0 || port > 65535) return MakeError(Code::kInvalidRequest, "bad listen port");
+  asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return MakeError(Code::kUnavailable, "listen on " + addr_port + ": " + ec.message());
+  return acceptor_.local_endpoint();
+}
+
+void HttpServer::Start() {
+  asio::co_spawn(io_, [this]() -> asio::awaitable<void> { co_await AcceptLoop(); }, asio::detached);
+}
+
+void HttpServer::Stop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+}
+
+asio::awaitable<void> HttpServer::AcceptLoop() {
+  while (acceptor_.is_open()) {
+    boost::system::error_code ec;
+    auto sock = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      // EMFILE and friends: back off instead of spinning.
+      spdlog::warn("accept failed: {}", ec.message());
+      asio::steady_timer t(io_);
+      t.expires_after(std::chrono::milliseconds(50));
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    sock.set_option(asio::ip::tcp::no_delay(true), ec);
+    if (open_ >= max_connections_) {
+      // A flood of refusals must not take the fds the cap protects: past
+      // a few hundred in flight, close at once.
+      if (refusing_ >= 256) continue;
+      asio::co_spawn(io_, Refuse(std::move(sock)), asio::detached);
+      continue;
+    }
+    asio::co_spawn(io_, Session(std::move(sock)), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
+  CountWhileAlive count(refusing_);
+  static size_t warned = 0;
+  if (warned++ % 1000 == 0)
+    spdlog::warn("connection_refused reason=max_connections open={} max={}", open_, max_connections_);
+  router_->CountMalformedRequest(503, Code::kCapacityExhausted);
+  nlohmann::json j = {{"code", "capacity_exhausted"},
+                      {"message", "too many open connections (" + std::to_string(max_connections_) +
+                                      "); retry when some have closed"},
+                      {"request_id", "r_" + RandomHex(10)},
+                      {"retryable", true}};
+  http::response<http::string_body> res{http::status::service_unavailable, 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::retry_after, "1");
+  res.set(http::field::connection, "close");
+  res.body() = j.dump() + "\n";
+  res.prepare_payload();
+  beast::tcp_stream stream(std::move(sock));
+  boost::system::error_code ec;
+  stream.expires_after(std::chrono::seconds(2));
+  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  // Read (and drop) what the client sent until it closes, for at most a
+  // second: closing with its request unread would reset the connection,
+  // and the client might lose the answer.
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  stream.expires_after(std::chrono::seconds(1));
+  char sink[1024];
+  while (!ec) {
+    co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+  }
+  stream.close();
+}
+
+asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
+  CountWhileAlive count(open_);
+  beast::tcp_stream stream(std::move(sock));
+  beast::flat_buffer buf;
+  while (true) {
+    http::request_parser<http::empty_body> hp;
+    hp.header_limit(kHeaderLimit);
+    // Per-route limits are applied when the body is read. (Beast 1.74
+    // mishandles body_limit(boost::none): it compares against an empty
+    // optional and rejects every body.)
+    hp.body_limit(std::numeric_limits<std::uint64_t>::max());
+    boost::system::error_code ec;
+    stream.expires_after(kHeaderTimeout);
+    co_await http::async_read_header(stream, buf, hp, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == http::error::header_limit || ec == http::error::bad_target || ec == http::error::bad_method ||
+          ec == http::error::bad_version || ec == http::error::bad_field || ec == http::error::bad_value ||
+          ec == http::error::bad_line_ending || ec == http::error::bad_chunk || ec == http::error::bad_content_length ||
+          ec == http::error::bad_transfer_encoding) {
+        // Malformed or oversized header: a JSON answer, then close.
+        bool too_big = ec == http::error::header_limit;
+        router_->CountMalformedRequest(too_big ? 431 : 400, too_big ? Code::kHeadersTooLarge : Code::kInvalidRequest);
+        nlohmann::json j = {{"code", too_big ? "headers_too_large" : "invalid_request"},
+                            {"message", "malformed HTTP request: " + ec.message()},
+                            {"request_id", "r_" + RandomHex(10)},
+                            {"retryable", false}};
+        http::response<http::string_body> res{too_big ? http::status::request_header_fields_too_large
+                                                       : http::status::bad_request,
+                                              11};
+        res.set(http::field::content_type, "application/json");
+        res.set(http::field::connection, "close");
+        res.body() = j.dump() + "\n";
+        res.prepare_payload();
+        stream.expires_after(std::chrono::seconds(5));
+        co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      }
+      break;
+    }
+    HttpContext ctx(stream, buf, hp);
+    bool failed = false;
+    try {
+      co_await router_->Handle(ctx);
+    } catch (const std::exception& e) {
+      // A bug, not a client error: logged, answered 500 below.
+      spdlog::error("handler exception path={} request_id={} what=\"{}\"", ctx.path(), ctx.request_id(), e.what());
+      failed = true;
+    }
+    if (failed) {
+      if (ctx.responded()) break;
+      co_await ctx.SendError(MakeError(Code::kInternal, "internal error"));
+    }
+    if (!ctx.keep_alive()) break;
+  }
+  boost::system::error_code ec;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  stream.close();
+}
+
+}  // namespace hutch::api

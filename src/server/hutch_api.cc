@@ -1,0 +1,54 @@
+#include "server/hutch_api.h"
+
+namespace hutch::api {
+
+HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
+    : cfg_(std::move(cfg)),
+      mgr_(mgr),
+      creds_(cfg_.api_key_hashes, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
+      ports_(mgr),
+      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr, &creds_,
+          &router_.metrics(), &ports_),
+      e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
+      osb_(mgr, cfg_.json_body_limit, &creds_) {
+  osb_.SetImages(cfg_.opensandbox_images);
+  RegisterProbes();
+  // E2B first: its Host form owns every path, so its matcher and its
+  // access-log label come before everyone's.
+  e2b_.Register(router_);
+  v1_.Register(router_);
+  osb_.Register(router_);
+}
+
+void HutchApi::RegisterProbes() {
+  using V = http::verb;
+  auto health = [this](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
+    const nlohmann::json health = {{"status", "ok"},
+                                   {"sandboxes_running", mgr_->running_count()},
+                                   {"capabilities", cfg_.capabilities}};
+    co_await ctx.SendJson(200, health);
+  };
+  router_.Add(V::get, "/healthz", health);
+  router_.Add(V::head, "/healthz", health);
+  router_.Add(V::get, "/metrics", [this](HttpContext& ctx, const RouteMatch&) { return ServeMetrics(ctx); });
+}
+
+asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
+  // Values owned elsewhere are read at scrape time, so they cannot drift.
+  ApiMetrics& metrics = router_.metrics();
+  auto by_status = mgr_->CountByStatus();
+  for (auto st : {SandboxStatus::kStarting, SandboxStatus::kRunning, SandboxStatus::kPaused, SandboxStatus::kStopped,
+                  SandboxStatus::kFailed})
+    metrics.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
+  metrics.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
+  if (const auto* net = mgr_->network()) {
+    metrics.network_slots.With({"warm"}).Set(static_cast<double>(net->warm()));
+    metrics.network_slots.With({"leased"}).Set(static_cast<double>(net->in_use()));
+  }
+  metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
+  auto up = std::chrono::steady_clock::now() - metrics.started;
+  metrics.uptime_seconds.Set(std::chrono::duration<double>(up).count());
+  co_await ctx.SendText(200, "text/plain; version=0.0.4; charset=utf-8", metrics.registry.Render());
+}
+
+}  // namespace hutch::api

@@ -1,0 +1,66 @@
+// The HTTP API of hutchd, wired: one router, the credentials every dialect
+// shares, the port relay, and each dialect registered on the router — /v1
+// (src/api/v1), /e2b (src/api/e2b), /opensandbox (src/api/opensandbox) —
+// plus the unauthenticated probes /healthz and /metrics. The dialects know
+// nothing of each other; this is the one place that knows them all.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/common/port_proxy.h"
+#include "api/e2b/e2b_api.h"
+#include "api/opensandbox/osb_api.h"
+#include "api/v1/v1_api.h"
+#include "auth/credentials.h"
+#include "core/sandbox_manager.h"
+#include "http/router.h"
+
+namespace hutch::api {
+
+struct ApiConfig {
+  // SHA-256 hex of each accepted API key (keys themselves are not kept).
+  std::vector<std::string> api_key_hashes;
+  size_t json_body_limit = 1 << 20;
+  size_t exec_output_cap = 16 << 20;
+  std::chrono::seconds sse_ping_interval{15};
+  // Per-key token bucket, every dialect (0 = off): requests a second, bucket size.
+  double rate_limit_rps = 50;
+  double rate_limit_burst = 100;
+  // What this server can do, as /healthz reports it (driver, memory
+  // snapshots, the CRIU probe's finding).
+  nlohmann::json capabilities = nlohmann::json::object();
+  // OpenSandbox image URI -> template (--opensandbox-images over the defaults).
+  opensandbox::ImageTable opensandbox_images = opensandbox::ImageTable::Defaults();
+};
+
+class HutchApi {
+ public:
+  // `mgr` may be null for a router that is only listed (--print-routes and
+  // the docs test): registering calls nothing on it.
+  HutchApi(ApiConfig cfg, SandboxManager* mgr);
+  HutchApi(const HutchApi&) = delete;
+  HutchApi& operator=(const HutchApi&) = delete;
+
+  Router& router() { return router_; }
+  // Replaces the accepted keys (SIGHUP reload).
+  void SetKeyHashes(std::vector<std::string> hashes) { creds_.SetKeyHashes(std::move(hashes)); }
+
+ private:
+  void RegisterProbes();
+  asio::awaitable<void> ServeMetrics(HttpContext& ctx);
+
+  ApiConfig cfg_;
+  SandboxManager* mgr_;
+  auth::Credentials creds_;
+  Router router_;
+  PortProxy ports_;  // exposed ports: /v1's route and E2B's forms share its per-sandbox cap
+  V1Api v1_;
+  e2b::E2bApi e2b_;
+  opensandbox::OpenSandboxApi osb_;
+};
+
+}  // namespace hutch::api
