@@ -41,10 +41,12 @@ struct Fixture : ::testing::Test {
   std::unique_ptr<DnsProxy> proxy;
   uint16_t port = 0;
   std::thread th;
+  double queries_per_second = 200;
 
   void SetUp() override {
     DnsProxyOptions o;
     o.upstream = upstream.local_endpoint();
+    o.queries_per_second = queries_per_second;
     o.upstream_timeout = std::chrono::milliseconds(500);
     proxy = std::make_unique<DnsProxy>(
         io, o,
@@ -86,7 +88,31 @@ struct Fixture : ::testing::Test {
   }
 };
 
+// A proxy that lets each client 5 queries a second (burst 10).
+struct SlowFixture : Fixture {
+  SlowFixture() { queries_per_second = 5; }
+};
+
 }  // namespace
+
+// A client flooding its resolver gets its burst answered and the rest
+// dropped; another client keeps its own budget.
+TEST_F(SlowFixture, QueriesOverAClientsRateAreDropped) {
+  auto c = Client("127.0.0.2");
+  const auto q = Query("denied.test.", LDNS_RR_TYPE_A);
+  for (int i = 0; i < 40; ++i) c.send_to(asio::buffer(q), udp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  timeval tv{0, 500 * 1000};
+  ASSERT_EQ(setsockopt(c.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  int answers = 0;
+  std::vector<uint8_t> buf(4096);
+  boost::system::error_code ec;
+  while (c.receive(asio::buffer(buf), 0, ec) > 0 && !ec) ++answers;
+  EXPECT_GE(answers, 10);
+  EXPECT_LT(answers, 40);
+  EXPECT_GE(proxy->stats().rate_limited, 40u - static_cast<uint64_t>(answers));
+  auto u = Client("127.0.0.3");
+  EXPECT_EQ(Rcode(Ask(u, Query("allowed.test.", LDNS_RR_TYPE_A))), LDNS_RCODE_REFUSED);
+}
 
 TEST_F(Fixture, DeniedUnknownMalformedAndTimeout) {
   auto c = Client("127.0.0.2");

@@ -1,9 +1,9 @@
 // Token buckets per key, driven by an explicit clock (no sleeping).
-#include "auth/rate_limiter.h"
+#include "common/rate_limiter.h"
 
 #include <gtest/gtest.h>
 
-using hutch::auth::RateLimiter;
+using hutch::RateLimiter;
 using namespace std::chrono_literals;
 
 namespace {

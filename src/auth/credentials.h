@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "auth/rate_limiter.h"
+#include "common/rate_limiter.h"
 
 namespace hutch::auth {
 

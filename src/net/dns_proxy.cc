@@ -15,6 +15,7 @@
 #include <random>
 #include <spdlog/spdlog.h>
 
+#include "common/rate_limiter.h"
 #include "net/dns_message.h"
 
 namespace hutch::net {
@@ -78,7 +79,12 @@ struct Listener {
 
 struct DnsProxy::Core : std::enable_shared_from_this<DnsProxy::Core> {
   Core(asio::io_context& io, DnsProxyOptions o, DnsPolicyLookup p, DnsResolvedCallback r)
-      : io(io), opts(std::move(o)), policy(std::move(p)), on_resolved(std::move(r)), rng(std::random_device{}()) {}
+      : io(io),
+        opts(std::move(o)),
+        policy(std::move(p)),
+        on_resolved(std::move(r)),
+        rng(std::random_device{}()),
+        query_rate(opts.queries_per_second, 2 * opts.queries_per_second) {}
 
   asio::io_context& io;
   DnsProxyOptions opts;
@@ -91,6 +97,7 @@ struct DnsProxy::Core : std::enable_shared_from_this<DnsProxy::Core> {
   size_t inflight_total = 0;
   std::map<asio::ip::address, size_t> tcp_conns;
   std::mt19937 rng;
+  RateLimiter query_rate;  // per client address
 
   DnsDecision Decide(const asio::ip::address& client, std::span<const uint8_t> msg);
   bool TryAcquire(const asio::ip::address& client);
@@ -310,6 +317,14 @@ void CloseListener(Listener& l) {
 
 DnsDecision DnsProxy::Core::Decide(const asio::ip::address& client, std::span<const uint8_t> msg) {
   stats.queries++;
+  // A client over its query rate is not answered at all (as for the other
+  // caps): an answer would only feed the flood.
+  const std::string key = client.to_string();
+  if (!query_rate.Take(query_rate.KeyId(key), RateLimiter::Clock::now()).allowed) {
+    stats.dropped++;
+    stats.rate_limited++;
+    return DnsDecision{};
+  }
   std::optional<DnsPolicy> p;
   if (policy) p = policy(client);
   DnsDecision d = DecideDnsQuery(msg, p ? &*p : nullptr);

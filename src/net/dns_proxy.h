@@ -16,7 +16,9 @@
 // `max_inflight_per_client` queries in flight (or the proxy with
 // `max_inflight_total`) has further UDP queries dropped (the client
 // retries; an answer would only feed a flood); a client gets at most
-// `max_tcp_per_client` TCP connections, each closed after `tcp_idle` idle.
+// `max_tcp_per_client` TCP connections, each closed after `tcp_idle` idle;
+// a client sending more than `queries_per_second` (burst twice that) has
+// the excess dropped.
 //
 // Threads: everything runs on the io_context's one thread, callbacks
 // included; call AddListener/RemoveListener/Stop from that thread (or
@@ -50,6 +52,9 @@ struct DnsProxyOptions {
   size_t max_inflight_total = 1024;
   size_t max_tcp_per_client = 8;
   std::chrono::milliseconds tcp_idle{10000};
+  // Queries a second per client, burst twice that; past it queries are
+  // dropped (<= 0: no limit).
+  double queries_per_second = 200;
 };
 
 // The policy of the sandbox at `client`, nullopt when no sandbox has that
@@ -68,6 +73,7 @@ using DnsResolvedCallback = std::function<asio::awaitable<void>(
 struct DnsProxyStats {
   uint64_t queries = 0;      // messages received (UDP datagrams + TCP frames)
   uint64_t dropped = 0;      // malformed, oversized, or over a cap
+  uint64_t rate_limited = 0;  // of those: over the client's query rate
   uint64_t refused = 0;      // unknown client
   uint64_t denied = 0;       // NXDOMAIN by policy
   uint64_t answered_here = 0;  // AAAA, NOTIMP, FORMERR, other classes

@@ -1,12 +1,14 @@
-// Per-API-key request rate limit: one token bucket per key, refilled at
-// `rate` tokens a second up to `burst`; a request takes one token.
+// A rate limit per key: one token bucket per key, refilled at `rate`
+// tokens a second up to `burst`; an event takes one token. Used for API
+// requests (per API key, auth/credentials) and DNS queries (per sandbox
+// address, net/dns_proxy).
 //
 // Keys are identified by a salted hash (KeyId), so the limiter holds no
 // secret and nothing it could log is one. A bucket that has refilled to
 // `burst` is indistinguishable from a new one, so the periodic sweep drops
 // it: the map only holds keys used within the last burst/rate seconds
-// (plus one sweep interval), and only keys that passed authentication
-// reach it. Time is passed in, so tests drive it without sleeping.
+// (plus one sweep interval); callers only let keys they know reach it
+// (API keys that passed authentication, addresses of sandboxes). Time is passed in, so tests drive it without sleeping.
 // I/O thread only.
 #pragma once
 
@@ -15,7 +17,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace hutch::auth {
+namespace hutch {
 
 class RateLimiter {
  public:
@@ -53,4 +55,4 @@ class RateLimiter {
   Clock::time_point next_sweep_{};
 };
 
-}  // namespace hutch::auth
+}  // namespace hutch

@@ -1,11 +1,11 @@
-#include "auth/rate_limiter.h"
+#include "common/rate_limiter.h"
 
 #include <sys/random.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace hutch::auth {
+namespace hutch {
 
 namespace {
 constexpr auto kSweepInterval = std::chrono::seconds(30);
@@ -65,4 +65,4 @@ void RateLimiter::Sweep(Clock::time_point now) {
   });
 }
 
-}  // namespace hutch::auth
+}  // namespace hutch
