@@ -101,8 +101,8 @@ std::string Env(const char* name, const std::string& def) {
 size_t OpenFdCount(pid_t pid) {
   size_t n = 0;
   std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
     ++n;
   return n;
 }
@@ -112,7 +112,7 @@ void Hutchd::Start() {
   if (!mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
   dir_ = tmpl;
   std::string log = dir_ + "/hutchd.log";
-  std::vector<std::string> args = {bin_,           "--listen",   "127.0.0.1:0", "--state-dir", dir_ + "/state",
+  std::vector<std::string> args = {bin_, "--listen", "127.0.0.1:0", "--state-dir", dir_ + "/state",
                                    "--templates-dir", templates_, "--log-level", "warn",
                                    // The benchmark measures the server, not its per-key limit.
                                    "--rate-limit", "0"};

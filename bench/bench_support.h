@@ -55,7 +55,9 @@ class Hutchd {
   void Start();
   void Stop();
   std::string Log() const;
-  hutch::client::HttpClient Client() const { return hutch::client::HttpClient("127.0.0.1", port_, key_); }
+  hutch::client::HttpClient Client() const {
+    return hutch::client::HttpClient("127.0.0.1", port_, key_);
+  }
   pid_t pid() const { return pid_; }
 
  private:

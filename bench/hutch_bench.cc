@@ -53,13 +53,15 @@ using namespace hutch::bench;
 
 std::string CreateSandbox(hutch::client::HttpClient& c) {
   auto r = c.Json("POST", "/v1/sandboxes", json::object());
-  if (r.status != 201) throw std::runtime_error("create: HTTP " + std::to_string(r.status) + " " + r.body);
+  if (r.status != 201)
+    throw std::runtime_error("create: HTTP " + std::to_string(r.status) + " " + r.body);
   return r.json().at("id").get<std::string>();
 }
 
 void DeleteSandbox(hutch::client::HttpClient& c, const std::string& id) {
   auto r = c.Request("DELETE", "/v1/sandboxes/" + id);
-  if (r.status != 204) throw std::runtime_error("delete: HTTP " + std::to_string(r.status) + " " + r.body);
+  if (r.status != 204)
+    throw std::runtime_error("delete: HTTP " + std::to_string(r.status) + " " + r.body);
 }
 
 // Blocking exec; throws unless HTTP 200 and exit_code 0 (and, when given,
@@ -67,10 +69,12 @@ void DeleteSandbox(hutch::client::HttpClient& c, const std::string& id) {
 void Exec(hutch::client::HttpClient& c, const std::string& id, const json& body,
           const std::optional<std::string>& want = std::nullopt) {
   auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", body);
-  if (r.status != 200) throw std::runtime_error("exec: HTTP " + std::to_string(r.status) + " " + r.body);
+  if (r.status != 200)
+    throw std::runtime_error("exec: HTTP " + std::to_string(r.status) + " " + r.body);
   auto j = r.json();
   if (!j.is_object() || j.value("exit_code", -1) != 0) throw std::runtime_error("exec: " + r.body);
-  if (want && j.value("stdout", std::string()) != *want) throw std::runtime_error("exec: unexpected " + r.body);
+  if (want && j.value("stdout", std::string()) != *want)
+    throw std::runtime_error("exec: unexpected " + r.body);
 }
 
 // Decoded byte count of one stdout/stderr SSE event's data, i.e.
@@ -101,7 +105,10 @@ uint64_t StdoutEventBytes(const std::string& data) {
     *cp = 0;
     for (size_t k = i; k < i + 4; ++k) {
       char ch = data[k];
-      int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+      int v = ch >= '0' && ch <= '9'   ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                       : -1;
       if (v < 0) return false;
       *cp = *cp << 4 | static_cast<uint32_t>(v);
     }
@@ -150,8 +157,8 @@ struct Throughput {
   double mb_per_s = 0;  // 1 MB = 10^6 bytes
   uint64_t bytes = 0;
   double seconds = 0;
-  std::optional<uint64_t> peak_rss = std::nullopt;      // hutchd VmHWM during the transfer
-  std::optional<uint64_t> rss_before = std::nullopt;    // hutchd VmRSS before it
+  std::optional<uint64_t> peak_rss = std::nullopt;    // hutchd VmHWM during the transfer
+  std::optional<uint64_t> rss_before = std::nullopt;  // hutchd VmRSS before it
   std::string note;
 };
 
@@ -171,7 +178,11 @@ std::string FmtMiB(uint64_t bytes) {
 
 json StatsJson(const std::optional<Stats>& s) {
   if (!s) return nullptr;
-  return {{"runs", s->runs}, {"p50_ms", s->p50}, {"p99_ms", s->p99}, {"min_ms", s->min}, {"max_ms", s->max}};
+  return {{"runs", s->runs},
+          {"p50_ms", s->p50},
+          {"p99_ms", s->p99},
+          {"min_ms", s->min},
+          {"max_ms", s->max}};
 }
 
 // ---------------------------------------------------------------- baselines
@@ -222,7 +233,8 @@ void Usage() {
   std::cout << "usage: hutch_bench [--n N] [--json FILE]\n"
                "  --n N        runs per latency figure (default 50; exec round trip uses 4*N)\n"
                "  --json FILE  also write the results as JSON\n"
-               "env: HUTCHD_BIN (default build/hutchd), HUTCH_TEMPLATES_DIR (default build/test-templates),\n"
+               "env: HUTCHD_BIN (default build/hutchd), HUTCH_TEMPLATES_DIR (default "
+               "build/test-templates),\n"
                "     HUTCH_AGENT_BIN (optional)\n";
 }
 
@@ -347,11 +359,15 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   // connection per request), next to the exec round trip on the same
   // sandbox. Same number of runs, interleaved.
   std::cerr << "hutch_bench: port proxy round trip, " << 4 * n << " runs\n";
-  Exec(c, sb, {{"cmd", "mkdir -p /tmp/www && printf 'hello, proxy\\n' > /tmp/www/f.txt"}, {"timeout_seconds", 30}});
+  Exec(c, sb,
+       {{"cmd", "mkdir -p /tmp/www && printf 'hello, proxy\\n' > /tmp/www/f.txt"},
+        {"timeout_seconds", 30}});
   {
     auto r = c.Json("POST", "/v1/sandboxes/" + sb + "/processes",
                     {{"cmd", "cd /tmp/www && exec python3 -m http.server 8000 --bind 127.0.0.1"}});
-    if (r.status != 201) throw std::runtime_error("start http.server: HTTP " + std::to_string(r.status) + " " + r.body);
+    if (r.status != 201)
+      throw std::runtime_error("start http.server: HTTP " + std::to_string(r.status) + " " +
+                               r.body);
   }
   const std::string port_target = "/v1/sandboxes/" + sb + "/ports/8000/f.txt";
   for (int i = 0; i < 300; ++i) {
@@ -378,7 +394,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   // 6: snapshots and fork (issue: fork of 1 <= 50 ms p50). The parent has
   // 10 MB of its own files, so the copy-on-write layer is not empty.
   std::cerr << "hutch_bench: snapshot, restore, fork of 1 and of 5\n";
-  Exec(c, sb, {{"cmd", "head -c 10000000 /dev/urandom > /home/user/data.bin"}, {"timeout_seconds", 60}});
+  Exec(c, sb,
+       {{"cmd", "head -c 10000000 /dev/urandom > /home/user/data.bin"}, {"timeout_seconds", 60}});
   std::vector<double> snap_ms, restore_ms, fork1_ms, fork5_ms;
   for (int i = 0; i < n; ++i) {
     auto t0 = Clock::now();
@@ -412,9 +429,12 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   std::cerr << "hutch_bench: template build, create from a template vs base\n";
   const std::string spec =
       "name = \"bench-tpl\"\nfrom = \"base\"\n"
-      "run = [\"mkdir -p /opt/bench && head -c 20000000 /dev/urandom > /opt/bench/data.bin && echo ok > /opt/bench/ok\"]\n";
+      "run = [\"mkdir -p /opt/bench && head -c 20000000 /dev/urandom > /opt/bench/data.bin && echo "
+      "ok > /opt/bench/ok\"]\n";
   auto build = c.Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
-  if (build.status != 201) throw std::runtime_error("template build: HTTP " + std::to_string(build.status) + " " + build.body);
+  if (build.status != 201)
+    throw std::runtime_error("template build: HTTP " + std::to_string(build.status) + " " +
+                             build.body);
   std::vector<double> tpl_create_ms, base_create_ms, cache_hit_ms;
   const json from_tpl = {{"template", "bench-tpl"}};
   for (int i = 0; i < n; ++i) {
@@ -425,7 +445,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     DeleteSandbox(c, id);
     auto t1 = Clock::now();
     auto made = c.Json("POST", "/v1/sandboxes", from_tpl);
-    if (made.status != 201) throw std::runtime_error("create from template: HTTP " + std::to_string(made.status));
+    if (made.status != 201)
+      throw std::runtime_error("create from template: HTTP " + std::to_string(made.status));
     std::string tid = made.json().value("id", "");
     Exec(c, tid, echo_hi, "hi\n");
     tpl_create_ms.push_back(MsSince(t1));
@@ -435,7 +456,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     auto t0 = Clock::now();
     auto again = c.Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
     cache_hit_ms.push_back(MsSince(t0));
-    if (again.status != 201) throw std::runtime_error("template rebuild: HTTP " + std::to_string(again.status));
+    if (again.status != 201)
+      throw std::runtime_error("template rebuild: HTTP " + std::to_string(again.status));
   }
 
   // 8: networking (issue: 50 creates with mode all within 1.5x of mode
@@ -443,7 +465,10 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   // last creates run next to 49 live namespaces; then all are deleted.
   // Rounds alternate so both modes see the same machine noise.
   std::vector<double> net_none_ms, net_all_ms;
-  const bool networking = c.Request("GET", "/healthz").json().value("capabilities", json::object()).value("network", false);
+  const bool networking = c.Request("GET", "/healthz")
+                              .json()
+                              .value("capabilities", json::object())
+                              .value("network", false);
   if (networking) {
     std::cerr << "hutch_bench: create with network none vs all, 50 kept alive, 2 rounds each\n";
     for (int round = 0; round < 4; ++round) {
@@ -454,7 +479,9 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
         auto t0 = Clock::now();
         auto r = c.Json("POST", "/v1/sandboxes", body);
         (all ? net_all_ms : net_none_ms).push_back(MsSince(t0));
-        if (r.status != 201) throw std::runtime_error("create (network): HTTP " + std::to_string(r.status) + " " + r.body);
+        if (r.status != 201)
+          throw std::runtime_error("create (network): HTTP " + std::to_string(r.status) + " " +
+                                   r.body);
         ids.push_back(r.json().at("id").get<std::string>());
       }
       for (const auto& id : ids) DeleteSandbox(c, id);
@@ -476,15 +503,20 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   if (vm) {
     vm_note = caps.value("vm_accel", std::string());
     auto create_vm = [&](int64_t memory_mb, std::vector<double>* ms, const char* network = "none") {
-      const json body = {{"driver", "vm"}, {"memory_mb", memory_mb}, {"disk_mb", 256}, {"network", {{"mode", network}}}};
+      const json body = {{"driver", "vm"},
+                         {"memory_mb", memory_mb},
+                         {"disk_mb", 256},
+                         {"network", {{"mode", network}}}};
       auto t0 = Clock::now();
       auto r = c.Json("POST", "/v1/sandboxes", body);
-      if (r.status != 201) throw std::runtime_error("create (vm): HTTP " + std::to_string(r.status) + " " + r.body);
+      if (r.status != 201)
+        throw std::runtime_error("create (vm): HTTP " + std::to_string(r.status) + " " + r.body);
       ms->push_back(MsSince(t0));
       return r.json().at("id").get<std::string>();
     };
     const int cold_runs = 3;
-    std::cerr << "hutch_bench: vm first create of a key (boot + save + restore) x" << cold_runs << "\n";
+    std::cerr << "hutch_bench: vm first create of a key (boot + save + restore) x" << cold_runs
+              << "\n";
     for (int i = 0; i < cold_runs; ++i) DeleteSandbox(c, create_vm(264 + 8 * i, &vm_cold_ms));
     const int runs = std::max(5, n / 2);
     std::cerr << "hutch_bench: vm create (restore to agent) x" << runs << "\n";
@@ -503,7 +535,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     for (int i = 0; i < fork_runs; ++i) {
       auto t0 = Clock::now();
       auto r = c.Json("POST", "/v1/sandboxes/" + src + "/fork", {{"count", 1}});
-      if (r.status != 201) throw std::runtime_error("fork (vm): HTTP " + std::to_string(r.status) + " " + r.body);
+      if (r.status != 201)
+        throw std::runtime_error("fork (vm): HTTP " + std::to_string(r.status) + " " + r.body);
       vm_fork_ms.push_back(MsSince(t0));
       DeleteSandbox(c, r.json().at("sandboxes").at(0).at("id").get<std::string>());
     }
@@ -520,43 +553,53 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   std::vector<Row> rows;
   if (vm) {
     const Stats cold = Summarize(vm_cold_ms), restore = Summarize(vm_restore_ms);
-    rows.push_back({"vm_cold_to_agent", "hutch vm: first create of a key (boot + save + restore -> agent)", cold,
+    rows.push_back({"vm_cold_to_agent",
+                    "hutch vm: first create of a key (boot + save + restore -> agent)", cold,
                     vm_note});
-    rows.push_back({"vm_restore_to_agent", "hutch vm: create restored from the boot snapshot -> agent", restore, ""});
+    rows.push_back({"vm_restore_to_agent",
+                    "hutch vm: create restored from the boot snapshot -> agent", restore, ""});
     Stats ratio = restore;
     ratio.p50 = restore.p50 > 0 ? cold.p50 / restore.p50 : 0;
     ratio.p99 = restore.p99 > 0 ? cold.p99 / restore.p99 : 0;
     ratio.min = ratio.max = 0;
-    rows.push_back({"vm_cold_over_restore", "hutch vm: cold / restore (x, not ms)", ratio, "p50 over p50, p99 over p99"});
-    rows.push_back({"vm_first_exec", "hutch vm: first exec `echo hi` after restore", Summarize(vm_exec_ms), ""});
-    rows.push_back({"vm_fork", "hutch vm: fork of a running VM, count 1 (save + copy disk + restore)",
+    rows.push_back({"vm_cold_over_restore", "hutch vm: cold / restore (x, not ms)", ratio,
+                    "p50 over p50, p99 over p99"});
+    rows.push_back({"vm_first_exec", "hutch vm: first exec `echo hi` after restore",
+                    Summarize(vm_exec_ms), ""});
+    rows.push_back({"vm_fork",
+                    "hutch vm: fork of a running VM, count 1 (save + copy disk + restore)",
                     Summarize(vm_fork_ms), ""});
     if (!vm_net_ms.empty())
-      rows.push_back({"vm_restore_net_to_agent", "hutch vm: restore with network all (tap, slot rules) -> agent",
+      rows.push_back({"vm_restore_net_to_agent",
+                      "hutch vm: restore with network all (tap, slot rules) -> agent",
                       Summarize(vm_net_ms), ""});
   }
-  rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done", Summarize(create_exec),
-                  "sequential, each deleted after (untimed)"});
+  rows.push_back({"create_to_first_exec", "hutch: create -> first exec `echo hi` done",
+                  Summarize(create_exec), "sequential, each deleted after (untimed)"});
   rows.push_back({"create_only", "  of which POST /v1/sandboxes", Summarize(create_only), ""});
   rows.push_back({"first_exec_only", "  of which first exec `echo hi`", Summarize(first_exec), ""});
   rows.push_back({"exec_round_trip", "hutch: exec round trip `true` (sh -c)", Summarize(rt_sh),
                   "one running sandbox, keep-alive"});
-  rows.push_back({"exec_round_trip_argv", "hutch: exec round trip argv [/bin/true]", Summarize(rt_argv),
-                  "same, no shell"});
-  rows.push_back({"port_proxy_get", "hutch: GET /ports/8000/f.txt (python http.server)", Summarize(rt_proxy),
-                  "keep-alive to hutchd"});
-  rows.push_back({"exec_cat_same_file", "  vs exec argv [cat f.txt], same sandbox", Summarize(rt_exec_cat),
-                  "interleaved with the row above"});
+  rows.push_back({"exec_round_trip_argv", "hutch: exec round trip argv [/bin/true]",
+                  Summarize(rt_argv), "same, no shell"});
+  rows.push_back({"port_proxy_get", "hutch: GET /ports/8000/f.txt (python http.server)",
+                  Summarize(rt_proxy), "keep-alive to hutchd"});
+  rows.push_back({"exec_cat_same_file", "  vs exec argv [cat f.txt], same sandbox",
+                  Summarize(rt_exec_cat), "interleaved with the row above"});
   for (const auto& b : baselines) rows.push_back(b.ToRow());
-  rows.push_back({"snapshot", "hutch: snapshot (10 MB changed files)", Summarize(snap_ms), "frozen while copied"});
-  rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec", Summarize(restore_ms), ""});
-  rows.push_back({"fork1_to_exec", "hutch: fork of 1 -> child answers exec", Summarize(fork1_ms), "target p50 <= 50 ms"});
+  rows.push_back({"snapshot", "hutch: snapshot (10 MB changed files)", Summarize(snap_ms),
+                  "frozen while copied"});
+  rows.push_back({"restore_to_first_exec", "hutch: create from snapshot -> first exec",
+                  Summarize(restore_ms), ""});
+  rows.push_back({"fork1_to_exec", "hutch: fork of 1 -> child answers exec", Summarize(fork1_ms),
+                  "target p50 <= 50 ms"});
   rows.push_back({"fork5_to_exec", "hutch: fork of 5 -> all answer exec", Summarize(fork5_ms), ""});
-  rows.push_back({"base_create_to_exec_paired", "hutch: create from base -> first exec (paired)", Summarize(base_create_ms), ""});
-  rows.push_back({"template_create_to_exec", "hutch: create from a built template -> first exec", Summarize(tpl_create_ms),
-                  "target p50 <= 1.2x base (paired row above)"});
-  rows.push_back({"template_cache_hit", "hutch: POST /v1/templates, unchanged spec (cache hit)", Summarize(cache_hit_ms),
-                  "target < 1 s"});
+  rows.push_back({"base_create_to_exec_paired", "hutch: create from base -> first exec (paired)",
+                  Summarize(base_create_ms), ""});
+  rows.push_back({"template_create_to_exec", "hutch: create from a built template -> first exec",
+                  Summarize(tpl_create_ms), "target p50 <= 1.2x base (paired row above)"});
+  rows.push_back({"template_cache_hit", "hutch: POST /v1/templates, unchanged spec (cache hit)",
+                  Summarize(cache_hit_ms), "target < 1 s"});
   if (networking) {
     auto none = Summarize(net_none_ms), all = Summarize(net_all_ms);
     char ratio[64];
@@ -587,7 +630,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       uint64_t bytes = 0;
       int exit_code = -1;
       auto t0 = Clock::now();
-      auto r = sc.Sse("/v1/sandboxes/" + sb + "/exec/stream", {{"cmd", sc_case.cmd}, {"timeout_seconds", 0}},
+      auto r = sc.Sse("/v1/sandboxes/" + sb + "/exec/stream",
+                      {{"cmd", sc_case.cmd}, {"timeout_seconds", 0}},
                       [&](const hutch::client::SseEvent& ev) {
                         if (ev.event == "stdout") {
                           bytes += StdoutEventBytes(ev.data);
@@ -601,10 +645,11 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
                       });
       double s = MsSince(t0) / 1000.0;
       if (r.status != 200 || exit_code != 0 || bytes != want)
-        throw std::runtime_error("stream: HTTP " + std::to_string(r.status) + ", exit " + std::to_string(exit_code) +
-                                 ", " + std::to_string(bytes) + " bytes " + r.body);
-      tputs.push_back({sc_case.key, sc_case.label, static_cast<double>(bytes) / 1e6 / s, bytes, s, std::nullopt,
-                       std::nullopt, "1 run; decoded stdout bytes counted"});
+        throw std::runtime_error("stream: HTTP " + std::to_string(r.status) + ", exit " +
+                                 std::to_string(exit_code) + ", " + std::to_string(bytes) +
+                                 " bytes " + r.body);
+      tputs.push_back({sc_case.key, sc_case.label, static_cast<double>(bytes) / 1e6 / s, bytes, s,
+                       std::nullopt, std::nullopt, "1 run; decoded stdout bytes counted"});
     }
   }
 
@@ -624,7 +669,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       ch = static_cast<char>(x & 0xff);
     }
 
-    auto measure = [&](const std::string& key, const std::string& label, const std::function<uint64_t()>& body) {
+    auto measure = [&](const std::string& key, const std::string& label,
+                       const std::function<uint64_t()>& body) {
       pid_t pid = server.pid();
       uint64_t before = ProcStatusBytes(pid, "VmRSS");
       bool reset = ResetPeakRss(pid);
@@ -649,8 +695,15 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       double s = MsSince(t0) / 1000.0;
       stop = true;
       sampler.join();
-      uint64_t peak = reset ? std::max(ProcStatusBytes(pid, "VmHWM"), sampled.load()) : sampled.load();
-      Throughput t{key, label, static_cast<double>(bytes) / 1e6 / s, bytes, s, peak, before,
+      uint64_t peak =
+          reset ? std::max(ProcStatusBytes(pid, "VmHWM"), sampled.load()) : sampled.load();
+      Throughput t{key,
+                   label,
+                   static_cast<double>(bytes) / 1e6 / s,
+                   bytes,
+                   s,
+                   peak,
+                   before,
                    reset ? "peak = VmHWM after clear_refs" : "peak = sampled VmRSS (5 ms)"};
       tputs.push_back(t);
     };
@@ -664,7 +717,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
         off += k;
         return k;
       });
-      if (r.status != 201) throw std::runtime_error("upload: HTTP " + std::to_string(r.status) + " " + r.body);
+      if (r.status != 201)
+        throw std::runtime_error("upload: HTTP " + std::to_string(r.status) + " " + r.body);
       return size;
     });
     measure("proxy_download", "hutch: GET /ports/8000/ 100 MB (http.server)", [&] {
@@ -672,10 +726,11 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       Exec(c, sb, {{"cmd", "ln -sf /tmp/bench.bin /tmp/www/bench.bin"}, {"timeout_seconds", 30}});
       hutch::client::HttpClient pc = server.Client();
       uint64_t got = 0;
-      auto r = pc.Download("/v1/sandboxes/" + sb + "/ports/8000/bench.bin", [&](const char*, size_t k) { got += k; });
+      auto r = pc.Download("/v1/sandboxes/" + sb + "/ports/8000/bench.bin",
+                           [&](const char*, size_t k) { got += k; });
       if (r.status != 200 || got != size)
-        throw std::runtime_error("proxy download: HTTP " + std::to_string(r.status) + ", " + std::to_string(got) +
-                                 " bytes " + r.body);
+        throw std::runtime_error("proxy download: HTTP " + std::to_string(r.status) + ", " +
+                                 std::to_string(got) + " bytes " + r.body);
       return got;
     });
     measure("download", "hutch: GET /fs 100 MB", [&] {
@@ -683,8 +738,8 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
       uint64_t got = 0;
       auto r = dc.Download(path, [&](const char*, size_t k) { got += k; });
       if (r.status != 200 || got != size)
-        throw std::runtime_error("download: HTTP " + std::to_string(r.status) + ", " + std::to_string(got) +
-                                 " bytes " + r.body);
+        throw std::runtime_error("download: HTTP " + std::to_string(r.status) + ", " +
+                                 std::to_string(got) + " bytes " + r.body);
       return got;
     });
   }
@@ -718,11 +773,13 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     return std::string(b);
   };
   std::vector<Target> targets = {
-      {"create_exec_p50_le_20ms", "create -> first exec p50 <= 20 ms", ce->p50 <= 20.0, FmtMs(ce->p50) + " ms"},
+      {"create_exec_p50_le_20ms", "create -> first exec p50 <= 20 ms", ce->p50 <= 20.0,
+       FmtMs(ce->p50) + " ms"},
       {"create_exec_p50_le_3x_bwrap", "create -> first exec p50 <= 3x bwrap p50",
        ratio_bwrap ? std::optional<bool>(*ratio_bwrap <= 3.0) : std::nullopt,
        ratio_bwrap ? fmt_ratio(*ratio_bwrap) : "n/a"},
-      {"exec_round_trip_p50_le_2ms", "exec round trip p50 <= 2 ms", rt->p50 <= 2.0, FmtMs(rt->p50) + " ms"},
+      {"exec_round_trip_p50_le_2ms", "exec round trip p50 <= 2 ms", rt->p50 <= 2.0,
+       FmtMs(rt->p50) + " ms"},
   };
 
   // ---- print
@@ -738,10 +795,9 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
   printf("%s\n", std::string(100, '-').c_str());
   for (const auto& r : rows) {
     if (r.stats)
-      printf("%-54s %6zu %10s %10s  %s\n", r.label.c_str(), r.stats->runs, FmtMs(r.stats->p50).c_str(),
-             FmtMs(r.stats->p99).c_str(), r.note.c_str());
-    else
-      printf("%-54s %6s %10s %10s  %s\n", r.label.c_str(), "-", "n/a", "n/a", r.note.c_str());
+      printf("%-54s %6zu %10s %10s  %s\n", r.label.c_str(), r.stats->runs,
+             FmtMs(r.stats->p50).c_str(), FmtMs(r.stats->p99).c_str(), r.note.c_str());
+    else printf("%-54s %6s %10s %10s  %s\n", r.label.c_str(), "-", "n/a", "n/a", r.note.c_str());
   }
   printf("\n%-54s %s\n", "ratio (p50 / p50)", "value");
   printf("%s\n", std::string(100, '-').c_str());
@@ -749,14 +805,15 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
          ratio_bwrap ? fmt_ratio(*ratio_bwrap).c_str() : "n/a");
   printf("%-54s %s\n", "create -> first exec / unshare",
          ratio_unshare ? fmt_ratio(*ratio_unshare).c_str() : "n/a");
-  printf("%-54s %s\n", "create -> first exec / fork+exec", ratio_fork ? fmt_ratio(*ratio_fork).c_str() : "n/a");
-  printf("\n%-54s %10s %8s %12s %12s  %s\n", "throughput", "MB/s", "seconds", "RSS before", "peak RSS",
-         "note");
+  printf("%-54s %s\n", "create -> first exec / fork+exec",
+         ratio_fork ? fmt_ratio(*ratio_fork).c_str() : "n/a");
+  printf("\n%-54s %10s %8s %12s %12s  %s\n", "throughput", "MB/s", "seconds", "RSS before",
+         "peak RSS", "note");
   printf("%s\n", std::string(100, '-').c_str());
   for (const auto& t : tputs) {
     printf("%-54s %10.1f %8.2f %12s %12s  %s\n", t.label.c_str(), t.mb_per_s, t.seconds,
-           t.rss_before ? FmtMiB(*t.rss_before).c_str() : "-", t.peak_rss ? FmtMiB(*t.peak_rss).c_str() : "-",
-           t.note.c_str());
+           t.rss_before ? FmtMiB(*t.rss_before).c_str() : "-",
+           t.peak_rss ? FmtMiB(*t.peak_rss).c_str() : "-", t.note.c_str());
   }
   printf("\n%-54s %10s  %s\n", "target", "measured", "result");
   printf("%s\n", std::string(100, '-').c_str());
@@ -764,7 +821,9 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     printf("%-54s %10s  %s\n", t.text.c_str(), t.measured.c_str(),
            !t.pass ? "n/a" : (*t.pass ? "PASS" : "MISS"));
   }
-  printf("\n(1 MB = 10^6 bytes; p99 interpolated between ranks, so at N=50 it lies between the two slowest runs)\n");
+  printf(
+      "\n(1 MB = 10^6 bytes; p99 interpolated between ranks, so at N=50 it lies between the two "
+      "slowest runs)\n");
   fflush(stdout);
 
   if (!json_path.empty()) {
@@ -774,19 +833,22 @@ int Run(Hutchd& server, int n, const std::string& json_path) {
     j["cpus"] = ncpu;
     j["kernel"] = un.release;
     j["latency"] = json::object();
-    for (const auto& r : rows) j["latency"][r.key] = {{"label", r.label}, {"stats", StatsJson(r.stats)}, {"note", r.note}};
-    j["ratios"] = {{"create_to_first_exec_over_bwrap", ratio_bwrap ? json(*ratio_bwrap) : json(nullptr)},
-                   {"create_to_first_exec_over_unshare", ratio_unshare ? json(*ratio_unshare) : json(nullptr)},
-                   {"create_to_first_exec_over_fork_exec", ratio_fork ? json(*ratio_fork) : json(nullptr)}};
+    for (const auto& r : rows)
+      j["latency"][r.key] = {{"label", r.label}, {"stats", StatsJson(r.stats)}, {"note", r.note}};
+    j["ratios"] = {
+        {"create_to_first_exec_over_bwrap", ratio_bwrap ? json(*ratio_bwrap) : json(nullptr)},
+        {"create_to_first_exec_over_unshare", ratio_unshare ? json(*ratio_unshare) : json(nullptr)},
+        {"create_to_first_exec_over_fork_exec", ratio_fork ? json(*ratio_fork) : json(nullptr)}};
     j["throughput"] = json::object();
     for (const auto& t : tputs) {
-      j["throughput"][t.key] = {{"label", t.label},
-                                {"mb_per_s", t.mb_per_s},
-                                {"bytes", t.bytes},
-                                {"seconds", t.seconds},
-                                {"rss_before_bytes", t.rss_before ? json(*t.rss_before) : json(nullptr)},
-                                {"peak_rss_bytes", t.peak_rss ? json(*t.peak_rss) : json(nullptr)},
-                                {"note", t.note}};
+      j["throughput"][t.key] = {
+          {"label", t.label},
+          {"mb_per_s", t.mb_per_s},
+          {"bytes", t.bytes},
+          {"seconds", t.seconds},
+          {"rss_before_bytes", t.rss_before ? json(*t.rss_before) : json(nullptr)},
+          {"peak_rss_bytes", t.peak_rss ? json(*t.peak_rss) : json(nullptr)},
+          {"note", t.note}};
     }
     j["targets"] = json::object();
     for (const auto& t : targets)

@@ -36,7 +36,7 @@ struct BurstResult {
   int n = 0, created = 0, refused = 0, other = 0;
   bool hung = false;
   double wall_ms = 0;
-  Stats latency;               // of the 201s
+  Stats latency;                // of the 201s
   std::map<int, int> statuses;  // every status seen
 };
 
@@ -79,7 +79,8 @@ BurstResult Burst(const Hutchd& server, int n) {
   }
   cv.notify_all();
   // A create that takes minutes is a hang for this purpose.
-  while (done < n && MsSince(t0) < 300000) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (done < n && MsSince(t0) < 300000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   r.wall_ms = MsSince(t0);
   if (done < n) {
     r.hung = true;
@@ -153,8 +154,10 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers) {
   };
   std::thread sampler([&] {
     while (!stop) {
-      res.samples.push_back({MsSince(start) / 1000, ProcStatusBytes(server.pid(), "VmRSS"), OpenFdCount(server.pid())});
-      for (int i = 0; i < 50 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      res.samples.push_back({MsSince(start) / 1000, ProcStatusBytes(server.pid(), "VmRSS"),
+                             OpenFdCount(server.pid())});
+      for (int i = 0; i < 50 && !stop; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
   const std::string blob(256 * 1024, 'x');
@@ -185,8 +188,8 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers) {
           record("upload_256k", MsSince(t0), up.status, up.body);
           t0 = Clock::now();
           auto down = c.Request("GET", base + "/fs?path=/tmp/blob");
-          record("download_256k", MsSince(t0), down.status == 200 && down.body.size() == blob.size() ? 200 : 599,
-                 down.body);
+          record("download_256k", MsSince(t0),
+                 down.status == 200 && down.body.size() == blob.size() ? 200 : 599, down.body);
           t0 = Clock::now();
           auto del = c.Request("DELETE", base);
           record("delete", MsSince(t0), del.status, del.body);
@@ -202,12 +205,14 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers) {
   for (auto& t : threads) t.join();
   stop = true;
   sampler.join();
-  res.samples.push_back({MsSince(start) / 1000, ProcStatusBytes(server.pid(), "VmRSS"), OpenFdCount(server.pid())});
+  res.samples.push_back(
+      {MsSince(start) / 1000, ProcStatusBytes(server.pid(), "VmRSS"), OpenFdCount(server.pid())});
   return res;
 }
 
 void Usage() {
-  std::cerr << "usage: hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] [--json FILE]\n";
+  std::cerr << "usage: hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] [--json "
+               "FILE]\n";
 }
 
 }  // namespace
@@ -241,7 +246,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  Hutchd server(Env("HUTCHD_BIN", "build/hutchd"), Env("HUTCH_TEMPLATES_DIR", "build/test-templates"));
+  Hutchd server(Env("HUTCHD_BIN", "build/hutchd"),
+                Env("HUTCH_TEMPLATES_DIR", "build/test-templates"));
   try {
     server.Start();
   } catch (const std::exception& e) {
@@ -250,31 +256,44 @@ int main(int argc, char** argv) {
   }
   json out = {{"bursts", json::array()}};
   bool violated = false;
-  printf("## Concurrent creates\n\n| clients | 201 | 503 | other | hung | wall (s) | create p50 (ms) | p99 (ms) |\n");
+  printf(
+      "## Concurrent creates\n\n| clients | 201 | 503 | other | hung | wall (s) | create p50 (ms) "
+      "| p99 (ms) |\n");
   printf("|---|---|---|---|---|---|---|---|\n");
   for (int n : bursts) {
     auto r = Burst(server, n);
-    printf("| %d | %d | %d | %d | %s | %.1f | %.0f | %.0f |\n", n, r.created, r.refused, r.other, r.hung ? "yes" : "no",
-           r.wall_ms / 1000, r.latency.p50, r.latency.p99);
+    printf("| %d | %d | %d | %d | %s | %.1f | %.0f | %.0f |\n", n, r.created, r.refused, r.other,
+           r.hung ? "yes" : "no", r.wall_ms / 1000, r.latency.p50, r.latency.p99);
     fflush(stdout);
     json statuses = json::object();
     for (auto [s, c] : r.statuses) statuses[std::to_string(s)] = c;
-    out["bursts"].push_back({{"clients", n}, {"created", r.created}, {"refused_503", r.refused}, {"other", r.other},
-                             {"hung", r.hung}, {"wall_ms", r.wall_ms}, {"p50_ms", r.latency.p50},
-                             {"p99_ms", r.latency.p99}, {"statuses", statuses}});
+    out["bursts"].push_back({{"clients", n},
+                             {"created", r.created},
+                             {"refused_503", r.refused},
+                             {"other", r.other},
+                             {"hung", r.hung},
+                             {"wall_ms", r.wall_ms},
+                             {"p50_ms", r.latency.p50},
+                             {"p99_ms", r.latency.p99},
+                             {"statuses", statuses}});
     if (r.hung || r.other > 0) violated = true;
     if (r.hung) break;
   }
   if (soak_seconds > 0 && !violated) {
     auto s = Soak(server, soak_seconds, soak_workers);
-    printf("\n## Mixed soak: %d s, %d workers, %d cycles\n\n| operation | count | errors | p50 (ms) | p99 (ms) |\n",
-           soak_seconds, soak_workers, s.cycles);
+    printf(
+        "\n## Mixed soak: %d s, %d workers, %d cycles\n\n| operation | count | errors | p50 (ms) | "
+        "p99 (ms) |\n",
+        soak_seconds, soak_workers, s.cycles);
     printf("|---|---|---|---|---|\n");
     json ops = json::object();
     for (auto& [name, o] : s.ops) {
       auto st = Summarize(o.ms);
       printf("| %s | %zu | %d | %.2f | %.2f |\n", name.c_str(), st.runs, o.errors, st.p50, st.p99);
-      ops[name] = {{"count", st.runs}, {"errors", o.errors}, {"p50_ms", st.p50}, {"p99_ms", st.p99},
+      ops[name] = {{"count", st.runs},
+                   {"errors", o.errors},
+                   {"p50_ms", st.p50},
+                   {"p99_ms", st.p99},
                    {"last_error", o.last_error}};
       if (o.server_errors > 0) violated = true;
     }
@@ -296,20 +315,23 @@ int main(int argc, char** argv) {
       rss_max = std::max(rss_max, x.rss);
       fd_max = std::max(fd_max, x.fds);
     }
-    printf("\nhutchd RSS: 2nd quarter avg %.1f MiB, last quarter avg %.1f MiB, max %.1f MiB\n", rss2 / 1048576,
-           rss4 / 1048576, static_cast<double>(rss_max) / 1048576);
+    printf("\nhutchd RSS: 2nd quarter avg %.1f MiB, last quarter avg %.1f MiB, max %.1f MiB\n",
+           rss2 / 1048576, rss4 / 1048576, static_cast<double>(rss_max) / 1048576);
     printf("hutchd fds: 2nd quarter avg %.1f, last quarter avg %.1f, max %zu\n", fd2, fd4, fd_max);
     json samples = json::array();
     for (auto& x : s.samples) samples.push_back({x.t_s, x.rss, x.fds});
-    out["soak"] = {{"seconds", soak_seconds}, {"workers", soak_workers}, {"cycles", s.cycles}, {"ops", ops},
-                   {"rss_q2_avg", rss2},      {"rss_q4_avg", rss4},       {"rss_max", rss_max},
-                   {"fds_q2_avg", fd2},       {"fds_q4_avg", fd4},        {"fds_max", fd_max},
+    out["soak"] = {{"seconds", soak_seconds}, {"workers", soak_workers},
+                   {"cycles", s.cycles},      {"ops", ops},
+                   {"rss_q2_avg", rss2},      {"rss_q4_avg", rss4},
+                   {"rss_max", rss_max},      {"fds_q2_avg", fd2},
+                   {"fds_q4_avg", fd4},       {"fds_max", fd_max},
                    {"samples", samples}};
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   server.Stop();
   if (violated) {
-    std::cerr << "hutch_load: the server broke the load contract (a non-201/503 create, a hang, or a 5xx)\n";
+    std::cerr << "hutch_load: the server broke the load contract (a non-201/503 create, a hang, or "
+                 "a 5xx)\n";
     return 1;
   }
   return 0;

@@ -17,7 +17,7 @@ using hutch::api::e2b::EnvelopeReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const size_t step = 1 + data[0] % 64;        // how the bytes are split
+  const size_t step = 1 + data[0] % 64;         // how the bytes are split
   const size_t max_payload = 1 + data[1] * 64;  // up to ~16 KiB
   std::string_view in(reinterpret_cast<const char*>(data) + 2, size - 2);
   EnvelopeReader r(max_payload);

@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string again = hutch::wire::Encode(f.type, f.stream, f.payload);
     FrameReader r2;
     Frame g;
-    if (!r2.Feed(again.data(), again.size()).ok() || !r2.Next(&g) || g.type != f.type || g.stream != f.stream ||
-        g.payload != f.payload)
+    if (!r2.Feed(again.data(), again.size()).ok() || !r2.Next(&g) || g.type != f.type ||
+        g.stream != f.stream || g.payload != f.payload)
       abort();
   }
   return 0;

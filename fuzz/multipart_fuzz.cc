@@ -78,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t start = 0;
   while (true) {
     size_t end = in.find('\xff', start);
-    parts.emplace_back(in.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    parts.emplace_back(
+        in.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
@@ -86,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].find("--fz-B0undary") != std::string::npos) return 0;
     body += "--fz-B0undary\r\nContent-Disposition: form-data; name=\"f" + std::to_string(i) +
-            "\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + parts[i] + "\r\n";
+            "\"; filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + parts[i] +
+            "\r\n";
   }
   body += "--fz-B0undary--\r\n";
   Parsed p = Parse(body, step);

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto n = hutch::NormalizePath(s, "/home/user");
   if (n.ok() && !Normal(*n)) abort();
   if (hutch::CheckVolumeMountPath(s).ok()) {
-    if (!Normal(s) || s == "/" || (s.rfind("/proc", 0) == 0 && (s.size() == 5 || s[5] == '/'))) abort();
+    if (!Normal(s) || s == "/" || (s.rfind("/proc", 0) == 0 && (s.size() == 5 || s[5] == '/')))
+      abort();
   }
   if (hutch::CheckVolumeName(s).ok()) {
     if (s.find('/') != std::string::npos || s == "." || s == ".." || s.size() > 63) abort();

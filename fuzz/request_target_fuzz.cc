@@ -19,7 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s.empty() || s.find('/') != std::string::npos) abort();
   // The port proxy's cut: the relayed rest is the input's own tail, or a
   // "/" put in front of an empty tail or of a bare query.
-  auto is_tail = [&](std::string_view t) { return t.size() <= in.size() && in.substr(in.size() - t.size()) == t; };
+  auto is_tail = [&](std::string_view t) {
+    return t.size() <= in.size() && in.substr(in.size() - t.size()) == t;
+  };
   for (size_t n : {size_t{1}, size_t{5}}) {
     auto sp = hutch::api::SplitRequestTarget(in, n);
     if (!sp.ok) continue;

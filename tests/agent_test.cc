@@ -60,7 +60,9 @@ class Client {
     SendRaw(hutch::wire::Encode(t, stream, payload));
   }
   void SendJson(Type t, uint32_t stream, const json& j) { Send(t, stream, j.dump()); }
-  void Credit(uint32_t stream, uint32_t bytes) { SendRaw(hutch::wire::EncodeCredit(stream, bytes)); }
+  void Credit(uint32_t stream, uint32_t bytes) {
+    SendRaw(hutch::wire::EncodeCredit(stream, bytes));
+  }
 
   // Next frame within timeout_ms; nullopt on timeout or EOF (see eof()).
   std::optional<Frame> Next(int timeout_ms = 5000) {
@@ -68,7 +70,8 @@ class Client {
     Frame f;
     while (!reader_.Next(&f)) {
       if (eof_) return std::nullopt;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd p{fd_.get(), POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -111,16 +114,31 @@ StreamResult Collect(Client& c, uint32_t stream, int timeout_ms = 20000, StreamR
     if (!f) break;
     if (f->stream != stream) continue;
     switch (f->type) {
-      case Type::kStarted: r.started = json::parse(f->payload); break;
+      case Type::kStarted:
+        r.started = json::parse(f->payload);
+        break;
       case Type::kStdout:
-      case Type::kFsReadData: r.out += f->payload; break;
-      case Type::kStderr: r.err += f->payload; break;
-      case Type::kExit: r.exit = json::parse(f->payload); break;
-      case Type::kError: r.error = json::parse(f->payload); break;
+      case Type::kFsReadData:
+        r.out += f->payload;
+        break;
+      case Type::kStderr:
+        r.err += f->payload;
+        break;
+      case Type::kExit:
+        r.exit = json::parse(f->payload);
+        break;
+      case Type::kError:
+        r.error = json::parse(f->payload);
+        break;
       case Type::kFsResult:
-      case Type::kProcResult: r.result = json::parse(f->payload); break;
-      case Type::kProcDropped: r.dropped.push_back(json::parse(f->payload)); break;
-      default: break;
+      case Type::kProcResult:
+        r.result = json::parse(f->payload);
+        break;
+      case Type::kProcDropped:
+        r.dropped.push_back(json::parse(f->payload));
+        break;
+      default:
+        break;
     }
     if (f->type == Type::kStdout || f->type == Type::kStderr || f->type == Type::kFsReadData)
       c.Credit(stream, static_cast<uint32_t>(f->payload.size()));
@@ -173,10 +191,8 @@ class AgentTest : public ::testing::Test {
     if (pid_ == 0) {
       // lfd is >= 3 and CLOEXEC; dup2 to 3 yields a non-CLOEXEC copy
       // (when it already is 3, clear the flag instead).
-      if (lfd.get() == 3)
-        fcntl(3, F_SETFD, 0);
-      else
-        dup2(lfd.get(), 3);
+      if (lfd.get() == 3) fcntl(3, F_SETFD, 0);
+      else dup2(lfd.get(), 3);
       execl(bin, bin, static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -238,7 +254,8 @@ class AgentTest : public ::testing::Test {
   }
   StreamResult ProcStdin(pid_t pid, const std::string& bytes, bool close) {
     const uint32_t s = next_stream_++;
-    client_.Send(Type::kProcStdin, s, hutch::wire::EncodeProcStdin(static_cast<uint32_t>(pid), close, bytes));
+    client_.Send(Type::kProcStdin, s,
+                 hutch::wire::EncodeProcStdin(static_cast<uint32_t>(pid), close, bytes));
     return Collect(client_, s);
   }
   // Starts a background process; returns its pid (0 on failure).
@@ -269,7 +286,8 @@ class AgentTest : public ::testing::Test {
 // kIdentify is for a restored vm guest (it sets the hostname and the
 // clock): here only its validation runs, which fails before any change.
 TEST_F(AgentTest, IdentifyRejectsBadEntropyBeforeChangingAnything) {
-  client_.SendJson(Type::kIdentify, 5, {{"hostname", "sb_x"}, {"realtime_ns", 1}, {"entropy", "zz"}});
+  client_.SendJson(Type::kIdentify, 5,
+                   {{"hostname", "sb_x"}, {"realtime_ns", 1}, {"entropy", "zz"}});
   auto r = Collect(client_, 5);
   ASSERT_TRUE(r.error) << "no kError";
   EXPECT_EQ((*r.error)["code"], "invalid_request") << r.error->dump();
@@ -535,7 +553,8 @@ TEST_F(AgentTest, StatListMkdirMoveRemove) {
   ASSERT_TRUE(ls.result);
   std::vector<std::string> paths;
   for (auto& e : (*ls.result)["entries"]) paths.push_back(e["path"]);
-  EXPECT_EQ(paths, (std::vector<std::string>{base + "/a", base + "/a/b", base + "/a/f.txt", base + "/a/link"}));
+  EXPECT_EQ(paths, (std::vector<std::string>{base + "/a", base + "/a/b", base + "/a/f.txt",
+                                             base + "/a/link"}));
   auto ls1 = FsOp({{"op", "list"}, {"path", base}});
   ASSERT_TRUE(ls1.result);
   EXPECT_EQ((*ls1.result)["entries"].size(), 1u);
@@ -591,7 +610,8 @@ TEST_F(AgentTest, CancelledWriteLeavesNothing) {
   ASSERT_TRUE(r.error);
   EXPECT_EQ((*r.error)["code"], "cancelled");
   int files = 0;
-  for (auto& de : fs::directory_iterator(dir_)) files += de.path().filename().string().find("partial") != std::string::npos;
+  for (auto& de : fs::directory_iterator(dir_))
+    files += de.path().filename().string().find("partial") != std::string::npos;
   EXPECT_EQ(files, 0);
 }
 
@@ -601,7 +621,8 @@ TEST_F(AgentTest, FsOpsRunAsRequestedUser) {
   EXPECT_EQ((*denied.error)["code"], "permission_denied");
   fs::permissions(dir_, fs::perms::all);
   const uint32_t s = next_stream_++;
-  client_.SendJson(Type::kFsRequest, s, {{"op", "write"}, {"path", dir_ + "/sub/f"}, {"user", 65534}});
+  client_.SendJson(Type::kFsRequest, s,
+                   {{"op", "write"}, {"path", dir_ + "/sub/f"}, {"user", 65534}});
   ASSERT_EQ(client_.Next()->type, Type::kStarted);
   client_.Send(Type::kFsWriteEnd, s);
   auto r = Collect(client_, s);
@@ -839,7 +860,8 @@ TEST_F(AgentTest, StalledFollowerDoesNotStallProcessAndLearnsWhatItMissed) {
       continue;
     }
     if (f->type == Type::kStdout) {
-      ASSERT_EQ(f->payload, expected.substr(static_cast<size_t>(pos), f->payload.size())) << "at " << pos;
+      ASSERT_EQ(f->payload, expected.substr(static_cast<size_t>(pos), f->payload.size()))
+          << "at " << pos;
       pos += f->payload.size();
       fc.Credit(s, static_cast<uint32_t>(f->payload.size()));
       continue;
@@ -940,7 +962,8 @@ TEST_F(AgentTest, PtyHasSizeResizeAndTerminal) {
       auto f = client_.Next(5000);
       if (!f) return false;
       if (f->type == Type::kStdout) out += f->payload;
-      if (f->type == Type::kExit || f->type == Type::kError) return out.find(needle) != std::string::npos;
+      if (f->type == Type::kExit || f->type == Type::kError)
+        return out.find(needle) != std::string::npos;
     }
     return out.find(needle) != std::string::npos;
   };
@@ -954,7 +977,8 @@ TEST_F(AgentTest, PtyHasSizeResizeAndTerminal) {
 TEST_F(AgentTest, PtyCancelHangsUpTheWholeSession) {
   // Job control puts the background sleep in a process group of its own:
   // only a hangup of the session reaches it.
-  client_.SendJson(Type::kPtyStart, 61, {{"argv", {"sh", "-c", "set -m; sleep 100 & echo bg=$!; wait"}}});
+  client_.SendJson(Type::kPtyStart, 61,
+                   {{"argv", {"sh", "-c", "set -m; sleep 100 & echo bg=$!; wait"}}});
   std::string out;
   pid_t bg = 0;
   for (int i = 0; i < 50 && bg == 0; ++i) {
@@ -962,7 +986,8 @@ TEST_F(AgentTest, PtyCancelHangsUpTheWholeSession) {
     ASSERT_TRUE(f);
     if (f->type == Type::kStdout) out += f->payload;
     size_t at = out.find("bg=");
-    if (at != std::string::npos && out.find('\n', at) != std::string::npos) bg = std::atoi(out.c_str() + at + 3);
+    if (at != std::string::npos && out.find('\n', at) != std::string::npos)
+      bg = std::atoi(out.c_str() + at + 3);
   }
   ASSERT_GT(bg, 0) << out;
   ASSERT_TRUE(Alive(bg));

@@ -32,13 +32,16 @@ TEST(Concurrency, ParallelCreateExecDeleteCyclesAllSucceed) {
           continue;
         }
         std::string id = cr.json()["id"];
-        auto ex = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "echo " + std::to_string(i)}});
+        auto ex =
+            c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "echo " + std::to_string(i)}});
         if (ex.status != 200 || ex.json().value("stdout", "") != std::to_string(i) + "\n")
           failures[w] += "exec " + ex.body + "\n";
         int events = 0;
-        auto st = c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "for i in 1 2 3; do echo $i; done"}},
+        auto st = c.Sse("/v1/sandboxes/" + id + "/exec/stream",
+                        {{"cmd", "for i in 1 2 3; do echo $i; done"}},
                         [&](const hutch::client::SseEvent&) { return ++events > 0; });
-        if (st.status != 200 || events < 2) failures[w] += "stream " + std::to_string(st.status) + "\n";
+        if (st.status != 200 || events < 2)
+          failures[w] += "stream " + std::to_string(st.status) + "\n";
         auto up = c.Request("PUT", "/v1/sandboxes/" + id + "/fs?path=/tmp/blob", blob);
         auto down = c.Request("GET", "/v1/sandboxes/" + id + "/fs?path=/tmp/blob");
         if (up.status != 201 || down.body != blob) failures[w] += "files " + up.body + "\n";

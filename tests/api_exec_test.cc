@@ -69,7 +69,8 @@ StreamResult Stream(TestServer& s, const std::string& id, const json& body,
   auto c = s.Client();
   r.resp = c.Sse("/v1/sandboxes/" + id + "/exec/stream", body, [&](const SseEvent& e) {
     Ev ev{e.event, json::parse(e.data, nullptr, /*allow_exceptions=*/false)};
-    if (ev.data.is_discarded()) ADD_FAILURE() << "event data is not JSON: " << e.data.substr(0, 200);
+    if (ev.data.is_discarded())
+      ADD_FAILURE() << "event data is not JSON: " << e.data.substr(0, 200);
     if (ev.name == "stdout" || ev.name == "stderr") {
       (ev.data.contains("b64") ? r.b64_events : r.text_events)++;
       (ev.name == "stdout" ? r.out : r.err) += EventBytes(ev.data);
@@ -160,21 +161,23 @@ bool WriteAll(int fd, const std::string& s) {
 // Sends `body` to `target` on a fresh raw connection and reads the answer
 // until `needle` shows up in it. Returns the still-open socket (the caller
 // closes it, which is the point) or -1.
-int RawPostUntil(TestServer& s, const std::string& target, const json& body, const std::string& needle,
-                 std::string* got) {
+int RawPostUntil(TestServer& s, const std::string& target, const json& body,
+                 const std::string& needle, std::string* got) {
   int fd = hutch::testing::RawConnect(s.port());
   if (fd < 0) return -1;
   std::string b = body.dump();
-  std::string req = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + s.key() +
-                    "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: " +
-                    std::to_string(b.size()) + "\r\n\r\n" + b;
+  std::string req =
+      "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + s.key() +
+      "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: " +
+      std::to_string(b.size()) + "\r\n\r\n" + b;
   if (!WriteAll(fd, req)) {
     close(fd);
     return -1;
   }
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (got->find(needle) == std::string::npos) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd p{fd, POLLIN, 0};
     if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
     char buf[4096];
@@ -323,15 +326,18 @@ TEST_F(ApiExec, TimeoutKillsWholeProcessGroup) {
   EXPECT_EQ(r["timed_out"], true) << r.dump();
   EXPECT_EQ(r["exit_code"], 137) << r.dump();
   EXPECT_LT(took, 5.0);
-  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(2))) << "a background sleep survived the timeout";
+  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(2)))
+      << "a background sleep survived the timeout";
 }
 
 // --- 3. Streaming ------------------------------------------------------
 
 TEST_F(ApiExec, StreamEventsInOrderEndingWithExit) {
-  auto r = Stream(s(), id_, {{"cmd", "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2; exit 5"}});
+  auto r = Stream(s(), id_,
+                  {{"cmd", "echo out1; sleep 0.1; echo err1 >&2; sleep 0.1; echo out2; exit 5"}});
   EXPECT_EQ(r.resp.status, 200) << r.resp.body;
-  EXPECT_TRUE(r.resp.header("content-type").starts_with("text/event-stream")) << r.resp.header("content-type");
+  EXPECT_TRUE(r.resp.header("content-type").starts_with("text/event-stream"))
+      << r.resp.header("content-type");
   EXPECT_TRUE(r.resp.header("x-stream-error").empty()) << r.resp.header("x-stream-error");
   ASSERT_GE(r.events.size(), 3u);
   EXPECT_EQ(r.events.front().name, "start");
@@ -370,15 +376,16 @@ TEST_F(ApiExec, StreamOfSilentCommandStillEndsWithExit) {
 // first stdout event while the command still runs.
 TEST_F(ApiExec, ClosingStreamKillsCommand) {
   std::string got;
-  int fd = RawPostUntil(s(), "/v1/sandboxes/" + id_ + "/exec/stream", {{"cmd", "echo started; exec sleep 300"}},
-                        "started", &got);
+  int fd = RawPostUntil(s(), "/v1/sandboxes/" + id_ + "/exec/stream",
+                        {{"cmd", "echo started; exec sleep 300"}}, "started", &got);
   ASSERT_GE(fd, 0) << "no stdout event within 10 s: " << got;
   EXPECT_NE(got.find("text/event-stream"), std::string::npos) << got;
   EXPECT_NE(got.find("event: start"), std::string::npos) << got;
   bool running = WaitSleepRunning(s(), id_, std::chrono::seconds(5));
   close(fd);  // the client goes away mid-command
   ASSERT_TRUE(running) << "the command never got to its sleep";
-  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(5))) << "closing the stream left the command running";
+  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(5)))
+      << "closing the stream left the command running";
   EXPECT_EQ(s().Exec(id_, "echo ok")["stdout"], "ok\n");
 }
 
@@ -387,14 +394,16 @@ TEST_F(ApiExec, ClosingBlockingExecKillsCommand) {
   ASSERT_GE(fd, 0);
   std::string body = json{{"cmd", "sleep 300"}}.dump();
   std::string req = "POST /v1/sandboxes/" + id_ + "/exec HTTP/1.1\r\n" + "Host: 127.0.0.1\r\n" +
-                    "Authorization: Bearer " + s().key() + "\r\n" + "Content-Type: application/json\r\n" +
+                    "Authorization: Bearer " + s().key() + "\r\n" +
+                    "Content-Type: application/json\r\n" +
                     "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_TRUE(WriteAll(fd, req));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   bool running = WaitSleepRunning(s(), id_, std::chrono::seconds(5));
   close(fd);
   ASSERT_TRUE(running);
-  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(5))) << "closing the connection left the command running";
+  EXPECT_TRUE(WaitNoSleep(s(), id_, std::chrono::seconds(5)))
+      << "closing the connection left the command running";
   // The server is fine afterwards.
   EXPECT_EQ(s().Exec(id_, "echo ok")["stdout"], "ok\n");
 }
@@ -403,8 +412,9 @@ TEST_F(ApiExec, ClosingBlockingExecKillsCommand) {
 
 TEST_F(ApiExec, DetachedStreamKeepsRunningAfterClose) {
   std::string got;
-  int fd = RawPostUntil(s(), "/v1/sandboxes/" + id_ + "/exec/stream",
-                        {{"cmd", "echo started; exec sleep 300"}, {"detach", true}}, "started", &got);
+  int fd =
+      RawPostUntil(s(), "/v1/sandboxes/" + id_ + "/exec/stream",
+                   {{"cmd", "echo started; exec sleep 300"}, {"detach", true}}, "started", &got);
   ASSERT_GE(fd, 0) << "no stdout event within 10 s: " << got;
   bool running = WaitSleepRunning(s(), id_, std::chrono::seconds(5));
   close(fd);
@@ -421,17 +431,19 @@ TEST_F(ApiExec, DetachedStreamKeepsRunningAfterClose) {
 // of the command, and "return false to close mid-stream" cancelled nothing.
 TEST_F(ApiExec, SseDeliversEventsAsTheyHappen) {
   bool first_seen = false, running_at_first = false;
-  auto r = Stream(s(), id_, {{"cmd", "echo first; sleep 2; echo second"}}, [&](const Ev& e, StreamResult&) {
-    if (e.name == "stdout" && !first_seen) {
-      first_seen = true;
-      // Delivered while the command runs: its `sleep 2` is still there.
-      running_at_first = WaitSleepRunning(s(), id_, std::chrono::milliseconds(1500));
-    }
-    return true;
-  });
+  auto r = Stream(
+      s(), id_, {{"cmd", "echo first; sleep 2; echo second"}}, [&](const Ev& e, StreamResult&) {
+        if (e.name == "stdout" && !first_seen) {
+          first_seen = true;
+          // Delivered while the command runs: its `sleep 2` is still there.
+          running_at_first = WaitSleepRunning(s(), id_, std::chrono::milliseconds(1500));
+        }
+        return true;
+      });
   EXPECT_TRUE(first_seen);
   EXPECT_EQ(r.out, "first\nsecond\n");
-  EXPECT_TRUE(running_at_first) << "the first stdout event reached HttpClient::Sse only after the command ended";
+  EXPECT_TRUE(running_at_first)
+      << "the first stdout event reached HttpClient::Sse only after the command ended";
 }
 
 // --- 6-8. Output content ----------------------------------------------------
@@ -458,7 +470,9 @@ TEST_F(ApiExec, FiveMegabyteLineIntact) {
 }
 
 TEST_F(ApiExec, BinaryBlobThroughStream) {
-  auto st = Stream(s(), id_, {{"cmd", "head -c 1000000 /dev/urandom | tee /tmp/b | sha256sum > /tmp/sum; cat /tmp/b"}});
+  auto st = Stream(
+      s(), id_,
+      {{"cmd", "head -c 1000000 /dev/urandom | tee /tmp/b | sha256sum > /tmp/sum; cat /tmp/b"}});
   EXPECT_EQ(st.resp.status, 200);
   ASSERT_FALSE(st.events.empty());
   EXPECT_EQ(st.events.back().name, "exit");
@@ -551,7 +565,8 @@ TEST_F(ApiExec, BadRequestsAreInvalidRequest) {
   auto st = Stream(s(), id_, {{"cmd", 5}});
   EXPECT_EQ(st.resp.status, 400);
   EXPECT_TRUE(st.events.empty());
-  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "invalid_request") << st.resp.body;
+  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "invalid_request")
+      << st.resp.body;
 
   // Bad specs the agent rejects (unknown user, missing cwd) are errors,
   // not a 200 with an exit code.
@@ -583,7 +598,8 @@ TEST_F(ApiExec, UnknownAndDeletedSandbox) {
   EXPECT_EQ(r["code"], "sandbox_not_running");
   st = Stream(s(), gone, {{"cmd", "true"}});
   EXPECT_EQ(st.resp.status, 409);
-  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "sandbox_not_running") << st.resp.body;
+  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "sandbox_not_running")
+      << st.resp.body;
 }
 
 // --- 12. Concurrency --------------------------------------------------------

@@ -71,15 +71,18 @@ TEST(ApiFiles, RangeRequests) {
   {
     auto r = c.Request("GET", Fs(id, "/home/user/abc.txt"), "", {{"Range", "bytes=-0"}});
     ExpectError(r, 416, "range_not_satisfiable");
-    EXPECT_EQ(r.header("content-range").find("26-25"), std::string::npos) << r.header("content-range");
+    EXPECT_EQ(r.header("content-range").find("26-25"), std::string::npos)
+        << r.header("content-range");
   }
   // On an empty file a suffix range cannot be a 206 (it would need the
   // malformed "Content-Range: bytes 0--1/0"): 200 with the empty file, or 416.
   ASSERT_EQ(c.Request("PUT", Fs(id, "/home/user/empty.txt"), "").status, 201);
   {
     auto r = c.Request("GET", Fs(id, "/home/user/empty.txt"), "", {{"Range", "bytes=-5"}});
-    EXPECT_TRUE(r.status == 200 || r.status == 416) << r.status << " Content-Range: " << r.header("content-range");
-    EXPECT_EQ(r.header("content-range").find("0--1"), std::string::npos) << r.header("content-range");
+    EXPECT_TRUE(r.status == 200 || r.status == 416)
+        << r.status << " Content-Range: " << r.header("content-range");
+    EXPECT_EQ(r.header("content-range").find("0--1"), std::string::npos)
+        << r.header("content-range");
     EXPECT_EQ(r.status == 200 ? r.body : "", "");
   }
   ExpectError(c.Request("GET", Fs(id, "/home/user/empty.txt"), "", {{"Range", "bytes=0-"}}), 416,
@@ -104,7 +107,8 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   EXPECT_EQ(c.Json("POST", base + "/mkdir", {{"path", "/home/user/t/a"}}).status, 201);
 
   // PUT creates parents and honours mode.
-  auto put = c.Request("PUT", Fs(id, "/home/user/t/x/y/run.sh", "&mode=0755"), "#!/bin/sh\necho run\n");
+  auto put =
+      c.Request("PUT", Fs(id, "/home/user/t/x/y/run.sh", "&mode=0755"), "#!/bin/sh\necho run\n");
   ASSERT_EQ(put.status, 201) << put.body;
   EXPECT_EQ(put.json()["size"], 19);
   EXPECT_EQ(put.json()["path"], "/home/user/t/x/y/run.sh");
@@ -129,7 +133,8 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   auto names = [](const Response& r) {
     std::set<std::string> out;
     const nlohmann::json j = r.json();
-    for (auto& e : j["entries"]) out.insert(e["path"].get<std::string>() + ":" + e["type"].get<std::string>());
+    for (auto& e : j["entries"])
+      out.insert(e["path"].get<std::string>() + ":" + e["type"].get<std::string>());
     return out;
   };
   auto l1 = c.Request("GET", base + "/list?path=/home/user/t");
@@ -137,8 +142,9 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   EXPECT_EQ(names(l1), (std::set<std::string>{"/home/user/t/a:dir", "/home/user/t/x:dir"}));
   auto l2 = c.Request("GET", base + "/list?path=/home/user/t&depth=2");
   ASSERT_EQ(l2.status, 200) << l2.body;
-  EXPECT_EQ(names(l2), (std::set<std::string>{"/home/user/t/a:dir", "/home/user/t/x:dir", "/home/user/t/a/b:dir",
-                                              "/home/user/t/a/f.txt:file", "/home/user/t/x/y:dir"}));
+  EXPECT_EQ(names(l2), (std::set<std::string>{"/home/user/t/a:dir", "/home/user/t/x:dir",
+                                              "/home/user/t/a/b:dir", "/home/user/t/a/f.txt:file",
+                                              "/home/user/t/x/y:dir"}));
   const nlohmann::json l2j = l2.json();
   for (auto& e : l2j["entries"]) {
     if (e["path"] == "/home/user/t/a/f.txt") {
@@ -150,13 +156,15 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
 
   // move: the old path is gone, the new one holds the content; parents of
   // the target are created.
-  auto mv = c.Json("POST", base + "/move", {{"from", "/home/user/t/a/f.txt"}, {"to", "/home/user/t/m/n/g.txt"}});
+  auto mv = c.Json("POST", base + "/move",
+                   {{"from", "/home/user/t/a/f.txt"}, {"to", "/home/user/t/m/n/g.txt"}});
   ASSERT_EQ(mv.status, 200) << mv.body;
   EXPECT_EQ(mv.json()["path"], "/home/user/t/m/n/g.txt");
   ExpectError(c.Request("GET", base + "/stat?path=/home/user/t/a/f.txt"), 404, "file_not_found");
   EXPECT_EQ(c.Request("GET", Fs(id, "/home/user/t/m/n/g.txt")).body, "12345");
-  ExpectError(c.Json("POST", base + "/move", {{"from", "/home/user/t/nope"}, {"to", "/home/user/t/z"}}), 404,
-              "file_not_found");
+  ExpectError(
+      c.Json("POST", base + "/move", {{"from", "/home/user/t/nope"}, {"to", "/home/user/t/z"}}),
+      404, "file_not_found");
 
   // delete: a file; a non-empty dir needs recursive; an empty dir does not.
   EXPECT_EQ(c.Request("DELETE", Fs(id, "/home/user/t/m/n/g.txt")).status, 204);
@@ -164,7 +172,8 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   EXPECT_EQ(c.Request("DELETE", Fs(id, "/home/user/t/m/n")).status, 204);
   ExpectError(c.Request("DELETE", Fs(id, "/home/user/t/a")), 409, "conflict");
   EXPECT_EQ(c.Request("GET", base + "/stat?path=/home/user/t/a/b/c").status, 200);
-  ExpectError(c.Request("DELETE", Fs(id, "/home/user/t/a", "&recursive=yes")), 400, "invalid_request");
+  ExpectError(c.Request("DELETE", Fs(id, "/home/user/t/a", "&recursive=yes")), 400,
+              "invalid_request");
   EXPECT_EQ(c.Request("DELETE", Fs(id, "/home/user/t/a", "&recursive=true")).status, 204);
   ExpectError(c.Request("GET", base + "/stat?path=/home/user/t/a"), 404, "file_not_found");
   ExpectError(c.Request("DELETE", Fs(id, "/home/user/t/a")), 404, "file_not_found");
@@ -172,11 +181,14 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   // Errors.
   ExpectError(c.Request("GET", Fs(id, "/home/user/t/missing")), 404, "file_not_found");
   ExpectError(c.Request("GET", Fs(id, "/home/user/t/x")), 422, "is_a_directory");
-  ExpectError(c.Request("GET", base + "/list?path=/home/user/t/x/y/run.sh"), 422, "not_a_directory");
+  ExpectError(c.Request("GET", base + "/list?path=/home/user/t/x/y/run.sh"), 422,
+              "not_a_directory");
   ExpectError(c.Request("GET", base + "/list?path=/home/user/t/nope"), 404, "file_not_found");
   ExpectError(c.Request("PUT", Fs(id, "/home/user/t/x"), "data"), 422, "is_a_directory");
-  ExpectError(c.Request("PUT", Fs(id, "/home/user/t/x/y/run.sh/sub"), "data"), 422, "not_a_directory");
-  ExpectError(c.Json("POST", base + "/mkdir", {{"path", "/home/user/t/x/y/run.sh"}}), 409, "conflict");
+  ExpectError(c.Request("PUT", Fs(id, "/home/user/t/x/y/run.sh/sub"), "data"), 422,
+              "not_a_directory");
+  ExpectError(c.Json("POST", base + "/mkdir", {{"path", "/home/user/t/x/y/run.sh"}}), 409,
+              "conflict");
   ExpectError(c.Request("GET", Fs(id, "/home/user/t/a%00b")), 400, "invalid_request");
   ExpectError(c.Request("PUT", Fs(id, "/home/user/t/a%00b"), "x"), 400, "invalid_request");
   ExpectError(c.Request("DELETE", Fs(id, "/home/user/t/a%00b")), 400, "invalid_request");
@@ -187,8 +199,10 @@ TEST(ApiFiles, ListStatMkdirMoveDeleteAndErrors) {
   ExpectError(c.Request("GET", base + "/stat?path="), 400, "invalid_request");
   ExpectError(c.Json("POST", base + "/mkdir", nlohmann::json::object()), 400, "invalid_request");
   ExpectError(c.Json("POST", base + "/move", {{"from", "/home/user/t/x"}}), 400, "invalid_request");
-  ExpectError(c.Request("PUT", Fs(id, "/home/user/t/m.txt", "&mode=999"), "x"), 400, "invalid_request");
-  ExpectError(c.Request("GET", "/v1/sandboxes/sb_nope/fs?path=/etc/hostname"), 404, "sandbox_not_found");
+  ExpectError(c.Request("PUT", Fs(id, "/home/user/t/m.txt", "&mode=999"), "x"), 400,
+              "invalid_request");
+  ExpectError(c.Request("GET", "/v1/sandboxes/sb_nope/fs?path=/etc/hostname"), 404,
+              "sandbox_not_found");
   // Nothing above broke the sandbox.
   EXPECT_EQ(s.Exec(id, "echo ok")["stdout"], "ok\n");
 }
@@ -219,7 +233,8 @@ TEST(ApiFiles, UploadOverDiskQuotaFailsCleanly) {
   // and no temp file is left beside them.
   EXPECT_EQ(e["stdout"].get<std::string>().find("big.bin"), std::string::npos) << e["stdout"];
   EXPECT_EQ(e["stdout"].get<std::string>().find(".hutch-"), std::string::npos) << e["stdout"];
-  ExpectError(c.Request("GET", "/v1/sandboxes/" + id + "/fs/stat?path=/home/user/big.bin"), 404, "file_not_found");
+  ExpectError(c.Request("GET", "/v1/sandboxes/" + id + "/fs/stat?path=/home/user/big.bin"), 404,
+              "file_not_found");
   EXPECT_EQ(c.Request("GET", Fs(id, "/home/user/keep.bin")).body, "old content");
   // The space is free again: a file that fits goes through.
   std::string mb(16 * kMiB, 'q');

@@ -44,8 +44,9 @@ TEST(Network, NoneModeReachesNothingButLoopback) {
   EXPECT_EQ(Trim(Out(s.Exec(id, Connect(e.world->Addr(2), 8080)))), "FAIL OSError");
   EXPECT_NE(Out(s.Exec(id, Resolve("allowed.test"))).rfind("FAIL", 0), std::string::npos);
   // Loopback works.
-  r = s.Exec(id, "nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 </dev/null & " + WaitLocal8000() + "; " +
-                     HttpGet("http://127.0.0.1:8000/"));
+  r = s.Exec(id,
+             "nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 </dev/null & " +
+                 WaitLocal8000() + "; " + HttpGet("http://127.0.0.1:8000/"));
   EXPECT_EQ(Out(r).find("FAIL"), std::string::npos) << r.dump();
   auto g = s.Client().Request("GET", "/v1/sandboxes/" + id + "/network");
   ASSERT_EQ(g.status, 200) << g.body;
@@ -58,8 +59,9 @@ TEST(Network, PolicyAllowsNamedHostDeniesTheRestAndPutChangesItLive) {
   ASSERT_TRUE(e.world->ready());
   auto& s = *e.server;
   auto c = s.Client();
-  auto cr = c.Json("POST", "/v1/sandboxes",
-                       json{{"network", {{"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test"}}}}});
+  auto cr = c.Json(
+      "POST", "/v1/sandboxes",
+      json{{"network", {{"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test"}}}}});
   ASSERT_EQ(cr.status, 201) << cr.body;
   std::string id = cr.json()["id"];
   EXPECT_EQ(cr.json()["network"]["mode"], "policy");
@@ -71,16 +73,22 @@ TEST(Network, PolicyAllowsNamedHostDeniesTheRestAndPutChangesItLive) {
 
   // A CIDR rule admits raw IPs; a deny rule beats it.
   auto put = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
-                  json{{"mode", "policy"}, {"default", "deny"}, {"allow", {e.world->Addr(0) + "/24"}},
-                       {"deny", {e.world->Addr(3)}}});
+                    json{{"mode", "policy"},
+                         {"default", "deny"},
+                         {"allow", {e.world->Addr(0) + "/24"}},
+                         {"deny", {e.world->Addr(3)}}});
   ASSERT_EQ(put.status, 200) << put.body;
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(3) + ":8080/")))).rfind("FAIL", 0), 0u);
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))),
+            "allowed-server");
+  EXPECT_EQ(
+      Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(3) + ":8080/")))).rfind("FAIL", 0), 0u);
 
   // Bad policies are refused and change nothing.
-  auto bad = c.Json("PUT", "/v1/sandboxes/" + id + "/network", json{{"mode", "policy"}, {"allow", {"not a name!"}}});
+  auto bad = c.Json("PUT", "/v1/sandboxes/" + id + "/network",
+                    json{{"mode", "policy"}, {"allow", {"not a name!"}}});
   EXPECT_EQ(bad.status, 400) << bad.body;
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))),
+            "allowed-server");
 }
 
 TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
@@ -96,12 +104,13 @@ TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
     int null = open("/dev/null", O_RDWR);
     dup2(null, 1);
     dup2(null, 2);
-    execlp("python3", "python3", "-m", "http.server", "18080", "--bind", e.world->Addr(1).c_str(), nullptr);
+    execlp("python3", "python3", "-m", "http.server", "18080", "--bind", e.world->Addr(1).c_str(),
+           nullptr);
     _exit(127);
   }
-  std::vector<json> modes = {json{{"mode", "all"}},
-                             json{{"mode", "policy"}, {"default", "allow"}},
-                             json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"0.0.0.0/0"}}}};
+  std::vector<json> modes = {
+      json{{"mode", "all"}}, json{{"mode", "policy"}, {"default", "allow"}},
+      json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"0.0.0.0/0"}}}};
   std::vector<std::string> ids;
   for (const auto& m : modes) {
     auto cr = c.Json("POST", "/v1/sandboxes", json{{"network", m}});
@@ -111,8 +120,8 @@ TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
   // A neighbour with a server on its own address.
   std::string b = ids[0];
   std::string b_addr =
-      Trim(Out(s.Exec(b, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" + e.world->Addr(2) +
-                             "',53));print(s.getsockname()[0])\"")));
+      Trim(Out(s.Exec(b, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" +
+                             e.world->Addr(2) + "',53));print(s.getsockname()[0])\"")));
   ASSERT_EQ(b_addr.rfind("198.18.", 0), 0u) << b_addr;
   s.Exec(b, "nohup python3 -m http.server 8000 >/dev/null 2>&1 </dev/null & " + WaitLocal8000());
   EXPECT_EQ(Trim(Out(s.Exec(b, Connect(b_addr, 8000)))), "CONNECTED");
@@ -120,7 +129,8 @@ TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
   EXPECT_EQ(HostSh("curl -s -m 2 http://169.254.169.254/"), "metadata-server\n");
   std::string host_code;
   for (int i = 0; i < 100 && host_code != "200"; ++i) {
-    host_code = HostSh("curl -s -m 2 -o /dev/null -w '%{http_code}' http://" + e.world->Addr(1) + ":18080/");
+    host_code = HostSh("curl -s -m 2 -o /dev/null -w '%{http_code}' http://" + e.world->Addr(1) +
+                       ":18080/");
     if (host_code != "200") std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(host_code, "200");
@@ -129,7 +139,8 @@ TEST(Network, HostPortsNeighboursAndMetadataAreUnreachableInEveryMode) {
     const std::string& id = ids[i];
     SCOPED_TRACE(modes[i].dump());
     // The world is reachable in these modes...
-    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))),
+              "allowed-server");
     // ...but not the host's own ports, its gateway, the metadata address,
     // or a neighbour.
     std::string gw = Trim(Out(s.Exec(id, "awk '/nameserver/{print $2}' /etc/resolv.conf")));
@@ -163,29 +174,34 @@ TEST(Network, PrivateAndCloudFabricAddressesAreRefusedUnlessTheOperatorAllowsThe
   // The host reaches all of them (the servers are really there).
   for (const auto& a : std::vector<std::string>{e.world->PrivateAddr(), fabric[0], fabric[1]})
     EXPECT_EQ(HostSh("curl -s -m 2 http://" + a + ":8081/"), "private-server\n") << a;
-  std::vector<json> modes = {
-      json{{"mode", "all"}},
-      json{{"mode", "policy"}, {"default", "allow"}},
-      json{{"mode", "policy"}, {"default", "deny"}, {"allow", {"0.0.0.0/0", e.world->PrivateNet()}}}};
+  std::vector<json> modes = {json{{"mode", "all"}}, json{{"mode", "policy"}, {"default", "allow"}},
+                             json{{"mode", "policy"},
+                                  {"default", "deny"},
+                                  {"allow", {"0.0.0.0/0", e.world->PrivateNet()}}}};
   for (const auto& m : modes) {
     SCOPED_TRACE(m.dump());
     auto cr = c.Json("POST", "/v1/sandboxes", json{{"network", m}});
     ASSERT_EQ(cr.status, 201) << cr.body;
     std::string id = cr.json()["id"];
-    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))), "allowed-server");
-    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/")))).rfind("FAIL", 0), 0u);
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->Addr(2) + ":8080/")))),
+              "allowed-server");
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/"))))
+                  .rfind("FAIL", 0),
+              0u);
     for (const auto& a : fabric)
       EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + a + ":8081/")))).rfind("FAIL", 0), 0u) << a;
   }
   // The operator opens the world's private network, and only it.
   s.Stop();
-  s.SetArgs({"--net-warm", "2", "--dns-upstream", e.world->Dns(), "--net-allow-private", e.world->PrivateNet()});
+  s.SetArgs({"--net-warm", "2", "--dns-upstream", e.world->Dns(), "--net-allow-private",
+             e.world->PrivateNet()});
   s.Restart();
   ASSERT_TRUE(s.ok());
   auto cr = s.Client().Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
   ASSERT_EQ(cr.status, 201) << cr.body;
   std::string id = cr.json()["id"];
-  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/")))), "private-server");
+  EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + e.world->PrivateAddr() + ":8081/")))),
+            "private-server");
   for (const auto& a : fabric)
     EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + a + ":8081/")))).rfind("FAIL", 0), 0u) << a;
 }
@@ -202,23 +218,27 @@ TEST(Network, ConnectionTrackingEntriesOfOneSandboxAreBounded) {
   auto& s = *e.server;
   auto c = s.Client();
   auto entries_from = [](const std::string& addr, const std::string& also) {
-    return std::stoi("0" + Trim(HostSh("grep -F 'src=" + addr + " ' /proc/net/nf_conntrack | grep -cF '" + also +
-                                       "' || true")));
+    return std::stoi("0" +
+                     Trim(HostSh("grep -F 'src=" + addr + " ' /proc/net/nf_conntrack | grep -cF '" +
+                                 also + "' || true")));
   };
   auto address_of = [&](const std::string& id) {
-    return Trim(Out(s.Exec(id, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" + e.world->Addr(2) +
-                                   "',53));print(s.getsockname()[0])\"")));
+    return Trim(Out(s.Exec(id, "python3 -c \"import socket;s=socket.socket(2,2);s.connect(('" +
+                                   e.world->Addr(2) + "',53));print(s.getsockname()[0])\"")));
   };
   // A deny-all sandbox floods its resolver from 3000 source ports.
-  auto deny = c.Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "policy"}, {"default", "deny"}}}});
+  auto deny =
+      c.Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "policy"}, {"default", "deny"}}}});
   ASSERT_EQ(deny.status, 201) << deny.body;
   std::string d = deny.json()["id"];
   std::string d_addr = address_of(d);
   std::string gw = Trim(Out(s.Exec(d, "awk '/nameserver/{print $2}' /etc/resolv.conf")));
-  const std::string query = "12340100000100000000000007616c6c6f7765640474657374000001" "0001";  // allowed.test A
+  const std::string query =
+      "12340100000100000000000007616c6c6f7765640474657374000001"
+      "0001";  // allowed.test A
   auto flood = s.Exec(d, "python3 -c \"import socket\nq=bytes.fromhex('" + query +
-                             "')\nfor i in range(3000):\n s=socket.socket(2,2); s.sendto(q,('" + gw +
-                             "',53)); s.close()\nprint('sent')\"");
+                             "')\nfor i in range(3000):\n s=socket.socket(2,2); s.sendto(q,('" +
+                             gw + "',53)); s.close()\nprint('sent')\"");
   EXPECT_EQ(Trim(Out(flood)), "sent") << flood.dump();
   EXPECT_EQ(entries_from(d_addr, "dport=53 "), 0);
   // A mode-all sandbox opens 2000 UDP flows to the world: at most its cap
@@ -227,8 +247,10 @@ TEST(Network, ConnectionTrackingEntriesOfOneSandboxAreBounded) {
   ASSERT_EQ(all.status, 201) << all.body;
   std::string a = all.json()["id"];
   std::string a_addr = address_of(a);
-  auto flows = s.Exec(a, "python3 -c \"import socket\nfor i in range(2000):\n s=socket.socket(2,2); s.sendto(b'x',('" +
-                             e.world->Addr(2) + "',9)); s.close()\nprint('sent')\"");
+  auto flows = s.Exec(
+      a,
+      "python3 -c \"import socket\nfor i in range(2000):\n s=socket.socket(2,2); s.sendto(b'x',('" +
+          e.world->Addr(2) + "',9)); s.close()\nprint('sent')\"");
   EXPECT_EQ(Trim(Out(flows)), "sent") << flows.dump();
   int tracked = entries_from(a_addr, "dport=9 ");
   EXPECT_GT(tracked, 0);
@@ -263,7 +285,9 @@ size_t SlotChainsOf(const std::string& tag) {
   size_t n = 0;
   while (std::getline(in, line)) {
     auto at = line.find("chain s");
-    if (at != std::string::npos && at + 7 < line.size() && std::isdigit(static_cast<unsigned char>(line[at + 7]))) ++n;
+    if (at != std::string::npos && at + 7 < line.size() &&
+        std::isdigit(static_cast<unsigned char>(line[at + 7])))
+      ++n;
   }
   return n;
 }
@@ -288,7 +312,8 @@ TEST(Network, FiftyModeAllSandboxesLeaveOnlyTheWarmPoolWhenDeleted) {
   EXPECT_GE(SlotChainsOf(tag), 50u);
   // The last one still reaches out: the burst was served by working slots.
   EXPECT_EQ(Trim(Out(s.Exec(ids.back(), HttpGet("http://allowed.test:8080/")))), "allowed-server");
-  for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+  for (const auto& id : ids)
+    ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 
   // The pool may still be refilling after the burst: wait for a moment
   // when the kernel's and nftables' view agree with the server's.
@@ -296,7 +321,8 @@ TEST(Network, FiftyModeAllSandboxesLeaveOnlyTheWarmPoolWhenDeleted) {
   for (int i = 0; i < 300; ++i) {
     auto m = ParseExposition(s.Client().Request("GET", "/metrics").body);
     ASSERT_TRUE(m.ok()) << m.error;
-    auto w = m.Value("hutch_network_slots", {{"state", "warm"}}), l = m.Value("hutch_network_slots", {{"state", "leased"}});
+    auto w = m.Value("hutch_network_slots", {{"state", "warm"}}),
+         l = m.Value("hutch_network_slots", {{"state", "leased"}});
     ASSERT_TRUE(w && l) << "hutch_network_slots{state=warm|leased} missing from /metrics";
     warm = static_cast<size_t>(*w);
     leased = static_cast<size_t>(*l);
@@ -328,7 +354,8 @@ TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(s.CreateSandbox(json{{"network", {{"mode", "all"}}}}));
   EXPECT_GE(NetnsOf(tag).size(), 4u);
-  for (const auto& id : ids) ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+  for (const auto& id : ids)
+    ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
   // Only the warm namespaces remain (their names and their mounts): the
   // pool's target follows recent demand, here the burst of 4 creates (with
   // all 4 leaked there would be 8).
@@ -338,12 +365,14 @@ TEST(Network, DeleteShutdownAndCrashLeaveNoNamespaceVethOrRules) {
 
   // A crash with one sandbox running: after restart it is adopted and
   // still reaches the world; what the dead run kept warm is removed.
-  std::string kept = s.CreateSandbox(json{{"network", {{"mode", "policy"}, {"allow", {"allowed.test"}}}}});
+  std::string kept =
+      s.CreateSandbox(json{{"network", {{"mode", "policy"}, {"allow", {"allowed.test"}}}}});
   s.Kill9();
   // Leftovers of a run that died while making slots: a namespace bound on
   // its name without a veth yet (made as hutchd makes them: unshare, then a
   // bind mount on an empty file), and a name whose bind never happened.
-  const std::string half = "/run/netns/hutch-" + tag + "-60", unbound = "/run/netns/hutch-" + tag + "-61";
+  const std::string half = "/run/netns/hutch-" + tag + "-60",
+                    unbound = "/run/netns/hutch-" + tag + "-61";
   HostSh("touch " + half + " " + unbound + "; unshare --net=" + half + " true");
   ASSERT_TRUE(fs::exists(half));
   ASSERT_TRUE(fs::exists(unbound));

@@ -24,7 +24,8 @@ PromParse Scrape(const TestServer& s) {
   c.set_api_key("");
   auto r = c.Request("GET", "/metrics");
   EXPECT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.header("content-type").rfind("text/plain; version=0.0.4", 0), 0u) << r.header("content-type");
+  EXPECT_EQ(r.header("content-type").rfind("text/plain; version=0.0.4", 0), 0u)
+      << r.header("content-type");
   PromParse p = ParseExposition(r.body);
   EXPECT_TRUE(p.ok()) << p.error << "\n" << r.body;
   return p;
@@ -68,8 +69,12 @@ TEST(ApiObservability, MetricsCountCreatesErrorsAndRequests) {
   EXPECT_GE(p.Value("hutch_execs_total").value_or(0), 1);
   EXPECT_GE(p.Value("hutch_errors_total", {{"code", "sandbox_not_found"}}).value_or(0), 1);
   EXPECT_GE(p.Value("hutch_errors_total", {{"code", "unauthorized"}}).value_or(0), 1);
-  EXPECT_GE(p.Value("hutch_http_requests_total", {{"method", "POST"}, {"status_class", "2xx"}}).value_or(0), 2);
-  EXPECT_GE(p.Value("hutch_http_requests_total", {{"method", "GET"}, {"status_class", "4xx"}}).value_or(0), 2);
+  EXPECT_GE(p.Value("hutch_http_requests_total", {{"method", "POST"}, {"status_class", "2xx"}})
+                .value_or(0),
+            2);
+  EXPECT_GE(p.Value("hutch_http_requests_total", {{"method", "GET"}, {"status_class", "4xx"}})
+                .value_or(0),
+            2);
   EXPECT_EQ(p.Value("hutch_open_streams"), 0);
   EXPECT_GT(p.Value("hutch_process_uptime_seconds").value_or(0), 0);
 
@@ -103,7 +108,8 @@ TEST(ApiObservability, RateLimitPerKeyWithRetryAfter) {
   std::string dir = hutch::testing::TempDir("hutch-keys");
   std::string keys = dir + "/keys";
   std::ofstream(keys) << "test-key-0123456789\nsecond-key-abcdefghij\n";
-  TestServer s({"--rate-limit", "2", "--rate-burst", "3", "--keys-file", keys}, /*with_env_key=*/false);
+  TestServer s({"--rate-limit", "2", "--rate-burst", "3", "--keys-file", keys},
+               /*with_env_key=*/false);
   ASSERT_TRUE(s.ok());
   ASSERT_EQ(s.key(), "test-key-0123456789");
 
@@ -160,7 +166,8 @@ TEST(ApiObservability, JsonLogLinesParseAndCarryRequestAndSandbox) {
   auto r = c.Request("GET", "/v1/sandboxes/" + id, "", {{"X-Request-Id", "obs-req-42"}});
   EXPECT_EQ(r.status, 200);
   // Hostile bytes in the path: quote, backslash, newline, not UTF-8.
-  r = c.Request("GET", "/v1/sandboxes/sb_%22x%5C%0Ay%FF%20z=1", "", {{"X-Request-Id", "obs-req-odd"}});
+  r = c.Request("GET", "/v1/sandboxes/sb_%22x%5C%0Ay%FF%20z=1", "",
+                {{"X-Request-Id", "obs-req-odd"}});
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
   ASSERT_EQ(s.Stop(), 0);  // every line written and flushed
@@ -176,7 +183,8 @@ TEST(ApiObservability, JsonLogLinesParseAndCarryRequestAndSandbox) {
     EXPECT_TRUE(j.contains("ts") && j["ts"].is_string()) << line;
     EXPECT_TRUE(j.contains("level") && j["level"].is_string()) << line;
     EXPECT_TRUE(j.contains("event") || j.contains("msg")) << line;
-    for (auto it = j.begin(); it != j.end(); ++it) EXPECT_TRUE(it->is_string()) << it.key() << " in " << line;
+    for (auto it = j.begin(); it != j.end(); ++it)
+      EXPECT_TRUE(it->is_string()) << it.key() << " in " << line;
     if (j.value("event", "") == "http" && j.value("request_id", "") == "obs-req-42") {
       saw_access = true;
       EXPECT_EQ(j["sandbox"], id);
@@ -205,7 +213,8 @@ TEST(ApiObservability, TextLogKeepsItsShapeWithRequestAndSandbox) {
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
   auto c = s.Client();
-  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id, "", {{"X-Request-Id", "txt-req-7"}}).status, 200);
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id, "", {{"X-Request-Id", "txt-req-7"}}).status,
+            200);
   // The access line is written just after the answer; the next request on
   // the same connection is read only after that.
   EXPECT_EQ(c.Request("GET", "/healthz").status, 200);

@@ -41,10 +41,12 @@ TEST(Pause, CounterStopsWhilePausedAndContinuesAfterResume) {
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
   auto c = s.Client();
-  auto st = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
-                   {{"cmd", "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
-                            "mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 & echo ok"},
-                    {"detach", true}});
+  auto st =
+      c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+             {{"cmd",
+               "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
+               "mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 & echo ok"},
+              {"detach", true}});
   ASSERT_EQ(st.status, 200) << st.body;
   long c0 = -1;
   for (int i = 0; i < 100 && (c0 = CounterFromHost(id)) < 3; ++i) Sleep(20);
@@ -105,16 +107,21 @@ TEST(Pause, ExecWithAutoResumeResumesAPausedSandbox) {
   ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id + "/pause").status, 200);
   // Without the flag: refused. With it: resumed, run, and left running.
   EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}}).status, 409);
-  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "cat /tmp/f"}, {"auto_resume", true}});
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                  {{"cmd", "cat /tmp/f"}, {"auto_resume", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["stdout"], "kept\n");
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
   // The same for a background process start.
   ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id + "/pause").status, 200);
-  auto p = c.Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", "sleep 1"}, {"auto_resume", true}});
+  auto p = c.Json("POST", "/v1/sandboxes/" + id + "/processes",
+                  {{"cmd", "sleep 1"}, {"auto_resume", true}});
   EXPECT_EQ(p.status, 201) << p.body;
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
-  EXPECT_EQ(c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}, {"auto_resume", "yes"}}).status, 400);
+  EXPECT_EQ(
+      c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}, {"auto_resume", "yes"}})
+          .status,
+      400);
 }
 
 TEST(Pause, IdlePolicyPausesAnUnusedSandboxAndTheNextRequestResumesIt) {
@@ -131,8 +138,9 @@ TEST(Pause, IdlePolicyPausesAnUnusedSandboxAndTheNextRequestResumesIt) {
   t.join();
   EXPECT_EQ(long_exec.value("stdout", ""), "done\n") << long_exec.dump();
 
-  ASSERT_EQ(s.Exec(id, "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
-                       "mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 &")
+  ASSERT_EQ(s.Exec(id,
+                   "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
+                   "mv /tmp/counter.new /tmp/counter; sleep 0.02; done' >/dev/null 2>&1 &")
                 .value("exit_code", -1),
             0);
   // Left alone, it is paused by the policy (GET does not wake it).
@@ -154,7 +162,9 @@ TEST(Pause, IdlePolicyPausesAnUnusedSandboxAndTheNextRequestResumesIt) {
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id).json()["status"], "running");
 
   // An explicit pause is not undone by requests.
-  for (int i = 0; i < 100 && c.Request("GET", "/v1/sandboxes/" + id).json()["status"] != "paused"; ++i) Sleep(50);
+  for (int i = 0; i < 100 && c.Request("GET", "/v1/sandboxes/" + id).json()["status"] != "paused";
+       ++i)
+    Sleep(50);
   auto p = c.Request("POST", "/v1/sandboxes/" + id + "/pause");
   ASSERT_EQ(p.status, 200);
   EXPECT_EQ(p.json()["paused_by"], "api");

@@ -220,7 +220,8 @@ TEST_F(ApiPorts, HttpServerInsideTheSandboxAnswersThroughTheProxy) {
   auto listing = c.Request("GET", PortPath(id, 8000));
   EXPECT_EQ(listing.status, 200) << listing.body;
   EXPECT_NE(listing.body.find("hello.txt"), std::string::npos) << listing.body;
-  EXPECT_TRUE(listing.header("content-type").starts_with("text/html")) << listing.header("content-type");
+  EXPECT_TRUE(listing.header("content-type").starts_with("text/html"))
+      << listing.header("content-type");
   EXPECT_FALSE(listing.header("x-request-id").empty());
   // The same keep-alive connection carries the next request.
   auto file = c.Request("GET", PortPath(id, 8000, "/hello.txt"));
@@ -244,8 +245,11 @@ TEST_F(ApiPorts, RequestIsRelayedWithPathQueryAndForwardedHeaders) {
   StartEcho(id, 8080);
   auto c = s().Client();
   auto r = c.Request("DELETE", PortPath(id, 8080, "/a%20b//c?x=%zz&y=1+2"), "",
-                     {{"X-Custom", "kept"}, {"Keep-Alive", "timeout=5"}, {"Connection", "keep-alive, X-Drop"},
-                      {"X-Drop", "dropped"}, {"X-Forwarded-For", "203.0.113.9"}});
+                     {{"X-Custom", "kept"},
+                      {"Keep-Alive", "timeout=5"},
+                      {"Connection", "keep-alive, X-Drop"},
+                      {"X-Drop", "dropped"},
+                      {"X-Forwarded-For", "203.0.113.9"}});
   ASSERT_EQ(r.status, 200) << r.body;
   json info = r.json();
   EXPECT_EQ(info["method"], "DELETE");
@@ -264,7 +268,8 @@ TEST_F(ApiPorts, RequestIsRelayedWithPathQueryAndForwardedHeaders) {
   EXPECT_EQ(head.status, 200);
   EXPECT_TRUE(head.body.empty());
   // And the connection is still usable after it.
-  EXPECT_EQ(c.Request("GET", PortPath(id, 8080, "/after-head")).json().value("path", ""), "/after-head");
+  EXPECT_EQ(c.Request("GET", PortPath(id, 8080, "/after-head")).json().value("path", ""),
+            "/after-head");
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
@@ -297,10 +302,11 @@ TEST_F(ApiPorts, LargeBodyRoundTripsThroughTheProxy) {
   // memory watched: streamed, not buffered.
   const size_t rss_before = s().RssBytes();
   size_t peak = rss_before, got = 0;
-  auto d = c.Download(PortPath(id, 8081, "/bytes/" + std::to_string(64 * kMiB)), [&](const char*, size_t n) {
-    got += n;
-    if ((got & (8 * kMiB - 1)) < n) peak = std::max(peak, s().RssBytes());
-  });
+  auto d = c.Download(PortPath(id, 8081, "/bytes/" + std::to_string(64 * kMiB)),
+                      [&](const char*, size_t n) {
+                        got += n;
+                        if ((got & (8 * kMiB - 1)) < n) peak = std::max(peak, s().RssBytes());
+                      });
   EXPECT_EQ(d.status, 200);
   EXPECT_EQ(got, 64 * kMiB);
   EXPECT_TRUE(hutch::testing::RssWithinBound(rss_before, peak)) << rss_before << " -> " << peak;
@@ -316,13 +322,15 @@ TEST_F(ApiPorts, WebSocketUpgradeIsRelayed) {
 
   asio::io_context io;
   websocket::stream<beast::tcp_stream> ws(io);
-  asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(s().port()));
+  asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"),
+                             static_cast<unsigned short>(s().port()));
   beast::error_code ec;
   beast::get_lowest_layer(ws).connect(ep, ec);
   ASSERT_FALSE(ec) << ec.message();
   const std::string key = s().key();
-  ws.set_option(websocket::stream_base::decorator(
-      [key](websocket::request_type& req) { req.set(http::field::authorization, "Bearer " + key); }));
+  ws.set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
+    req.set(http::field::authorization, "Bearer " + key);
+  }));
   // Every step has a deadline (asynchronous operations run for a while).
   auto run = [&](auto&& start) {
     bool done = false;
@@ -337,11 +345,13 @@ TEST_F(ApiPorts, WebSocketUpgradeIsRelayed) {
   // One frame per message: the echo server knows no fragmentation.
   ws.auto_fragment(false);
   websocket::response_type res;
-  ASSERT_TRUE(run([&](auto h) { ws.async_handshake(res, "127.0.0.1", PortPath(id, 8765, "/ws"), h); }));
+  ASSERT_TRUE(
+      run([&](auto h) { ws.async_handshake(res, "127.0.0.1", PortPath(id, 8765, "/ws"), h); }));
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(res.result_int(), 101);
 
-  for (const std::string& msg : {std::string("hello through the proxy"), std::string(200 * 1000, 'w')}) {
+  for (const std::string& msg :
+       {std::string("hello through the proxy"), std::string(200 * 1000, 'w')}) {
     ws.binary(msg.size() > 100);
     ASSERT_TRUE(run([&](auto h) { ws.async_write(asio::buffer(msg), h); }));
     ASSERT_FALSE(ec) << ec.message();
@@ -404,13 +414,15 @@ TEST_F(ApiPorts, DeletingTheSandboxEndsOpenRelays) {
   StartServer(id, "python3 /tmp/ws.py 8766", 8766);
   asio::io_context io;
   websocket::stream<beast::tcp_stream> ws(io);
-  asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(s().port()));
+  asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"),
+                             static_cast<unsigned short>(s().port()));
   beast::error_code ec;
   beast::get_lowest_layer(ws).connect(ep, ec);
   ASSERT_FALSE(ec);
   const std::string key = s().key();
-  ws.set_option(websocket::stream_base::decorator(
-      [key](websocket::request_type& req) { req.set(http::field::authorization, "Bearer " + key); }));
+  ws.set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
+    req.set(http::field::authorization, "Bearer " + key);
+  }));
   ws.handshake("127.0.0.1", PortPath(id, 8766, "/"), ec);
   ASSERT_FALSE(ec) << ec.message();
   bool done = false;
@@ -446,8 +458,9 @@ TEST_F(ApiPorts, E2bHostHeaderAndSandboxPortHeaderRouteToThePort) {
   const std::string host = "3000-" + id + ".sandbox.hutch.test";
 
   hutch::client::HttpClient anon("127.0.0.1", s().port());
-  auto ok = anon.Request("GET", "/some/path?q=1", "",
-                         {{"Host", host}, {"e2b-traffic-access-token", traffic}, {"Authorization", "Bearer app"}});
+  auto ok = anon.Request(
+      "GET", "/some/path?q=1", "",
+      {{"Host", host}, {"e2b-traffic-access-token", traffic}, {"Authorization", "Bearer app"}});
   ASSERT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.json().value("path", ""), "/some/path?q=1");
   const json ok_json = ok.json();
@@ -456,21 +469,25 @@ TEST_F(ApiPorts, E2bHostHeaderAndSandboxPortHeaderRouteToThePort) {
   EXPECT_EQ(h.value("authorization", ""), "Bearer app");  // the app's own, not hutch's
   EXPECT_EQ(h.value("x-forwarded-host", ""), host);
   // /v1-looking paths belong to the sandbox's server too on such a host.
-  auto v1 = anon.Request("GET", "/v1/sandboxes", "", {{"Host", host}, {"e2b-traffic-access-token", traffic}});
+  auto v1 = anon.Request("GET", "/v1/sandboxes", "",
+                         {{"Host", host}, {"e2b-traffic-access-token", traffic}});
   EXPECT_EQ(v1.json().value("path", ""), "/v1/sandboxes") << v1.body;
   // Case-folded like a host name; the listen port after the domain is fine.
   std::string other_id = id;
   other_id.back() = other_id.back() == '0' ? '1' : '0';
-  auto mismatch = anon.Request("GET", "/", "", {{"Host", "3000-" + other_id + ".x:80"},
-                                                {"e2b-traffic-access-token", traffic}});
+  auto mismatch =
+      anon.Request("GET", "/", "",
+                   {{"Host", "3000-" + other_id + ".x:80"}, {"e2b-traffic-access-token", traffic}});
   EXPECT_EQ(mismatch.status, 401) << "a token opens its own sandbox only: " << mismatch.body;
   std::string upper_id = id;
   for (auto& ch : upper_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
-  auto folded = anon.Request("GET", "/", "", {{"Host", "3000-" + upper_id + ".x:8080"},
-                                              {"e2b-traffic-access-token", traffic}});
+  auto folded = anon.Request(
+      "GET", "/", "",
+      {{"Host", "3000-" + upper_id + ".x:8080"}, {"e2b-traffic-access-token", traffic}});
   EXPECT_EQ(folded.status, 200) << folded.body;
   // Other credentials.
-  auto envd = anon.Request("GET", "/", "", {{"Host", host}, {"X-Access-Token", a.value("envdAccessToken", "")}});
+  auto envd = anon.Request("GET", "/", "",
+                           {{"Host", host}, {"X-Access-Token", a.value("envdAccessToken", "")}});
   EXPECT_EQ(envd.status, 200) << envd.body;
   auto bykey = anon.Request("GET", "/", "", {{"Host", host}, {"X-API-Key", s().key()}});
   EXPECT_EQ(bykey.status, 200) << bykey.body;
@@ -479,30 +496,37 @@ TEST_F(ApiPorts, E2bHostHeaderAndSandboxPortHeaderRouteToThePort) {
   auto none = anon.Request("GET", "/", "", {{"Host", host}});
   EXPECT_EQ(none.status, 401) << none.body;
   EXPECT_EQ(none.json().value("code", ""), "unauthorized");
-  auto other = anon.Request("GET", "/", "",
-                            {{"Host", host}, {"e2b-traffic-access-token", b.value("trafficAccessToken", "")}});
+  auto other = anon.Request(
+      "GET", "/", "",
+      {{"Host", host}, {"e2b-traffic-access-token", b.value("trafficAccessToken", "")}});
   EXPECT_EQ(other.status, 401) << other.body;
   // A port with nothing behind it.
-  auto closed = anon.Request("GET", "/", "",
-                             {{"Host", "3001-" + id + ".sandbox.hutch.test"}, {"e2b-traffic-access-token", traffic}});
+  auto closed = anon.Request(
+      "GET", "/", "",
+      {{"Host", "3001-" + id + ".sandbox.hutch.test"}, {"e2b-traffic-access-token", traffic}});
   EXPECT_EQ(closed.status, 502) << closed.body;
   // A host that only looks similar is hutch's own API.
   EXPECT_EQ(anon.Request("GET", "/healthz", "", {{"Host", "3000-myhost.example"}}).status, 200);
 
   // The one-gateway form: /e2b with E2b-Sandbox-Id and a port other than envd's.
   auto gw = anon.Request("POST", "/e2b/echo?z=9", "payload",
-                         {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "3000"}, {"e2b-traffic-access-token", traffic}});
+                         {{"E2b-Sandbox-Id", id},
+                          {"E2b-Sandbox-Port", "3000"},
+                          {"e2b-traffic-access-token", traffic}});
   ASSERT_EQ(gw.status, 200) << gw.body;
   EXPECT_EQ(gw.body, "payload");
-  auto gw_info = anon.Request("GET", "/e2b/echo?z=9", "",
-                              {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "3000"}, {"X-API-Key", s().key()}});
+  auto gw_info = anon.Request(
+      "GET", "/e2b/echo?z=9", "",
+      {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "3000"}, {"X-API-Key", s().key()}});
   EXPECT_EQ(gw_info.json().value("path", ""), "/echo?z=9") << gw_info.body;
   EXPECT_EQ(gw_info.json()["headers"].value("x-forwarded-prefix", ""), "/e2b");
   EXPECT_FALSE(gw_info.json()["headers"].contains("e2b-sandbox-id"));
-  auto gw_none = anon.Request("GET", "/e2b/echo", "", {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "3000"}});
+  auto gw_none =
+      anon.Request("GET", "/e2b/echo", "", {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "3000"}});
   EXPECT_EQ(gw_none.status, 401);
   // envd's port still goes to envd.
-  auto health = anon.Request("GET", "/e2b/health", "", {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "49983"}});
+  auto health = anon.Request("GET", "/e2b/health", "",
+                             {{"E2b-Sandbox-Id", id}, {"E2b-Sandbox-Port", "49983"}});
   EXPECT_EQ(health.status, 204) << health.body;
 
   for (const json& sb : {a, b})

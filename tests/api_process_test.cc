@@ -96,14 +96,17 @@ class ApiProcess : public ::testing::Test {
     return st;
   }
   // Reads a process's event stream until it ends or `on_event` says stop.
-  StreamResult Stream(int pid, const std::string& query = "", const std::map<std::string, std::string>& headers = {},
-                      const std::function<bool(const Ev&, const StreamResult&)>& on_event = nullptr) {
+  StreamResult Stream(
+      int pid, const std::string& query = "",
+      const std::map<std::string, std::string>& headers = {},
+      const std::function<bool(const Ev&, const StreamResult&)>& on_event = nullptr) {
     StreamResult r;
     auto c = s().Client();
-    r.resp = c.SseRequest("GET", Base() + "/" + std::to_string(pid) + "/stream" + query, "", headers,
-                          [&](const SseEvent& e) {
+    r.resp = c.SseRequest("GET", Base() + "/" + std::to_string(pid) + "/stream" + query, "",
+                          headers, [&](const SseEvent& e) {
                             Ev ev{e.event, e.id, json::parse(e.data, nullptr, false)};
-                            if (ev.data.is_discarded()) ADD_FAILURE() << "event data is not JSON: " << e.data;
+                            if (ev.data.is_discarded())
+                              ADD_FAILURE() << "event data is not JSON: " << e.data;
                             if (ev.name == "stdout") r.out += EventBytes(ev.data);
                             if (ev.name == "stderr") r.err += EventBytes(ev.data);
                             r.events.push_back(ev);
@@ -114,7 +117,8 @@ class ApiProcess : public ::testing::Test {
   // Whether a process with this pid is alive, as another exec sees it.
   bool SeenByPs(int pid) {
     auto r = s().Exec(id_, "ps -o pid= -p " + std::to_string(pid));
-    return r["exit_code"] == 0 && r.value("stdout", "").find(std::to_string(pid)) != std::string::npos;
+    return r["exit_code"] == 0 &&
+           r.value("stdout", "").find(std::to_string(pid)) != std::string::npos;
   }
 
   static TestServer* server_;
@@ -189,7 +193,8 @@ TEST_F(ApiProcess, ListAndStatusFollowTheProcess) {
   EXPECT_TRUE(st["ended_at"].is_null());
   EXPECT_EQ(st["stdin_open"], true);
   EXPECT_EQ(st["user"], "root");
-  EXPECT_TRUE(st["started_at"].is_string() && st["started_at"].get<std::string>().ends_with("Z")) << st.dump();
+  EXPECT_TRUE(st["started_at"].is_string() && st["started_at"].get<std::string>().ends_with("Z"))
+      << st.dump();
 
   auto list = Call("GET", Base());
   ASSERT_EQ(list["_status"], 200) << list.dump();
@@ -245,7 +250,9 @@ TEST_F(ApiProcess, StdinTextBase64AndEof) {
   auto st = WaitEnded(pid);
   EXPECT_EQ(st["exit_code"], 0) << st.dump();
   auto out = Stream(pid);
-  EXPECT_EQ(out.out, std::string("hello\n\xff\x00" "a", 9));
+  EXPECT_EQ(out.out, std::string("hello\n\xff\x00"
+                                 "a",
+                                 9));
   ASSERT_FALSE(out.events.empty());
   EXPECT_EQ(out.events.back().name, "exit");
   // Writing to it now is a conflict.
@@ -342,7 +349,8 @@ TEST_F(ApiProcess, ResumeFromAnEventIdHasNoDuplicates) {
       return n < 3;
     });
     ASSERT_FALSE(id.empty());
-    auto rest = header ? Stream(pid, "?from=0", {{"Last-Event-ID", id}}) : Stream(pid, "?from=" + id);
+    auto rest =
+        header ? Stream(pid, "?from=0", {{"Last-Event-ID", id}}) : Stream(pid, "?from=" + id);
     ASSERT_FALSE(rest.events.empty());
     EXPECT_EQ(rest.events.back().name, "exit");
     std::string rest_bytes;
@@ -378,7 +386,9 @@ TEST_F(ApiProcess, KeepsRunningAfterEveryClientLeft) {
   }
   EXPECT_TRUE(seen) << "the background process died when its clients left";
   EXPECT_EQ(Status(pid)["running"], true);
-  EXPECT_EQ(Call("POST", Base() + "/" + std::to_string(pid) + "/signal", {{"signal", "KILL"}})["_status"], 200);
+  EXPECT_EQ(
+      Call("POST", Base() + "/" + std::to_string(pid) + "/signal", {{"signal", "KILL"}})["_status"],
+      200);
   EXPECT_EQ(WaitEnded(pid)["signal"], 9);
 }
 
@@ -402,7 +412,8 @@ TEST_F(ApiProcess, UnknownProcessIs404) {
   }
   auto st = Stream(999999);
   EXPECT_EQ(st.resp.status, 404);
-  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "process_not_found") << st.resp.body;
+  EXPECT_EQ(json::parse(st.resp.body, nullptr, false).value("code", ""), "process_not_found")
+      << st.resp.body;
   EXPECT_TRUE(st.events.empty());
 
   auto r = Call("GET", "/v1/sandboxes/sb_doesnotexist/processes/1");
@@ -446,7 +457,8 @@ TEST_F(ApiProcess, BadBodiesAre400) {
     EXPECT_TRUE(r["_content_type"].get<std::string>().starts_with("application/json"));
   }
   auto c = s().Client();
-  auto raw = c.Request("POST", p + "/signal", "{\"signal\":", {{"Content-Type", "application/json"}});
+  auto raw =
+      c.Request("POST", p + "/signal", "{\"signal\":", {{"Content-Type", "application/json"}});
   EXPECT_EQ(raw.status, 400);
   EXPECT_EQ(raw.json()["code"], "invalid_request");
   // The process was not disturbed by any of it.

@@ -31,9 +31,11 @@ class WsClient {
  public:
   // Connects and performs the upgrade; returns the handshake's HTTP status
   // (101 on success) and the response body in *body.
-  int Connect(int port, const std::string& target, const std::string& key, std::string* body = nullptr) {
+  int Connect(int port, const std::string& target, const std::string& key,
+              std::string* body = nullptr) {
     beast::error_code ec;
-    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port));
+    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"),
+                               static_cast<unsigned short>(port));
     beast::get_lowest_layer(ws_).connect(ep, ec);
     if (ec) return -1;
     ws_.set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
@@ -68,7 +70,8 @@ class WsClient {
   }
   // Reads until the terminal output matches `re` (or a text message / the
   // close arrives and nothing more can come). Returns the match or "".
-  std::string ReadUntil(const std::regex& re, std::chrono::milliseconds limit = std::chrono::seconds(15)) {
+  std::string ReadUntil(const std::regex& re,
+                        std::chrono::milliseconds limit = std::chrono::seconds(15)) {
     const auto deadline = Clock::now() + limit;
     std::smatch m;
     while (!std::regex_search(output, m, re)) {
@@ -117,17 +120,16 @@ class WsClient {
         }
         std::string msg = beast::buffers_to_string(buf_.data());
         buf_.consume(buf_.size());
-        if (ws_.got_text())
-          texts.push_back(json::parse(msg, nullptr, false));
-        else
-          output += msg;
+        if (ws_.got_text()) texts.push_back(json::parse(msg, nullptr, false));
+        else output += msg;
       });
     }
     while (reading_) {
       const auto left = deadline - Clock::now();
       if (left <= Clock::duration::zero()) return false;
       io_.restart();
-      io_.run_one_for(std::chrono::duration_cast<std::chrono::milliseconds>(left) + std::chrono::milliseconds(1));
+      io_.run_one_for(std::chrono::duration_cast<std::chrono::milliseconds>(left) +
+                      std::chrono::milliseconds(1));
     }
     return true;
   }
@@ -281,7 +283,8 @@ TEST_F(ApiPty, HttpErrors) {
   EXPECT_EQ(r.status, 405);
 
   WsClient nouser;
-  EXPECT_EQ(nouser.Connect(s().port(), Target("?user=no-such-user"), s().key(), &body), 400) << body;
+  EXPECT_EQ(nouser.Connect(s().port(), Target("?user=no-such-user"), s().key(), &body), 400)
+      << body;
 }
 
 TEST_F(ApiPty, CommandAndUserFromQuery) {

@@ -33,18 +33,22 @@ std::map<std::string, std::string> Listed(const TestServer& s) {
   auto c = s.Client();
   std::string cursor;
   do {
-    auto r = c.Request("GET", "/v1/sandboxes?limit=100" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    auto r =
+        c.Request("GET", "/v1/sandboxes?limit=100" + (cursor.empty() ? "" : "&cursor=" + cursor));
     EXPECT_EQ(r.status, 200) << r.body;
     auto j = r.json();
     for (auto& it : j["items"]) out[it["id"]] = it["status"];
-    cursor = j.contains("next_cursor") && j["next_cursor"].is_string() ? j["next_cursor"].get<std::string>() : "";
+    cursor = j.contains("next_cursor") && j["next_cursor"].is_string()
+                 ? j["next_cursor"].get<std::string>()
+                 : "";
   } while (!cursor.empty());
   return out;
 }
 
 // The host holds exactly `running` for this server: their dirs and
 // cgroups, and no dir, cgroup or process of any other sandbox it made.
-void ExpectHostHoldsExactly(const TestServer& s, const std::string& tag, const std::set<std::string>& running,
+void ExpectHostHoldsExactly(const TestServer& s, const std::string& tag,
+                            const std::set<std::string>& running,
                             const std::set<std::string>& gone) {
   EXPECT_EQ(SandboxDirs(s), running);
   EXPECT_EQ(CgroupIdsOf(tag), running);
@@ -62,7 +66,8 @@ TEST(Recovery, Kill9WithRunningSandboxesAndAnOpenStream) {
   const std::string tag = TagOf(s);
   ASSERT_FALSE(tag.empty()) << s.Log();
   std::set<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.insert(s.CreateSandbox({{"ttl_seconds", 600}, {"metadata", {{"n", std::to_string(i)}}}}));
+  for (int i = 0; i < 5; ++i)
+    ids.insert(s.CreateSandbox({{"ttl_seconds", 600}, {"metadata", {{"n", std::to_string(i)}}}}));
   ASSERT_EQ(ids.size(), 5u);
   const std::string streamed = *ids.begin();
   // Deleted just before the crash: must stay deleted.
@@ -88,7 +93,8 @@ TEST(Recovery, Kill9WithRunningSandboxesAndAnOpenStream) {
       // The server died under the stream: that is the point.
     }
   });
-  for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && !started; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(started);
 
   s.Kill9();
@@ -190,7 +196,8 @@ TEST(Recovery, IdempotencyKeysSurviveARestart) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   json body = {{"metadata", {{"job", "42"}}}};
-  std::map<std::string, std::string> h = {{"Idempotency-Key", "retry-me-1"}, {"Content-Type", "application/json"}};
+  std::map<std::string, std::string> h = {{"Idempotency-Key", "retry-me-1"},
+                                          {"Content-Type", "application/json"}};
   auto first = s.Client().Request("POST", "/v1/sandboxes", body.dump(), h);
   ASSERT_EQ(first.status, 201) << first.body;
   s.Kill9();
@@ -199,7 +206,8 @@ TEST(Recovery, IdempotencyKeysSurviveARestart) {
   auto again = s.Client().Request("POST", "/v1/sandboxes", body.dump(), h);
   EXPECT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.json()["id"], first.json()["id"]);
-  auto other = s.Client().Request("POST", "/v1/sandboxes", json({{"metadata", {{"job", "43"}}}}).dump(), h);
+  auto other =
+      s.Client().Request("POST", "/v1/sandboxes", json({{"metadata", {{"job", "43"}}}}).dump(), h);
   EXPECT_EQ(other.status, 409) << other.body;
   EXPECT_EQ(other.json()["code"], "conflict");
   EXPECT_EQ(Listed(s).size(), 1u);
@@ -208,8 +216,9 @@ TEST(Recovery, IdempotencyKeysSurviveARestart) {
 TEST(Recovery, ASecondServerOnTheSameStateDirIsRefused) {
   TestServer s;
   ASSERT_TRUE(s.ok());
-  std::string out = HostSh(std::string(getenv("HUTCHD_BIN")) + " --listen 127.0.0.1:0 --state-dir " + s.state_dir() +
-                           "/state --templates-dir " + getenv("HUTCH_TEMPLATES_DIR") + " 2>&1; echo rc=$?");
+  std::string out = HostSh(
+      std::string(getenv("HUTCHD_BIN")) + " --listen 127.0.0.1:0 --state-dir " + s.state_dir() +
+      "/state --templates-dir " + getenv("HUTCH_TEMPLATES_DIR") + " 2>&1; echo rc=$?");
   EXPECT_NE(out.find("another hutchd is using state dir"), std::string::npos) << out;
   EXPECT_NE(out.find("rc=2"), std::string::npos) << out;
   // And the first one is unharmed.
@@ -230,12 +239,13 @@ TEST(Recovery, BackgroundProcessesOutliveACrashAndReattach) {
   std::string out;
   int exit_code = -1;
   auto c = s.Client();
-  auto r = c.SseRequest("GET", "/v1/sandboxes/" + id + "/processes/" + std::to_string(pid) + "/stream?from=0", "",
-                        {}, [&](const SseEvent& e) {
-                          if (e.event == "stdout") out += json::parse(e.data).value("text", "");
-                          if (e.event == "exit") exit_code = json::parse(e.data).value("exit_code", -1);
-                          return true;
-                        });
+  auto r = c.SseRequest(
+      "GET", "/v1/sandboxes/" + id + "/processes/" + std::to_string(pid) + "/stream?from=0", "", {},
+      [&](const SseEvent& e) {
+        if (e.event == "stdout") out += json::parse(e.data).value("text", "");
+        if (e.event == "exit") exit_code = json::parse(e.data).value("exit_code", -1);
+        return true;
+      });
   EXPECT_EQ(r.status, 200) << r.body;
   std::string want;
   for (int i = 1; i <= 30; ++i) want += std::to_string(i) + "\n";

@@ -89,8 +89,7 @@ TEST(ApiSmoke, DocumentedErrors) {
   bool installed = access("/usr/sbin/criu", X_OK) == 0;
   if (installed)
     EXPECT_TRUE(criu.rfind("check failed", 0) == 0 || criu.rfind("check passed", 0) == 0) << criu;
-  else
-    EXPECT_EQ(criu, "not installed");
+  else EXPECT_EQ(criu, "not installed");
 }
 
 TEST(ApiSmoke, GeneratesAKeyPrintsItOnceAndStoresOnlyItsHash) {
@@ -120,7 +119,8 @@ TEST(ApiSmoke, GeneratesAKeyPrintsItOnceAndStoresOnlyItsHash) {
   EXPECT_EQ(c2.Request("GET", "/v1/sandboxes").status, 200);
 
   // --new-key adds one (printed on stdout) that a SIGHUP makes live.
-  std::string added = HostSh(std::string(getenv("HUTCHD_BIN")) + " --state-dir " + s.state_dir() + "/state --new-key");
+  std::string added = HostSh(std::string(getenv("HUTCHD_BIN")) + " --state-dir " + s.state_dir() +
+                             "/state --new-key");
   while (!added.empty() && added.back() == '\n') added.pop_back();
   ASSERT_EQ(added.rfind("hk_", 0), 0u) << added;
   c2.set_api_key(added);
@@ -163,7 +163,8 @@ TEST(ApiSmoke, ListFiltersAndPages) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   std::vector<std::string> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(s.CreateSandbox({{"metadata", {{"team", i == 1 ? "b" : "a"}}}}));
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(s.CreateSandbox({{"metadata", {{"team", i == 1 ? "b" : "a"}}}}));
   auto c = s.Client();
   auto r = c.Request("GET", "/v1/sandboxes?metadata.team=a");
   ASSERT_EQ(r.status, 200);
@@ -172,7 +173,8 @@ TEST(ApiSmoke, ListFiltersAndPages) {
   std::set<std::string> seen;
   std::string cursor;
   for (int page = 0; page < 5; ++page) {
-    auto p = c.Request("GET", "/v1/sandboxes?limit=1" + (cursor.empty() ? "" : "&cursor=" + cursor));
+    auto p =
+        c.Request("GET", "/v1/sandboxes?limit=1" + (cursor.empty() ? "" : "&cursor=" + cursor));
     ASSERT_EQ(p.status, 200);
     auto pj = p.json();
     for (auto& it : pj["items"]) seen.insert(it["id"].get<std::string>());
@@ -233,7 +235,8 @@ TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.json()["id"], first.json()["id"]);
   // Same key, another body: conflict, nothing created.
-  auto other = c.Request("POST", "/v1/sandboxes", R"({"ttl_seconds":60})", {{"Idempotency-Key", "create-abc"}});
+  auto other = c.Request("POST", "/v1/sandboxes", R"({"ttl_seconds":60})",
+                         {{"Idempotency-Key", "create-abc"}});
   EXPECT_EQ(other.status, 409);
   EXPECT_EQ(other.json()["code"], "conflict");
   // Concurrent retries of one logical create make one sandbox.
@@ -243,7 +246,8 @@ TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {
     ts.emplace_back([&, i] {
       auto cc = s.Client();
       auto r = cc.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", "race-1"}});
-      if (r.status == 200 || r.status == 201) ids[static_cast<size_t>(i)] = r.json()["id"].get<std::string>();
+      if (r.status == 200 || r.status == 201)
+        ids[static_cast<size_t>(i)] = r.json()["id"].get<std::string>();
     });
   for (auto& t : ts) t.join();
   for (auto& id : ids) EXPECT_EQ(id, ids[0]);
@@ -251,7 +255,9 @@ TEST(ApiSmoke, IdempotencyKeyReturnsTheSameSandbox) {
   EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}").status, 201);
   EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}").status, 201);
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 4u);
-  EXPECT_EQ(c.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", std::string(300, 'k')}}).status, 400);
+  EXPECT_EQ(
+      c.Request("POST", "/v1/sandboxes", "{}", {{"Idempotency-Key", std::string(300, 'k')}}).status,
+      400);
 }
 
 TEST(ApiSmoke, StreamOpenAtExpiryEndsWithSandboxExpiredEvent) {
@@ -288,13 +294,15 @@ TEST(ApiSmoke, SandboxMetricsCountCpuMemoryPidsAndDisk) {
   // 20 MB written, 0.6 s of CPU time burnt (counted in CPU time, not wall
   // time, so a loaded machine only makes it take longer), a sleeper left
   // running.
-  auto r = s.Exec(id, "head -c 20000000 /dev/urandom > /home/user/blob && "
-                      "python3 -c 'import time\nt = time.process_time()\n"
-                      "while time.process_time() - t < 0.6: pass' && "
-                      "(sleep 30 >/dev/null 2>&1 &) && echo ok");
+  auto r = s.Exec(id,
+                  "head -c 20000000 /dev/urandom > /home/user/blob && "
+                  "python3 -c 'import time\nt = time.process_time()\n"
+                  "while time.process_time() - t < 0.6: pass' && "
+                  "(sleep 30 >/dev/null 2>&1 &) && echo ok");
   ASSERT_EQ(r["_status"], 200) << r.dump();
   auto a = c.Request("GET", "/v1/sandboxes/" + id + "/metrics").json();
-  EXPECT_GE(a["disk_used_bytes"].get<uint64_t>(), b["disk_used_bytes"].get<uint64_t>() + 19000000) << a.dump();
+  EXPECT_GE(a["disk_used_bytes"].get<uint64_t>(), b["disk_used_bytes"].get<uint64_t>() + 19000000)
+      << a.dump();
   EXPECT_EQ(a["disk_limit_bytes"].get<uint64_t>(), 256ull << 20) << a.dump();
   EXPECT_GE(a["cpu_seconds"].get<double>(), b["cpu_seconds"].get<double>() + 0.5) << a.dump();
   EXPECT_GE(a["pids"].get<uint64_t>(), 2u) << a.dump();  // the agent and the sleeper

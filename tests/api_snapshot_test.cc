@@ -37,11 +37,12 @@ TEST(Snapshot, FilesModesOwnersAndDeletionsSurviveDeleteAndRestart) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
-  auto w = s.Exec(id,
-                  "test -e /etc/os-release || exit 9; mkdir -p /home/user/proj/bin && cd /home/user/proj && "
-                  "echo hello > a.txt && chmod 640 a.txt && head -c 3000000 /dev/urandom > blob && "
-                  "printf '#!/bin/sh\\necho tool\\n' > bin/tool && chmod 755 bin/tool && chmod 750 bin && "
-                  "chown -R user:user /home/user/proj && chown root:root blob && rm /etc/os-release");
+  auto w = s.Exec(
+      id,
+      "test -e /etc/os-release || exit 9; mkdir -p /home/user/proj/bin && cd /home/user/proj && "
+      "echo hello > a.txt && chmod 640 a.txt && head -c 3000000 /dev/urandom > blob && "
+      "printf '#!/bin/sh\\necho tool\\n' > bin/tool && chmod 755 bin/tool && chmod 750 bin && "
+      "chown -R user:user /home/user/proj && chown root:root blob && rm /etc/os-release");
   ASSERT_EQ(w.value("exit_code", -1), 0) << w.dump();
   std::string before = Out(s.Exec(id, kFingerprint));
   ASSERT_NE(before.find("os-release-gone"), std::string::npos) << before;
@@ -75,7 +76,9 @@ TEST(Snapshot, FilesModesOwnersAndDeletionsSurviveDeleteAndRestart) {
   EXPECT_EQ(Out(s.Exec(child, kFingerprint)), before);
   EXPECT_EQ(Out(s.Exec(child, "/home/user/proj/bin/tool")), "tool\n");
   // Writes in the child go to its own layer, never into the snapshot.
-  EXPECT_EQ(s.Exec(child, "echo changed > /home/user/proj/a.txt && rm /home/user/proj/blob").value("exit_code", -1), 0);
+  EXPECT_EQ(s.Exec(child, "echo changed > /home/user/proj/a.txt && rm /home/user/proj/blob")
+                .value("exit_code", -1),
+            0);
   auto again = c2.Json("POST", "/v1/sandboxes", {{"snapshot", sid}});
   ASSERT_EQ(again.status, 201) << again.body;
   EXPECT_EQ(Out(s.Exec(again.json()["id"], kFingerprint)), before);
@@ -84,7 +87,8 @@ TEST(Snapshot, FilesModesOwnersAndDeletionsSurviveDeleteAndRestart) {
   auto bad = c2.Json("POST", "/v1/sandboxes", {{"snapshot", "snap_nope"}});
   EXPECT_EQ(bad.status, 404);
   EXPECT_EQ(bad.json()["code"], "snapshot_not_found");
-  EXPECT_EQ(c2.Json("POST", "/v1/sandboxes", {{"snapshot", sid}, {"template", "base"}}).status, 400);
+  EXPECT_EQ(c2.Json("POST", "/v1/sandboxes", {{"snapshot", sid}, {"template", "base"}}).status,
+            400);
   EXPECT_EQ(c2.Request("GET", "/v1/snapshots/snap_nope").status, 404);
   EXPECT_EQ(c2.Request("POST", "/v1/sandboxes/sb_nope/snapshots").status, 404);
 
@@ -99,7 +103,8 @@ TEST(Snapshot, FilesModesOwnersAndDeletionsSurviveDeleteAndRestart) {
   EXPECT_EQ(Out(s.Exec(again.json()["id"], "cat /home/user/proj/a.txt")), "hello\n");
   EXPECT_TRUE(fs::exists(layer_dir));
   ASSERT_EQ(c2.Request("DELETE", "/v1/sandboxes/" + child).status, 204);
-  ASSERT_EQ(c2.Request("DELETE", "/v1/sandboxes/" + again.json()["id"].get<std::string>()).status, 204);
+  ASSERT_EQ(c2.Request("DELETE", "/v1/sandboxes/" + again.json()["id"].get<std::string>()).status,
+            204);
   EXPECT_FALSE(fs::exists(layer_dir)) << "the deleted snapshot's files outlived its last sandbox";
 }
 
@@ -109,7 +114,8 @@ TEST(Fork, FiveChildrenShareFilesCopyOnWriteWithTheirOwnIdentity) {
   std::string parent = s.CreateSandbox({{"memory_mb", 1024}, {"metadata", {{"job", "fix-1"}}}});
   // 200 MB of "installed files".
   auto w = s.Exec(parent,
-                  "mkdir -p /opt/deps && for i in 1 2 3 4; do head -c 50000000 /dev/urandom > /opt/deps/lib$i.so; "
+                  "mkdir -p /opt/deps && for i in 1 2 3 4; do head -c 50000000 /dev/urandom > "
+                  "/opt/deps/lib$i.so; "
                   "done && cat /opt/deps/* | sha256sum | cut -c1-32",
                   300);
   ASSERT_EQ(w.value("exit_code", -1), 0) << w.dump();
@@ -133,7 +139,8 @@ TEST(Fork, FiveChildrenShareFilesCopyOnWriteWithTheirOwnIdentity) {
   // Host disk grows by one shared copy of the parent's changes, far less
   // than five.
   const uint64_t grown = DirBytes(s.state_dir()) - disk_before;
-  EXPECT_LT(grown, 2 * 200000000ull) << "host disk grew by " << grown << " bytes for 5 forks of 200 MB";
+  EXPECT_LT(grown, 2 * 200000000ull)
+      << "host disk grew by " << grown << " bytes for 5 forks of 200 MB";
 
   std::set<std::string> ids, hosts, machine_ids, uuids;
   for (const auto& k : kids) {
@@ -151,9 +158,13 @@ TEST(Fork, FiveChildrenShareFilesCopyOnWriteWithTheirOwnIdentity) {
   EXPECT_EQ(uuids.size(), 5u);
 
   // Writes in one child are invisible to its siblings and to the parent.
-  ASSERT_EQ(s.Exec(kids[0], "echo mine > /opt/deps/note && rm /opt/deps/lib1.so").value("exit_code", -1), 0);
+  ASSERT_EQ(
+      s.Exec(kids[0], "echo mine > /opt/deps/note && rm /opt/deps/lib1.so").value("exit_code", -1),
+      0);
   for (size_t i = 1; i < kids.size(); ++i)
-    EXPECT_EQ(Out(s.Exec(kids[i], "ls /opt/deps | tr '\\n' ' '")), "lib1.so lib2.so lib3.so lib4.so ") << kids[i];
+    EXPECT_EQ(Out(s.Exec(kids[i], "ls /opt/deps | tr '\\n' ' '")),
+              "lib1.so lib2.so lib3.so lib4.so ")
+        << kids[i];
   EXPECT_EQ(Out(s.Exec(parent, "ls /opt/deps | tr '\\n' ' '")), "lib1.so lib2.so lib3.so lib4.so ");
   // And the parent's later writes are invisible to the children.
   ASSERT_EQ(s.Exec(parent, "echo later > /opt/deps/parent-only").value("exit_code", -1), 0);

@@ -99,10 +99,13 @@ TEST(Template, RunStepOutputReachesSandboxesAndUnchangedRebuildIsCached) {
   EXPECT_TRUE(Listed(s, "hello"));
 
   std::string id = s.CreateSandbox({{"template", "hello"}});
-  auto r = s.Exec(id, "cat /opt/hello/greeting.txt; stat -c '%a %u' /opt/hello/greeting.txt /etc/hello.conf; "
-                      "cat /etc/hello.conf; echo mode=$HELLO_MODE; pwd");
+  auto r = s.Exec(
+      id,
+      "cat /opt/hello/greeting.txt; stat -c '%a %u' /opt/hello/greeting.txt /etc/hello.conf; "
+      "cat /etc/hello.conf; echo mode=$HELLO_MODE; pwd");
   ASSERT_EQ(r.value("exit_code", -1), 0) << r.dump();
-  EXPECT_EQ(r.value("stdout", ""), "built-by-run\n644 1000\n640 0\nanswer = 42\nmode=template\n/opt/hello\n");
+  EXPECT_EQ(r.value("stdout", ""),
+            "built-by-run\n644 1000\n640 0\nanswer = 42\nmode=template\n/opt/hello\n");
   // The sandbox's own writes stay its own: the template is read-only below it.
   ASSERT_EQ(s.Exec(id, "echo changed > /opt/hello/greeting.txt").value("exit_code", -1), 0);
   std::string id2 = s.CreateSandbox({{"template", "hello"}});
@@ -146,7 +149,8 @@ run = ["echo step-one-ok", "echo compiling; echo 'fatal: no such thing' >&2; exi
   std::string tail = b.error.value("log_tail", "");
   EXPECT_NE(tail.find("compiling"), std::string::npos) << tail;
   EXPECT_NE(tail.find("fatal: no such thing"), std::string::npos) << tail;
-  EXPECT_NE(b.error.value("message", "").find("exited with 7"), std::string::npos) << b.error.dump();
+  EXPECT_NE(b.error.value("message", "").find("exited with 7"), std::string::npos)
+      << b.error.dump();
   // The third step never ran.
   for (const auto& [ev, d] : b.events)
     if (ev == "log") {
@@ -184,7 +188,8 @@ TEST(Template, BadSpecsAreRefusedBeforeBuilding) {
   };
   for (const auto& k : cases) {
     auto r = c.Request("POST", "/v1/templates", k.spec, {{"Content-Type", "application/toml"}});
-    EXPECT_TRUE(r.status == 400 || r.status == 404) << k.spec << " -> " << r.status << " " << r.body;
+    EXPECT_TRUE(r.status == 400 || r.status == 404)
+        << k.spec << " -> " << r.status << " " << r.body;
     EXPECT_NE(r.body.find(k.why), std::string::npos) << k.spec << " -> " << r.body;
   }
   EXPECT_FALSE(Listed(s, "x"));
@@ -298,11 +303,14 @@ TEST(Template, BuildSandboxHasItsOwnNetworkButNotTheHost) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   const std::string port = std::to_string(s.port());
-  const std::string spec = "name = \"netcheck\"\nfrom = \"base\"\nrun = [\n"
-                           "  \"grep -q eth0 /proc/net/dev && echo has-eth0\",\n"
-                           "  \"python3 -c \\\"import socket; s=socket.socket(); s.settimeout(3); "
-                           "r=s.connect_ex(('127.0.0.1', " + port + ")); print('hutchd-connect', r); "
-                           "raise SystemExit(7 if r == 0 else 0)\\\"\",\n]\n";
+  const std::string spec =
+      "name = \"netcheck\"\nfrom = \"base\"\nrun = [\n"
+      "  \"grep -q eth0 /proc/net/dev && echo has-eth0\",\n"
+      "  \"python3 -c \\\"import socket; s=socket.socket(); s.settimeout(3); "
+      "r=s.connect_ex(('127.0.0.1', " +
+      port +
+      ")); print('hutchd-connect', r); "
+      "raise SystemExit(7 if r == 0 else 0)\\\"\",\n]\n";
   auto b = Build(s, spec);
   ASSERT_EQ(b.status, 200) << b.body;
   ASSERT_TRUE(b.error.is_null()) << b.error.dump();

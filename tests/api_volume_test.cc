@@ -44,7 +44,8 @@ TEST(Volume, WrittenByOneSandboxIsReadByTheNextAfterTheFirstIsDeleted) {
   EXPECT_EQ(v["size_mb"], 64);
   EXPECT_EQ(v["in_use_by"].size(), 0u);
 
-  std::string a = s.CreateSandbox({{"volumes", json::array({{{"name", "proj"}, {"path", "/mnt/proj"}}})}});
+  std::string a =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "proj"}, {"path", "/mnt/proj"}}})}});
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + a).json()["volumes"][0]["name"], "proj");
   auto w = s.Exec(a,
                   "mkdir -p /mnt/proj/src && head -c 2000000 /dev/urandom > /mnt/proj/src/blob && "
@@ -62,7 +63,8 @@ TEST(Volume, WrittenByOneSandboxIsReadByTheNextAfterTheFirstIsDeleted) {
   ASSERT_EQ(c.Request("DELETE", "/v1/sandboxes/" + a).status, 204);
 
   // The next sandbox mounts it elsewhere and finds everything.
-  std::string b = s.CreateSandbox({{"volumes", json::array({{{"name", "proj"}, {"path", "/data/work"}}})}});
+  std::string b =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "proj"}, {"path", "/data/work"}}})}});
   EXPECT_EQ(Out(s.Exec(b, "sha256sum /data/work/src/blob | cut -c1-64")), sum);
   EXPECT_EQ(Out(s.Exec(b, "cat /data/work/note && stat -c '%U:%G %a' /data/work/note")),
             "kept across sandboxes\nuser:user 640\n");
@@ -81,7 +83,8 @@ TEST(Volume, WrittenByOneSandboxIsReadByTheNextAfterTheFirstIsDeleted) {
   auto list = c2.Request("GET", "/v1/volumes").json();
   ASSERT_EQ(list["volumes"].size(), 1u) << list.dump();
   EXPECT_GT(list["volumes"][0]["used_bytes"].get<uint64_t>(), 2000000u);
-  std::string d = s.CreateSandbox({{"volumes", json::array({{{"name", "proj"}, {"path", "/mnt/p"}, {"read_only", true}}})}});
+  std::string d = s.CreateSandbox(
+      {{"volumes", json::array({{{"name", "proj"}, {"path", "/mnt/p"}, {"read_only", true}}})}});
   EXPECT_EQ(Out(s.Exec(d, "sha256sum /mnt/p/src/blob | cut -c1-64")), sum);
   // Read-only means read-only, for root inside too.
   auto ro = s.Exec(d, "touch /mnt/p/x 2>&1");
@@ -106,8 +109,10 @@ TEST(Volume, StaysWholeAcrossARestartWhileAnotherMountNamespaceHoldsIt) {
   ASSERT_TRUE(s.ok());
   auto c = s.Client();
   CreateVolume(c, "pinned", 64);
-  std::string a = s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
-  auto w = s.Exec(a, "head -c 3000000 /dev/urandom > /data/blob && sha256sum /data/blob | cut -c1-64");
+  std::string a =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
+  auto w =
+      s.Exec(a, "head -c 3000000 /dev/urandom > /data/blob && sha256sum /data/blob | cut -c1-64");
   ASSERT_EQ(Code(w), 0) << w.dump();
   const std::string sum = Out(w);
   ASSERT_EQ(c.Request("DELETE", "/v1/sandboxes/" + a).status, 204);
@@ -120,17 +125,19 @@ TEST(Volume, StaysWholeAcrossARestartWhileAnotherMountNamespaceHoldsIt) {
   std::string seen;
   for (int i = 0; i < 100 && seen.find("/volumes/") == std::string::npos; ++i) {
     usleep(50 * 1000);
-    seen = HostSh("cat /proc/" + std::to_string(holder) + "/mountinfo 2>/dev/null | grep -F '" + s.state_dir() +
-                  "/state/volumes' || true");
+    seen = HostSh("cat /proc/" + std::to_string(holder) + "/mountinfo 2>/dev/null | grep -F '" +
+                  s.state_dir() + "/state/volumes' || true");
   }
-  ASSERT_NE(seen.find("/volumes/"), std::string::npos) << "the holder has no copy of the volume's mount";
+  ASSERT_NE(seen.find("/volumes/"), std::string::npos)
+      << "the holder has no copy of the volume's mount";
 
   s.Stop();
   EXPECT_EQ(MountsUnder(s), "");
   s.Restart();
   ASSERT_TRUE(s.ok());
   auto c2 = s.Client();
-  std::string b = s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
+  std::string b =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "pinned"}, {"path", "/data"}}})}});
   EXPECT_EQ(Out(s.Exec(b, "sha256sum /data/blob | cut -c1-64")), sum);
   auto list = c2.Request("GET", "/v1/volumes").json();
   EXPECT_GT(list["volumes"][0]["used_bytes"].get<uint64_t>(), 2000000u) << list.dump();
@@ -144,24 +151,28 @@ TEST(Volume, SizeCapStopsWritesFromInsideAndFromTheApi) {
   ASSERT_TRUE(s.ok());
   auto c = s.Client();
   CreateVolume(c, "small", 16);
-  std::string id = s.CreateSandbox({{"volumes", json::array({{{"name", "small"}, {"path", "/mnt/s"}}})}});
+  std::string id =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "small"}, {"path", "/mnt/s"}}})}});
   auto fill = s.Exec(id, "{ head -c 40000000 /dev/zero > /mnt/s/big; } 2>&1; echo rc=$?");
   EXPECT_NE(Out(fill).find("No space left on device"), std::string::npos) << fill.dump();
   // The host's disk is not what filled: the image file is at most its cap.
-  auto img_bytes = std::stoull(HostSh("du -B1 " + s.state_dir() + "/state/volumes/small/volume.img | cut -f1"));
+  auto img_bytes =
+      std::stoull(HostSh("du -B1 " + s.state_dir() + "/state/volumes/small/volume.img | cut -f1"));
   EXPECT_LE(img_bytes, 16u << 20);
   EXPECT_EQ(s.Exec(id, "rm /mnt/s/big").value("exit_code", -1), 0);
 
   // An upload over the cap answers no_space and leaves no half file.
   hutch::client::Response up;
-  ASSERT_NO_THROW(up = c.Upload("/v1/volumes/small/fs?path=/up.bin", 24 << 20, [](char* buf, size_t n) {
-    std::memset(buf, 'x', n);
-    return n;
-  }));
+  ASSERT_NO_THROW(
+      up = c.Upload("/v1/volumes/small/fs?path=/up.bin", 24 << 20, [](char* buf, size_t n) {
+        std::memset(buf, 'x', n);
+        return n;
+      }));
   EXPECT_EQ(up.status, 422) << up.body.substr(0, 300);
   EXPECT_EQ(up.json()["code"], "no_space");
   EXPECT_EQ(Out(s.Exec(id, "ls -A /mnt/s")), "lost+found\n");
-  EXPECT_EQ(s.Exec(id, "echo fine > /mnt/s/after && cat /mnt/s/after").value("stdout", ""), "fine\n");
+  EXPECT_EQ(s.Exec(id, "echo fine > /mnt/s/after && cat /mnt/s/after").value("stdout", ""),
+            "fine\n");
 }
 
 TEST(Volume, FileApiWorksAndStaysInsideTheVolume) {
@@ -172,7 +183,8 @@ TEST(Volume, FileApiWorksAndStaysInsideTheVolume) {
   auto put = c.Request("PUT", "/v1/volumes/files/fs?path=docs/a.txt&mode=0600", "0123456789");
   ASSERT_EQ(put.status, 201) << put.body;
   EXPECT_EQ(put.json()["path"], "/docs/a.txt");
-  auto range = c.Request("GET", "/v1/volumes/files/fs?path=/docs/a.txt", "", {{"Range", "bytes=2-4"}});
+  auto range =
+      c.Request("GET", "/v1/volumes/files/fs?path=/docs/a.txt", "", {{"Range", "bytes=2-4"}});
   EXPECT_EQ(range.status, 206);
   EXPECT_EQ(range.body, "234");
   EXPECT_EQ(range.headers["content-range"], "bytes 2-4/10");
@@ -181,7 +193,8 @@ TEST(Volume, FileApiWorksAndStaysInsideTheVolume) {
   EXPECT_EQ(stat["size"], 10);
   EXPECT_EQ(stat["mode"], 0600);
   EXPECT_EQ(c.Json("POST", "/v1/volumes/files/fs/mkdir", {{"path", "/x/y"}}).status, 201);
-  auto mv = c.Json("POST", "/v1/volumes/files/fs/move", {{"from", "/docs/a.txt"}, {"to", "/x/y/b.txt"}});
+  auto mv =
+      c.Json("POST", "/v1/volumes/files/fs/move", {{"from", "/docs/a.txt"}, {"to", "/x/y/b.txt"}});
   EXPECT_EQ(mv.status, 200) << mv.body;
   auto list = c.Request("GET", "/v1/volumes/files/fs/list?path=/&depth=3").json();
   std::string paths;
@@ -189,13 +202,18 @@ TEST(Volume, FileApiWorksAndStaysInsideTheVolume) {
   EXPECT_EQ(paths, "/docs /lost+found /x /x/y /x/y/b.txt ") << list.dump();
 
   // A sandbox sees what the API wrote, owned by its root, and can change it.
-  std::string id = s.CreateSandbox({{"volumes", json::array({{{"name", "files"}, {"path", "/v"}}})}});
-  EXPECT_EQ(Out(s.Exec(id, "stat -c '%U %a' /v/x/y/b.txt && cat /v/x/y/b.txt && echo more >> /v/x/y/b.txt")),
-            "root 600\n0123456789");
+  std::string id =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "files"}, {"path", "/v"}}})}});
+  EXPECT_EQ(
+      Out(s.Exec(id,
+                 "stat -c '%U %a' /v/x/y/b.txt && cat /v/x/y/b.txt && echo more >> /v/x/y/b.txt")),
+      "root 600\n0123456789");
   // Links a hostile sandbox plants resolve inside the volume, never on the host.
-  ASSERT_EQ(Code(s.Exec(id, "ln -s / /v/root && ln -s ../../../../etc /v/up && ln -s /etc/hostname /v/h && "
-                            "mkfifo /v/fifo")),
-            0);
+  ASSERT_EQ(
+      Code(s.Exec(id,
+                  "ln -s / /v/root && ln -s ../../../../etc /v/up && ln -s /etc/hostname /v/h && "
+                  "mkfifo /v/fifo")),
+      0);
   for (const char* p : {"/root/etc/hostname", "/up/hostname", "/h", "/../../../../etc/hostname"}) {
     auto r = c.Request("GET", std::string("/v1/volumes/files/fs?path=") + p);
     EXPECT_EQ(r.status, 404) << p << " " << r.body;
@@ -228,19 +246,24 @@ TEST(Volume, BadRequestsGetClearErrors) {
   EXPECT_EQ(c.Request("DELETE", "/v1/volumes/nope").status, 404);
 
   auto mk = [&](const json& vols) { return c.Json("POST", "/v1/sandboxes", {{"volumes", vols}}); };
-  EXPECT_EQ(mk(json::array({{{"name", "nope"}, {"path", "/mnt"}}})).json()["code"], "volume_not_found");
-  for (const char* path : {"relative", "/", "/proc/x", "/dev", "/sys/fs", "/a/../b", "/a//b", "/a/"}) {
+  EXPECT_EQ(mk(json::array({{{"name", "nope"}, {"path", "/mnt"}}})).json()["code"],
+            "volume_not_found");
+  for (const char* path :
+       {"relative", "/", "/proc/x", "/dev", "/sys/fs", "/a/../b", "/a//b", "/a/"}) {
     auto r = mk(json::array({{{"name", "v1"}, {"path", path}}}));
     EXPECT_EQ(r.status, 400) << path << " " << r.body;
   }
-  EXPECT_EQ(mk(json::array({{{"name", "v1"}, {"path", "/a"}}, {{"name", "v1"}, {"path", "/a"}}})).status, 400);
+  EXPECT_EQ(
+      mk(json::array({{{"name", "v1"}, {"path", "/a"}}, {{"name", "v1"}, {"path", "/a"}}})).status,
+      400);
   EXPECT_EQ(mk(json::array({{{"name", "v1"}}})).status, 400);
   EXPECT_EQ(mk(json::array({"v1"})).status, 400);
   EXPECT_EQ(mk(json::object()).status, 400);
   // A mount path through a symlink of the template (/bin -> usr/bin on
   // merged-/usr systems, or any link) is refused, not followed.
   std::string probe = s.CreateSandbox();
-  std::string link = Out(s.Exec(probe, "for p in /bin /lib /sbin /lib64; do test -L $p && { echo $p; break; }; done"));
+  std::string link = Out(
+      s.Exec(probe, "for p in /bin /lib /sbin /lib64; do test -L $p && { echo $p; break; }; done"));
   if (!link.empty()) {
     link.pop_back();
     auto r = mk(json::array({{{"name", "v1"}, {"path", link + "/vol"}}}));
@@ -249,7 +272,8 @@ TEST(Volume, BadRequestsGetClearErrors) {
   }
   // Nested volumes mount parents first, whatever the request's order.
   CreateVolume(c, "v2", 16);
-  auto nested = mk(json::array({{{"name", "v2"}, {"path", "/w/inner"}}, {{"name", "v1"}, {"path", "/w"}}}));
+  auto nested =
+      mk(json::array({{{"name", "v2"}, {"path", "/w/inner"}}, {{"name", "v1"}, {"path", "/w"}}}));
   ASSERT_EQ(nested.status, 201) << nested.body;
   std::string nid = nested.json()["id"];
   EXPECT_EQ(Code(s.Exec(nid, "echo o > /w/outer && echo i > /w/inner/f")), 0);
@@ -264,7 +288,8 @@ TEST(Volume, SurvivesAHutchdCrashWithItsSandbox) {
   ASSERT_TRUE(s.ok());
   auto c = s.Client();
   CreateVolume(c, "keep", 32);
-  std::string id = s.CreateSandbox({{"volumes", json::array({{{"name", "keep"}, {"path", "/k"}}})}});
+  std::string id =
+      s.CreateSandbox({{"volumes", json::array({{{"name", "keep"}, {"path", "/k"}}})}});
   ASSERT_EQ(Code(s.Exec(id, "echo before > /k/f")), 0);
   s.Kill9();
   s.Restart();

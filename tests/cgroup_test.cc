@@ -274,8 +274,8 @@ TEST_F(CgroupTest, PidsLimitStopsForks) {
 // A child that counts in shared memory as fast as it can.
 struct Counter {
   Counter() {
-    void* m = ::mmap(nullptr, sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+    void* m = ::mmap(nullptr, sizeof(std::atomic<uint64_t>), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (m != MAP_FAILED) n = new (m) std::atomic<uint64_t>(0);
   }
   ~Counter() {
@@ -326,7 +326,8 @@ TEST_F(CgroupTest, FreezeStopsAndThawResumes) {
   s = cg->Thaw();
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_FALSE(ReportsFrozen(*mgr_, cg->Paths()));
-  EXPECT_TRUE(WaitFor([&] { return n->load() > frozen_at; }, 2000ms)) << "thawed task did not resume";
+  EXPECT_TRUE(WaitFor([&] { return n->load() > frozen_at; }, 2000ms))
+      << "thawed task did not resume";
 
   s = cg->Remove();
   ASSERT_TRUE(s.ok()) << s.error().message;

@@ -89,11 +89,14 @@ TEST(DnsMessage, CnameChainAddressesCountForQueriedName) {
   ldns_pkt* r = Parse(up);
   ldns_pkt_set_qr(r, true);
   ldns_rr* rr = nullptr;
-  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "allowed.test. 300 IN CNAME cdn.other.", 0, nullptr, nullptr), LDNS_STATUS_OK);
+  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "allowed.test. 300 IN CNAME cdn.other.", 0, nullptr, nullptr),
+            LDNS_STATUS_OK);
   ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, rr);
-  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "cdn.other. 60 IN A 10.1.2.3", 0, nullptr, nullptr), LDNS_STATUS_OK);
+  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "cdn.other. 60 IN A 10.1.2.3", 0, nullptr, nullptr),
+            LDNS_STATUS_OK);
   ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, rr);
-  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "unrelated.test. 60 IN A 10.9.9.9", 0, nullptr, nullptr), LDNS_STATUS_OK);
+  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "unrelated.test. 60 IN A 10.9.9.9", 0, nullptr, nullptr),
+            LDNS_STATUS_OK);
   ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, rr);
   auto reply_wire = Wire(r);
 

@@ -56,8 +56,8 @@ struct Fixture : ::testing::Test {
           p.allow = {"allowed.test"};
           return p;
         },
-        [this](const asio::ip::address&, const std::string& name, std::vector<asio::ip::address_v4> addrs,
-               uint32_t ttl) -> asio::awaitable<void> {
+        [this](const asio::ip::address&, const std::string& name,
+               std::vector<asio::ip::address_v4> addrs, uint32_t ttl) -> asio::awaitable<void> {
           std::lock_guard<std::mutex> g(mu);
           resolved.push_back(name + "=" + addrs.at(0).to_string() + "/" + std::to_string(ttl));
           co_return;
@@ -100,7 +100,8 @@ struct SlowFixture : Fixture {
 TEST_F(SlowFixture, QueriesOverAClientsRateAreDropped) {
   auto c = Client("127.0.0.2");
   const auto q = Query("denied.test.", LDNS_RR_TYPE_A);
-  for (int i = 0; i < 40; ++i) c.send_to(asio::buffer(q), udp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  for (int i = 0; i < 40; ++i)
+    c.send_to(asio::buffer(q), udp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   timeval tv{0, 500 * 1000};
   ASSERT_EQ(setsockopt(c.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
   int answers = 0;
@@ -138,7 +139,8 @@ TEST_F(Fixture, ForwardsAllowedAndReportsAddresses) {
   ASSERT_EQ(ldns_wire2pkt(&p, buf.data(), n), LDNS_STATUS_OK);
   ldns_pkt_set_qr(p, true);
   ldns_rr* rr = nullptr;
-  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "allowed.test. 120 IN A 10.0.0.7", 0, nullptr, nullptr), LDNS_STATUS_OK);
+  ASSERT_EQ(ldns_rr_new_frm_str(&rr, "allowed.test. 120 IN A 10.0.0.7", 0, nullptr, nullptr),
+            LDNS_STATUS_OK);
   ldns_pkt_push_rr(p, LDNS_SECTION_ANSWER, rr);
   uint8_t* w = nullptr;
   size_t wn = 0;
@@ -158,7 +160,8 @@ TEST_F(Fixture, TcpQueryAnswered) {
   asio::ip::tcp::socket s(io_up);
   s.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   auto q = Query("denied.test.", LDNS_RR_TYPE_A);
-  std::vector<uint8_t> f = {static_cast<uint8_t>(q.size() >> 8), static_cast<uint8_t>(q.size() & 0xff)};
+  std::vector<uint8_t> f = {static_cast<uint8_t>(q.size() >> 8),
+                            static_cast<uint8_t>(q.size() & 0xff)};
   f.insert(f.end(), q.begin(), q.end());
   asio::write(s, asio::buffer(f));
   uint8_t len[2];

@@ -5,11 +5,11 @@
 
 #include <random>
 
+#include "api/common/multipart.h"
 #include "api/e2b/connect_envelope.h"
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/e2b_auth.h"
 #include "api/e2b/gzip_stream.h"
-#include "api/common/multipart.h"
 #include "api/e2b/proto_json.h"
 #include "auth/credentials.h"
 #include "auth/sandbox_token.h"
@@ -87,7 +87,8 @@ TEST(ConnectEnvelope, ErrorCodesAndStatuses) {
 }
 
 TEST(ProtoJson, ReadsScalarsLeniently) {
-  auto m = nlohmann::json::parse(R"({"a":"42","b":7,"c":null,"d":true,"e":"-9000000000","f":4294967295})");
+  auto m = nlohmann::json::parse(
+      R"({"a":"42","b":7,"c":null,"d":true,"e":"-9000000000","f":4294967295})");
   EXPECT_EQ(V(PjUint32(m, "a")), 42u);
   EXPECT_EQ(V(PjUint32(m, "b")), 7u);
   EXPECT_EQ(V(PjUint32(m, "c")), 0u);        // null = default
@@ -101,7 +102,8 @@ TEST(ProtoJson, ReadsScalarsLeniently) {
 }
 
 TEST(ProtoJson, BytesAcceptBothAlphabetsAndOptionalPadding) {
-  auto m = nlohmann::json::parse(R"({"std":"aGkK","pad":"aGk=","nopad":"aGk","url":"-_8=","bad":"a$b"})");
+  auto m = nlohmann::json::parse(
+      R"({"std":"aGkK","pad":"aGk=","nopad":"aGk","url":"-_8=","bad":"a$b"})");
   EXPECT_EQ(V(PjBytes(m, "std")), "hi\n");
   EXPECT_EQ(V(PjBytes(m, "pad")), "hi");
   EXPECT_EQ(V(PjBytes(m, "nopad")), "hi");
@@ -117,7 +119,8 @@ TEST(ProtoJson, BytesAcceptBothAlphabetsAndOptionalPadding) {
 }
 
 TEST(ProtoJson, EnumsByNameOrNumber) {
-  const std::vector<std::pair<const char*, int>> names = {{"SIGNAL_UNSPECIFIED", 0}, {"SIGNAL_SIGKILL", 9}};
+  const std::vector<std::pair<const char*, int>> names = {{"SIGNAL_UNSPECIFIED", 0},
+                                                          {"SIGNAL_SIGKILL", 9}};
   auto m = nlohmann::json::parse(R"({"s":"SIGNAL_SIGKILL","n":15,"x":"SIGNAL_NOPE"})");
   EXPECT_EQ(V(PjEnum(m, "s", names)), 9);
   EXPECT_EQ(V(PjEnum(m, "n", names)), 15);
@@ -126,7 +129,8 @@ TEST(ProtoJson, EnumsByNameOrNumber) {
 }
 
 TEST(ProtoJson, MapsListsMessagesAndTimestamps) {
-  auto m = nlohmann::json::parse(R"({"envs":{"A":"1"},"args":["-l","-c"],"sub":{"pid":3},"bad":{"A":1}})");
+  auto m = nlohmann::json::parse(
+      R"({"envs":{"A":"1"},"args":["-l","-c"],"sub":{"pid":3},"bad":{"A":1}})");
   auto envs = PjStringMap(m, "envs");
   ASSERT_TRUE(envs.ok());
   ASSERT_EQ(envs->size(), 1u);
@@ -171,7 +175,8 @@ TEST(E2bAuth, KeyFormsAndTokens) {
   EXPECT_EQ(BasicAuthUser(""), "");
 }
 
-std::vector<MultipartReader::Event> FeedAll(MultipartReader& r, const std::string& body, size_t step) {
+std::vector<MultipartReader::Event> FeedAll(MultipartReader& r, const std::string& body,
+                                            size_t step) {
   std::vector<MultipartReader::Event> all;
   for (size_t i = 0; i < body.size(); i += step) {
     auto ev = r.Feed(std::string_view(body).substr(i, step));
@@ -194,20 +199,17 @@ TEST(Multipart, StreamsPartsAcrossEveryChunkSplit) {
       "Content-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.txt\"\r\n"
       "Content-Type: application/octet-stream\r\n\r\n" +
       payload1 + "\r\n--bX\r\n" +
-      "Content-Disposition: form-data; name=\"file\"; filename=\"rel/b \\\"q\\\".bin\"\r\n\r\n" + payload2 +
-      "\r\n--bX--\r\nepilogue";
+      "Content-Disposition: form-data; name=\"file\"; filename=\"rel/b \\\"q\\\".bin\"\r\n\r\n" +
+      payload2 + "\r\n--bX--\r\nepilogue";
   for (size_t step : {size_t{1}, size_t{3}, size_t{64}, body.size()}) {
     MultipartReader r("bX");
     auto ev = FeedAll(r, body, step);
     EXPECT_TRUE(r.done()) << step;
     std::vector<std::string> names, data(1);
     for (auto& e : ev) {
-      if (e.kind == MultipartReader::Event::kPartBegin)
-        names.push_back(e.filename);
-      else if (e.kind == MultipartReader::Event::kData)
-        data.back() += e.data;
-      else
-        data.emplace_back();
+      if (e.kind == MultipartReader::Event::kPartBegin) names.push_back(e.filename);
+      else if (e.kind == MultipartReader::Event::kData) data.back() += e.data;
+      else data.emplace_back();
     }
     ASSERT_EQ(names.size(), 2u) << step;
     EXPECT_EQ(names[0], "/home/user/a.txt");
@@ -220,7 +222,9 @@ TEST(Multipart, StreamsPartsAcrossEveryChunkSplit) {
 
 TEST(Multipart, BodyStartingWithBoundaryAndMalformedLine) {
   MultipartReader r("b");
-  auto ev = FeedAll(r, "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nX\r\n--b--", 5);
+  auto ev = FeedAll(
+      r, "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nX\r\n--b--",
+      5);
   EXPECT_TRUE(r.done());
   ASSERT_GE(ev.size(), 3u);
   MultipartReader bad("b");
@@ -233,7 +237,8 @@ TEST(Gzip, RoundTripInPieces) {
   for (int i = 0; i < 200000; ++i) plain += static_cast<char>('a' + i % 7);
   GzipDeflater d;
   std::string z;
-  for (size_t i = 0; i < plain.size(); i += 10000) z += d.Feed(std::string_view(plain).substr(i, 10000));
+  for (size_t i = 0; i < plain.size(); i += 10000)
+    z += d.Feed(std::string_view(plain).substr(i, 10000));
   z += d.Finish();
   EXPECT_LT(z.size(), plain.size() / 10);
   GzipInflater inf;
@@ -250,20 +255,23 @@ TEST(Gzip, RoundTripInPieces) {
 }
 
 TEST(DirWatch, DiffsListingsIntoEvents) {
-  auto listing = [](std::vector<nlohmann::json> entries) { return nlohmann::json{{"entries", entries}}; };
-  auto entry = [](const std::string& path, const std::string& type, int64_t size, int64_t mtime, int mode) {
+  auto listing = [](std::vector<nlohmann::json> entries) {
+    return nlohmann::json{{"entries", entries}};
+  };
+  auto entry = [](const std::string& path, const std::string& type, int64_t size, int64_t mtime,
+                  int mode) {
     return nlohmann::json{{"path", path},   {"name", path.substr(path.rfind('/') + 1)},
                           {"type", type},   {"size", size},
                           {"mtime", mtime}, {"mode", mode}};
   };
-  WatchSnapshot a =
-      SnapshotFromListing(listing({entry("/w/old", "file", 1, 10, 0644), entry("/w/keep", "file", 1, 10, 0644),
-                                   entry("/w/d", "dir", 0, 10, 0755)}),
-                          "/w");
-  WatchSnapshot b =
-      SnapshotFromListing(listing({entry("/w/keep", "file", 5, 11, 0600), entry("/w/d", "dir", 0, 10, 0755),
-                                   entry("/w/new", "file", 3, 12, 0644), entry("/w/empty", "file", 0, 12, 0644)}),
-                          "/w/");
+  WatchSnapshot a = SnapshotFromListing(
+      listing({entry("/w/old", "file", 1, 10, 0644), entry("/w/keep", "file", 1, 10, 0644),
+               entry("/w/d", "dir", 0, 10, 0755)}),
+      "/w");
+  WatchSnapshot b = SnapshotFromListing(
+      listing({entry("/w/keep", "file", 5, 11, 0600), entry("/w/d", "dir", 0, 10, 0755),
+               entry("/w/new", "file", 3, 12, 0644), entry("/w/empty", "file", 0, 12, 0644)}),
+      "/w/");
   ASSERT_EQ(b.count("keep"), 1u);
   auto ev = DiffSnapshots(a, b);
   auto has = [&](const std::string& n, int t) {

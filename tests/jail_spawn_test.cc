@@ -67,8 +67,8 @@ class JailSpawn : public ::testing::Test {
     // on its first start): build it as hutchd would. The builder takes a
     // lock, so a server starting next to this test waits for the same build.
     if (!fs::exists(base + "/template.json")) {
-      std::string cmd = "bash '" + Env("HUTCH_SOURCE_DIR") + "/scripts/build-base-template' '" + base +
-                        "' 1000000 >/dev/null";
+      std::string cmd = "bash '" + Env("HUTCH_SOURCE_DIR") + "/scripts/build-base-template' '" +
+                        base + "' 1000000 >/dev/null";
       ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
     ASSERT_TRUE(fs::exists(rootfs_ + "/bin")) << rootfs_;

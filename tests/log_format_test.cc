@@ -12,7 +12,8 @@ using hutch::LogFormatter;
 
 namespace {
 
-std::string Format(LogFormat f, std::string_view payload, spdlog::level::level_enum lvl = spdlog::level::info) {
+std::string Format(LogFormat f, std::string_view payload,
+                   spdlog::level::level_enum lvl = spdlog::level::info) {
   // 2026-01-02T03:04:05.678Z
   auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1767323045678));
   spdlog::details::log_msg msg(t, spdlog::source_loc{}, "", lvl,
@@ -63,7 +64,8 @@ TEST(LogFormat, JsonFreeTextGoesToMsg) {
   EXPECT_EQ(j["msg"], "hutchd listening on 127.0.0.1:8080");
   EXPECT_EQ(j["state_dir"], "/var/lib/hutch");
   EXPECT_FALSE(j.contains("event"));
-  EXPECT_EQ(Json("accept failed: Too many open files")["msg"], "accept failed: Too many open files");
+  EXPECT_EQ(Json("accept failed: Too many open files")["msg"],
+            "accept failed: Too many open files");
   EXPECT_EQ(Json("")["msg"], "");
 }
 

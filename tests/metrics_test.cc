@@ -23,11 +23,12 @@ TEST(Metrics, RendersCountersGaugesAndLabels) {
   ++f.With({"b"});
   f.With({"a"}).Inc(4);
   std::string text = r.Render();
-  EXPECT_EQ(text,
-            "# HELP t_requests_total Requests.\n# TYPE t_requests_total counter\nt_requests_total 3\n"
-            "# HELP t_open Open things.\n# TYPE t_open gauge\nt_open 1.5\n"
-            "# HELP t_errors_total Errors by code.\n# TYPE t_errors_total counter\n"
-            "t_errors_total{code=\"a\"} 4\nt_errors_total{code=\"b\"} 1\n");
+  EXPECT_EQ(
+      text,
+      "# HELP t_requests_total Requests.\n# TYPE t_requests_total counter\nt_requests_total 3\n"
+      "# HELP t_open Open things.\n# TYPE t_open gauge\nt_open 1.5\n"
+      "# HELP t_errors_total Errors by code.\n# TYPE t_errors_total counter\n"
+      "t_errors_total{code=\"a\"} 4\nt_errors_total{code=\"b\"} 1\n");
   auto p = ParseExposition(text);
   ASSERT_TRUE(p.ok()) << p.error;
   EXPECT_EQ(p.Value("t_errors_total", {{"code", "a"}}), 4);
@@ -76,16 +77,17 @@ TEST(Metrics, SampleValues) {
 }
 
 TEST(Metrics, CheckerRejectsWhatPrometheusRejects) {
-  EXPECT_FALSE(ParseExposition("a 1").ok());                              // no final newline
-  EXPECT_FALSE(ParseExposition("1a 1\n").ok());                           // bad name
-  EXPECT_FALSE(ParseExposition("a{b=\"x\\q\"} 1\n").ok());                // bad escape
-  EXPECT_FALSE(ParseExposition("a{b=\"x} 1\n").ok());                     // unterminated
-  EXPECT_FALSE(ParseExposition("a one\n").ok());                          // bad value
-  EXPECT_FALSE(ParseExposition("a 1\n# TYPE a counter\n").ok());          // TYPE after samples
-  EXPECT_FALSE(ParseExposition("a 1\na 2\n").ok());                       // duplicate sample
+  EXPECT_FALSE(ParseExposition("a 1").ok());                      // no final newline
+  EXPECT_FALSE(ParseExposition("1a 1\n").ok());                   // bad name
+  EXPECT_FALSE(ParseExposition("a{b=\"x\\q\"} 1\n").ok());        // bad escape
+  EXPECT_FALSE(ParseExposition("a{b=\"x} 1\n").ok());             // unterminated
+  EXPECT_FALSE(ParseExposition("a one\n").ok());                  // bad value
+  EXPECT_FALSE(ParseExposition("a 1\n# TYPE a counter\n").ok());  // TYPE after samples
+  EXPECT_FALSE(ParseExposition("a 1\na 2\n").ok());               // duplicate sample
   EXPECT_FALSE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
                                "h_sum 1\nh_count 1\n")
                    .ok());  // not cumulative
-  EXPECT_FALSE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n").ok());  // no +Inf
+  EXPECT_FALSE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n")
+                   .ok());  // no +Inf
   EXPECT_TRUE(ParseExposition("# a comment\na{b=\"\\\\\\\"\\n\"} -1.5e3 1700000000\n\n").ok());
 }

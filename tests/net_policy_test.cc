@@ -90,11 +90,13 @@ TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
   o.non_public = NonPublicNetworks({});
   std::string base = BaseTableScript(n, o);
   EXPECT_NE(base.find("inet hutch_h123456"), std::string::npos);
-  EXPECT_NE(base.find("add element inet hutch_h123456 nonpublic { 10.0.0.0/8, "), std::string::npos);
+  EXPECT_NE(base.find("add element inet hutch_h123456 nonpublic { 10.0.0.0/8, "),
+            std::string::npos);
   EXPECT_NE(base.find("ip daddr @nonpublic ip daddr != @privok reject"), std::string::npos);
   EXPECT_EQ(base.find("add element inet hutch_h123456 privok"), std::string::npos);
   EXPECT_NE(base.find("add @ctcount { ip saddr ct count over 4096 }"), std::string::npos);
-  EXPECT_NE(base.find("add @ctrate { ip saddr limit rate over 500/second burst 1000 packets }"), std::string::npos);
+  EXPECT_NE(base.find("add @ctrate { ip saddr limit rate over 500/second burst 1000 packets }"),
+            std::string::npos);
   EXPECT_NE(base.find("ip daddr 100.125.0.0/16 udp dport 53 notrack"), std::string::npos);
   o.max_connections = 0;
   o.new_connections_per_second = 0;
@@ -103,7 +105,8 @@ TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
   EXPECT_EQ(unlimited.find("limit rate"), std::string::npos);
   EXPECT_NE(base.find("169.254.0.0/16"), std::string::npos);
   EXPECT_NE(base.find("masquerade"), std::string::npos);
-  auto p = ParseNetworkPolicy(json::parse(R"({"mode":"policy","allow":["10.0.0.0/8"],"deny":["10.9.0.0/16"]})"));
+  auto p = ParseNetworkPolicy(
+      json::parse(R"({"mode":"policy","allow":["10.0.0.0/8"],"deny":["10.9.0.0/16"]})"));
   ASSERT_TRUE(p.ok());
   std::string slot = SlotPolicyScript(n, 7, *p, true);
   EXPECT_NE(slot.find("\"h123456v7\" : jump s7"), std::string::npos);
@@ -121,8 +124,10 @@ TEST(NftRuleset, NftAcceptsTheScripts) {
   o.non_public = NonPublicNetworks(HostNetworks(pool, n.prefix));
   o.allow_private = {Cidr{0xac1f0000, 16}};  // 172.31.0.0/16 allowed
   std::string script = BaseTableScript(n, o);
-  for (const char* body : {R"({"mode":"none"})", R"({"mode":"all"})",
-                           R"({"mode":"policy","default":"allow","allow":["10.0.0.0/8","10.1.0.0/16"],"deny":["192.0.2.1"]})"}) {
+  for (
+      const char* body :
+      {R"({"mode":"none"})", R"({"mode":"all"})",
+       R"({"mode":"policy","default":"allow","allow":["10.0.0.0/8","10.1.0.0/16"],"deny":["192.0.2.1"]})"}) {
     auto p = ParseNetworkPolicy(json::parse(body));
     ASSERT_TRUE(p.ok());
     script += SlotPolicyScript(n, 3, *p, true);
@@ -152,8 +157,9 @@ TEST(NonPublic, CoversPrivateSharedAndCloudFabricRangesAndTheHostsNetworks) {
     return false;
   };
   auto fixed = SpecialPurposeNetworks();
-  for (const char* a : {"10.1.2.3", "172.16.0.1", "172.31.255.254", "192.168.1.1", "100.100.100.200",
-                        "100.64.0.1", "168.63.129.16", "198.18.0.1", "192.0.2.1"})
+  for (const char* a :
+       {"10.1.2.3", "172.16.0.1", "172.31.255.254", "192.168.1.1", "100.100.100.200", "100.64.0.1",
+        "168.63.129.16", "198.18.0.1", "192.0.2.1"})
     EXPECT_TRUE(has(fixed, a)) << a;
   for (const char* a : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "168.63.129.17"})
     EXPECT_FALSE(has(fixed, a)) << a;

@@ -35,7 +35,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Mount points under `dir` in this process's mount table.
-int MountsUnder(const std::string& dir) { return static_cast<int>(hutch::testing::MountPointsUnder(dir + "/").size()); }
+int MountsUnder(const std::string& dir) {
+  return static_cast<int>(hutch::testing::MountPointsUnder(dir + "/").size());
+}
 
 class SlotPlumbingTest : public ::testing::Test {
  protected:
@@ -79,7 +81,8 @@ TEST_F(SlotPlumbingTest, NamedNetnsIsANewBoundNamespaceAndGoesWithoutTrace) {
   auto ns = CreateNamedNetns(dir_, "a");
   ASSERT_TRUE(ns.ok()) << ns.error().message;
   EXPECT_EQ(ioctl(ns->get(), NS_GET_NSTYPE), CLONE_NEWNET);
-  struct stat mine {}, made {};
+  struct stat mine {
+  }, made{};
   ASSERT_EQ(stat("/proc/self/ns/net", &mine), 0);
   ASSERT_EQ(fstat(ns->get(), &made), 0);
   EXPECT_NE(mine.st_ino, made.st_ino) << "a new namespace, not the caller's";

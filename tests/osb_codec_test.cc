@@ -30,7 +30,8 @@ TEST(FileInfoMode, DigitsBackToModeAndRejectsNonOctal) {
 
 TEST(IdNames, ParsesPasswdAndResolvesBothWays) {
   IdNames n;
-  n.users = IdNames::Parse("root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\nbad line\n");
+  n.users = IdNames::Parse(
+      "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\nbad line\n");
   n.groups = IdNames::Parse("root:x:0:\nusers:x:100:user\n");
   EXPECT_EQ(n.User(0), "root");
   EXPECT_EQ(n.User(1000), "user");
@@ -46,8 +47,9 @@ TEST(FileInfoJson, MapsAgentEntryToExecdShape) {
   IdNames n;
   n.users = {{0, "root"}};
   n.groups = {{0, "root"}};
-  const nlohmann::json e = {{"name", "d"},     {"path", "/tmp/d"}, {"type", "dir"}, {"size", 4096},
-                            {"mode", 0755},    {"mtime", "2026-01-02T03:04:05Z"}, {"uid", 0}, {"gid", 0}};
+  const nlohmann::json e = {{"name", "d"},  {"path", "/tmp/d"}, {"type", "dir"},
+                            {"size", 4096}, {"mode", 0755},     {"mtime", "2026-01-02T03:04:05Z"},
+                            {"uid", 0},     {"gid", 0}};
   const auto j = FileInfoJson(e, n);
   EXPECT_EQ(j["type"], "directory");
   EXPECT_EQ(j["mode"], 755);
@@ -86,13 +88,16 @@ TEST(SessionProtocol, EmptyLineBeforeSentinelIsItsNewlineButOthersStay) {
 TEST(SessionProtocol, ScriptQuotesCwdAndKeepsCommandInTheShell) {
   const std::string script = SessionScript("cd /tmp; export X=1", "/it's", "__S__");
   EXPECT_EQ(script,
-            "{ cd -- '/it'\\''s' && cd /tmp; export X=1\n} </dev/null; printf '\\n%s:%d\\n' '__S__' \"$?\"; "
+            "{ cd -- '/it'\\''s' && cd /tmp; export X=1\n} </dev/null; printf '\\n%s:%d\\n' "
+            "'__S__' \"$?\"; "
             "printf '\\n%s\\n' '__S__' >&2\n");
 }
 
 using nlohmann::json;
 
-net::NetworkPolicy Policy(const char* hutch_json) { return net::ParseNetworkPolicy(json::parse(hutch_json)).value(); }
+net::NetworkPolicy Policy(const char* hutch_json) {
+  return net::ParseNetworkPolicy(json::parse(hutch_json)).value();
+}
 
 json Egress(const net::NetworkPolicy& p, int slot = 3) {
   SandboxRecord r;
@@ -119,7 +124,8 @@ TEST(EgressCreate, RulesSplitIntoAllowAndDenyWithDenyAsDefault) {
       "allow":["10.1.2.3/32","allowed.test","*.pypi.org"],"deny":["10.9.0.0/16"]})"));
   auto open = CreateNetworkPolicy(json::parse(R"({"defaultAction":"allow","egress":[]})"), true);
   ASSERT_TRUE(open.ok());
-  EXPECT_EQ(open->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":[]})"));
+  EXPECT_EQ(open->ToJson(),
+            json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":[]})"));
 }
 
 TEST(EgressCreate, DenyAllKeepsAnInterfaceSoItCanBeOpenedLater) {
@@ -129,11 +135,13 @@ TEST(EgressCreate, DenyAllKeepsAnInterfaceSoItCanBeOpenedLater) {
   EXPECT_FALSE(p->default_allow);
   // Without networking, allowing nothing is what mode none already does;
   // allowing something is left to SandboxManager::Create to refuse.
-  auto off = CreateNetworkPolicy(json::parse(R"({"defaultAction":"deny","egress":[{"action":"deny","target":"a.test"}]})"),
-                                 false);
+  auto off = CreateNetworkPolicy(
+      json::parse(R"({"defaultAction":"deny","egress":[{"action":"deny","target":"a.test"}]})"),
+      false);
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->mode, net::NetMode::kNone);
-  auto opens = CreateNetworkPolicy(json::parse(R"({"egress":[{"action":"allow","target":"a.test"}]})"), false);
+  auto opens = CreateNetworkPolicy(
+      json::parse(R"({"egress":[{"action":"allow","target":"a.test"}]})"), false);
   ASSERT_TRUE(opens.ok());
   EXPECT_EQ(opens->mode, net::NetMode::kPolicy);
 }
@@ -149,12 +157,16 @@ TEST(EgressCreate, BadPoliciesAreInvalidRequestNamingTheField) {
       {R"({"egress":{}})", Code::kInvalidRequest, "networkPolicy.egress"},
       {R"({"egress":["a.test"]})", Code::kInvalidRequest, "networkPolicy.egress[0]"},
       {R"({"egress":[{"action":"allow"}]})", Code::kInvalidRequest, "networkPolicy.egress[0]"},
-      {R"({"egress":[{"action":"maybe","target":"a.test"}]})", Code::kInvalidRequest, "egress[0].action"},
+      {R"({"egress":[{"action":"maybe","target":"a.test"}]})", Code::kInvalidRequest,
+       "egress[0].action"},
       {R"({"egress":[{"action":"allow","target":"a.test"},{"action":"allow","target":"*.com"}]})",
        Code::kInvalidRequest, "egress[1].target"},
-      {R"({"egress":[{"action":"allow","target":"10.0.0.1/8"}]})", Code::kInvalidRequest, "egress[0].target"},
-      {R"({"egress":[{"action":"allow","target":"2001:db8::/32"}]})", Code::kNotSupported, "egress[0].target"},
-      {R"({"egress":[{"action":"allow","target":"a.test","port":443}]})", Code::kInvalidRequest, "port"},
+      {R"({"egress":[{"action":"allow","target":"10.0.0.1/8"}]})", Code::kInvalidRequest,
+       "egress[0].target"},
+      {R"({"egress":[{"action":"allow","target":"2001:db8::/32"}]})", Code::kNotSupported,
+       "egress[0].target"},
+      {R"({"egress":[{"action":"allow","target":"a.test","port":443}]})", Code::kInvalidRequest,
+       "port"},
       {R"({"ingress":[]})", Code::kInvalidRequest, "networkPolicy.ingress"},
   };
   for (const auto& c : cases) {
@@ -166,19 +178,23 @@ TEST(EgressCreate, BadPoliciesAreInvalidRequestNamingTheField) {
 }
 
 TEST(EgressPolicy, ReadsBackInTheSidecarShapeDenyRulesFirst) {
-  EXPECT_EQ(Egress(Policy(R"({"mode":"none"})"), -1), json::parse(R"({"status":"ok","mode":"deny_all",
+  EXPECT_EQ(Egress(Policy(R"({"mode":"none"})"), -1),
+            json::parse(R"({"status":"ok","mode":"deny_all",
       "enforcementMode":"loopback-only","policy":{"defaultAction":"deny","egress":[]}})"));
   EXPECT_EQ(Egress(Policy(R"({"mode":"all"})")), json::parse(R"({"status":"ok","mode":"allow_all",
       "enforcementMode":"dns+nft","policy":{"defaultAction":"allow","egress":[]}})"));
   EXPECT_EQ(Egress(Policy(R"({"mode":"policy","default":"deny"})"))["mode"], "deny_all");
-  EXPECT_EQ(Egress(Policy(R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.0/8"],"deny":["*.b.test"]})")),
-            json::parse(R"({"status":"ok","mode":"enforcing","enforcementMode":"dns+nft","policy":{
+  EXPECT_EQ(
+      Egress(Policy(
+          R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.0/8"],"deny":["*.b.test"]})")),
+      json::parse(R"({"status":"ok","mode":"enforcing","enforcementMode":"dns+nft","policy":{
       "defaultAction":"allow","egress":[{"action":"deny","target":"*.b.test"},
       {"action":"allow","target":"10.0.0.0/8"},{"action":"allow","target":"a.test"}]}})"));
 }
 
 TEST(EgressPatch, IncomingRulesReplaceTheSameTargetAndKeepTheDefault) {
-  auto cur = Policy(R"({"mode":"policy","default":"deny","allow":["a.test"],"deny":["denied.test"]})");
+  auto cur =
+      Policy(R"({"mode":"policy","default":"deny","allow":["a.test"],"deny":["denied.test"]})");
   auto p = PatchEgressRules(cur, json::parse(R"([{"action":"allow","target":"Denied.Test."},
       {"action":"deny","target":"denied.test"},{"action":"allow","target":"10.1.0.0/16"}])"));
   ASSERT_TRUE(p.ok()) << p.error().message;
@@ -186,13 +202,17 @@ TEST(EgressPatch, IncomingRulesReplaceTheSameTargetAndKeepTheDefault) {
   EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"deny",
       "allow":["10.1.0.0/16","denied.test","a.test"],"deny":[]})"));
   // From mode all: the default stays allow, the rules are added.
-  auto all = PatchEgressRules(Policy(R"({"mode":"all"})"), json::parse(R"([{"action":"deny","target":"x.test"}])"));
+  auto all = PatchEgressRules(Policy(R"({"mode":"all"})"),
+                              json::parse(R"([{"action":"deny","target":"x.test"}])"));
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["x.test"]})"));
+  EXPECT_EQ(all->ToJson(),
+            json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["x.test"]})"));
   // A patch that changes nothing leaves the policy as it is (mode none stays none).
   auto none = Policy(R"({"mode":"none"})");
   EXPECT_EQ(PatchEgressRules(none, json::array())->ToJson(), none.ToJson());
-  EXPECT_EQ(PatchEgressRules(cur, json::parse(R"([{"action":"allow","target":"a.test"}])"))->ToJson(), cur.ToJson());
+  EXPECT_EQ(
+      PatchEgressRules(cur, json::parse(R"([{"action":"allow","target":"a.test"}])"))->ToJson(),
+      cur.ToJson());
   // ...but opening it asks for a policy (which SetNetworkPolicy refuses
   // for a sandbox without an interface).
   EXPECT_EQ(PatchEgressRules(none, json::parse(R"([{"action":"allow","target":"a.test"}])"))->mode,
@@ -211,12 +231,15 @@ TEST(EgressPatch, BadRulesAreInvalidRequest) {
 }
 
 TEST(EgressDelete, RemovesByTargetIgnoresUnknownAndKeepsTheDefault) {
-  auto cur = Policy(R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.1"],"deny":["b.test"]})");
+  auto cur = Policy(
+      R"({"mode":"policy","default":"allow","allow":["a.test","10.0.0.1"],"deny":["b.test"]})");
   auto p = DeleteEgressRules(cur, json::parse(R"(["A.test","10.0.0.1","nothing.test"])"));
   ASSERT_TRUE(p.ok()) << p.error().message;
-  EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["b.test"]})"));
+  EXPECT_EQ(p->ToJson(),
+            json::parse(R"({"mode":"policy","default":"allow","allow":[],"deny":["b.test"]})"));
   EXPECT_EQ(DeleteEgressRules(cur, json::parse(R"(["nothing.test"])"))->ToJson(), cur.ToJson());
-  EXPECT_EQ(DeleteEgressRules(Policy(R"({"mode":"all"})"), json::parse(R"(["x.test"])"))->mode, net::NetMode::kAll);
+  EXPECT_EQ(DeleteEgressRules(Policy(R"({"mode":"all"})"), json::parse(R"(["x.test"])"))->mode,
+            net::NetMode::kAll);
   for (const char* body : {R"({"targets":[]})", R"([1])", R"(["*.com"])"}) {
     auto bad = DeleteEgressRules(cur, json::parse(body));
     ASSERT_FALSE(bad.ok()) << body;
@@ -231,8 +254,9 @@ TEST(EnvFields, EnvMapRefusesWhatExecveCannotTake) {
   EXPECT_EQ((**ok).at("A"), "1");
   EXPECT_FALSE(OptEnvMap(json::object(), "env")->has_value());
   for (const json& bad : {json{{"env", {{"", "x"}}}}, json{{"env", {{"A=B", "x"}}}},
-                          json{{"env", {{std::string("A\0B", 3), "x"}}}}, json{{"env", {{"A", std::string("x\0y", 3)}}}},
-                          json{{"env", {{"A", 1}}}}, json{{"env", "A=1"}}}) {
+                          json{{"env", {{std::string("A\0B", 3), "x"}}}},
+                          json{{"env", {{"A", std::string("x\0y", 3)}}}}, json{{"env", {{"A", 1}}}},
+                          json{{"env", "A=1"}}}) {
     auto r = OptEnvMap(bad, "env");
     ASSERT_FALSE(r.ok()) << bad.dump();
     EXPECT_EQ(r.error().code, Code::kInvalidRequest);

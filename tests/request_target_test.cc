@@ -9,7 +9,8 @@ using hutch::api::ParseRequestTarget;
 using hutch::api::PathSegments;
 
 TEST(RequestTarget, DecodesPathAndQuery) {
-  auto t = ParseRequestTarget("/v1/sandboxes/sb_1/fs?path=%2Fhome%2Fuser%2Fa%20b.txt&user=user&q=a+b");
+  auto t =
+      ParseRequestTarget("/v1/sandboxes/sb_1/fs?path=%2Fhome%2Fuser%2Fa%20b.txt&user=user&q=a+b");
   EXPECT_TRUE(t.ok);
   EXPECT_EQ(t.path, "/v1/sandboxes/sb_1/fs");
   EXPECT_EQ(t.query["path"], "/home/user/a b.txt");

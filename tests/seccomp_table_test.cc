@@ -29,7 +29,8 @@ namespace {
 
 using hutch::jail::SeccompPolicy;
 
-constexpr const char* kBegin = "<!-- seccomp-table:begin (generated from src/driver/jail/seccomp_table.cc) -->\n";
+constexpr const char* kBegin =
+    "<!-- seccomp-table:begin (generated from src/driver/jail/seccomp_table.cc) -->\n";
 constexpr const char* kEnd = "<!-- seccomp-table:end -->";
 
 TEST(SeccompTable, DocsShowTheTable) {
@@ -105,10 +106,12 @@ TEST(SeccompTable, FilterAnswers) {
   EXPECT_GE(UnderFilter(f, [] { return Socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0); }), 0);
   EXPECT_GE(UnderFilter(f, [] { return Socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE); }), 0);
   EXPECT_EQ(UnderFilter(f, [] { return Socket(AF_VSOCK, SOCK_STREAM, 0); }), -EAFNOSUPPORT);
-  EXPECT_EQ(UnderFilter(f, [] { return Socket(0x100000000L | AF_VSOCK, SOCK_STREAM, 0); }), -EAFNOSUPPORT);
+  EXPECT_EQ(UnderFilter(f, [] { return Socket(0x100000000L | AF_VSOCK, SOCK_STREAM, 0); }),
+            -EAFNOSUPPORT);
   EXPECT_EQ(UnderFilter(f, [] { return Socket(AF_PACKET, SOCK_RAW, 0); }), -EAFNOSUPPORT);
   EXPECT_EQ(UnderFilter(f, [] { return Socket(AF_ALG, SOCK_SEQPACKET, 0); }), -EAFNOSUPPORT);
-  EXPECT_EQ(UnderFilter(f, [] { return Socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT); }), -EAFNOSUPPORT);
+  EXPECT_EQ(UnderFilter(f, [] { return Socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT); }),
+            -EAFNOSUPPORT);
   EXPECT_EQ(UnderFilter(f, [] { return Socket(-1L, SOCK_RAW, 0); }), -EAFNOSUPPORT);
   EXPECT_EQ(UnderFilter(f, [] { return Socket(1000L, SOCK_RAW, 0); }), -EAFNOSUPPORT);
   EXPECT_EQ(UnderFilter(f,
@@ -120,27 +123,47 @@ TEST(SeccompTable, FilterAnswers) {
   // Personalities: Docker's five pass, others do not.
   EXPECT_GE(UnderFilter(f, [] { return syscall(SYS_personality, 0xffffffffL); }), 0);
   EXPECT_GE(UnderFilter(f, [] { return syscall(SYS_personality, long{PER_LINUX32}); }), 0);
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_personality, long{ADDR_NO_RANDOMIZE}); }), -EPERM);
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_personality, long{READ_IMPLIES_EXEC}); }), -EPERM);
-  // ioctl: TIOCSTI only.
-  EXPECT_EQ(UnderFilter(f, [] { char c = 'x'; return syscall(SYS_ioctl, 0L, long{TIOCSTI}, &c); }), -EPERM);
-  EXPECT_EQ(UnderFilter(f, [] { int n = 0; return syscall(SYS_ioctl, 999L, long{FIONREAD}, &n); }), -EBADF);
-  // mknod: FIFOs yes, devices no.
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_mknod, "/nonexistent/dir/f", long{S_IFIFO | 0600}, 0L); }),
-            -ENOENT);
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_mknod, "/nonexistent/dir/c", long{S_IFCHR | 0600}, 0L); }),
+  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_personality, long{ADDR_NO_RANDOMIZE}); }),
             -EPERM);
+  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_personality, long{READ_IMPLIES_EXEC}); }),
+            -EPERM);
+  // ioctl: TIOCSTI only.
+  EXPECT_EQ(UnderFilter(f,
+                        [] {
+                          char c = 'x';
+                          return syscall(SYS_ioctl, 0L, long{TIOCSTI}, &c);
+                        }),
+            -EPERM);
+  EXPECT_EQ(UnderFilter(f,
+                        [] {
+                          int n = 0;
+                          return syscall(SYS_ioctl, 999L, long{FIONREAD}, &n);
+                        }),
+            -EBADF);
+  // mknod: FIFOs yes, devices no.
+  EXPECT_EQ(
+      UnderFilter(
+          f, [] { return syscall(SYS_mknod, "/nonexistent/dir/f", long{S_IFIFO | 0600}, 0L); }),
+      -ENOENT);
+  EXPECT_EQ(
+      UnderFilter(
+          f, [] { return syscall(SYS_mknod, "/nonexistent/dir/c", long{S_IFCHR | 0600}, 0L); }),
+      -EPERM);
   // clone with a namespace flag; clone3.
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_clone, long{CLONE_NEWNET | SIGCHLD}, 0L, 0L, 0L, 0L); }), -EPERM);
+  EXPECT_EQ(UnderFilter(
+                f, [] { return syscall(SYS_clone, long{CLONE_NEWNET | SIGCHLD}, 0L, 0L, 0L, 0L); }),
+            -EPERM);
   EXPECT_EQ(UnderFilter(f, [] { return syscall(435L, nullptr, 0L); }), -ENOSYS);
   // Unnamed and newer-than-the-table numbers.
-  EXPECT_EQ(UnderFilter(f, [] { return syscall(467L, long{AT_FDCWD}, "/", 0L, nullptr, 0L); }), -ENOSYS);
+  EXPECT_EQ(UnderFilter(f, [] { return syscall(467L, long{AT_FDCWD}, "/", 0L, nullptr, 0L); }),
+            -ENOSYS);
   EXPECT_EQ(UnderFilter(f, [] { return syscall(1000L); }), -ENOSYS);
   EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_sysfs, 3L); }), -EPERM);
   EXPECT_EQ(UnderFilter(f, [] { return syscall(SYS_set_mempolicy, 0L, nullptr, 0L); }), -EPERM);
   // Ordinary calls.
   EXPECT_GT(UnderFilter(f, [] { return syscall(SYS_getpid); }), 0);
-  EXPECT_GE(UnderFilter(f, [] { return syscall(SYS_openat, long{AT_FDCWD}, "/", long{O_RDONLY}); }), 0);
+  EXPECT_GE(UnderFilter(f, [] { return syscall(SYS_openat, long{AT_FDCWD}, "/", long{O_RDONLY}); }),
+            0);
 }
 
 }  // namespace

@@ -29,12 +29,13 @@ json BuildShipped(const TestServer& s, const std::string& name) {
   auto c = s.Client();
   json done, error;
   auto t0 = std::chrono::steady_clock::now();
-  auto r = c.SseRequest("POST", "/v1/templates", ShippedSpec(name), {{"Accept", "text/event-stream"}},
-                        [&](const hutch::client::SseEvent& e) {
+  auto r = c.SseRequest("POST", "/v1/templates", ShippedSpec(name),
+                        {{"Accept", "text/event-stream"}}, [&](const hutch::client::SseEvent& e) {
                           json d = json::parse(e.data, nullptr, false);
                           if (e.event == "step")
-                            std::fprintf(stderr, "[%s] step %d/%d %s\n", name.c_str(), d.value("index", 0),
-                                         d.value("of", 0), d.value("name", "").c_str());
+                            std::fprintf(stderr, "[%s] step %d/%d %s\n", name.c_str(),
+                                         d.value("index", 0), d.value("of", 0),
+                                         d.value("name", "").c_str());
                           if (e.event == "done") done = d;
                           if (e.event == "error") error = d;
                           return true;
@@ -58,7 +59,8 @@ TEST(TemplateDebian, PythonTemplateImportsNumpyAndPandas) {
   EXPECT_FALSE(python.value("cached", true));
 
   std::string id = s.CreateSandbox({{"template", "python"}});
-  auto r = s.Exec(id, "python3 -c 'import numpy, pandas; print(numpy.__version__)'; whoami; pwd", 120);
+  auto r =
+      s.Exec(id, "python3 -c 'import numpy, pandas; print(numpy.__version__)'; whoami; pwd", 120);
   ASSERT_EQ(r.value("exit_code", -1), 0) << r.dump();
   std::string out = r.value("stdout", "");
   EXPECT_NE(out.find("1."), std::string::npos) << out;  // numpy 1.x on bookworm

@@ -74,19 +74,20 @@ TEST(TemplateSpec, JsonAndTomlGiveTheSameSpec) {
   ASSERT_TRUE(t.ok());
   auto j = ParseTemplateText(t->ToJson().dump());
   // ToJson carries hashes, not contents: compare through a JSON spec.
-  nlohmann::json spec = {{"name", "python"},
-                         {"from", "debian:bookworm"},
-                         {"packages", {"python3", "python3-numpy"}},
-                         {"run", {"echo hi", "useradd -m user"}},
-                         {"user", "user"},
-                         {"workdir", "/home/user"},
-                         {"start", "sleep infinity"},
-                         {"ready", "true"},
-                         {"ready_timeout_seconds", 5},
-                         {"env", {{"A", "1"}}},
-                         {"files",
-                          {{{"dest", "/etc/motd"}, {"content", "hello\n"}, {"mode", "0600"}, {"owner", "user"}},
-                           {{"dest", "/opt/bin.dat"}, {"content_b64", "AAEC"}}}}};
+  nlohmann::json spec = {
+      {"name", "python"},
+      {"from", "debian:bookworm"},
+      {"packages", {"python3", "python3-numpy"}},
+      {"run", {"echo hi", "useradd -m user"}},
+      {"user", "user"},
+      {"workdir", "/home/user"},
+      {"start", "sleep infinity"},
+      {"ready", "true"},
+      {"ready_timeout_seconds", 5},
+      {"env", {{"A", "1"}}},
+      {"files",
+       {{{"dest", "/etc/motd"}, {"content", "hello\n"}, {"mode", "0600"}, {"owner", "user"}},
+        {{"dest", "/opt/bin.dat"}, {"content_b64", "AAEC"}}}}};
   auto fromj = ParseTemplateJson(spec);
   ASSERT_TRUE(fromj.ok()) << fromj.error().message;
   EXPECT_EQ(fromj->Normalized(), t->Normalized());
@@ -124,7 +125,8 @@ TEST(TemplateSpec, BadSpecsSayWhy) {
     auto s = ParseTemplateText(c.text);
     ASSERT_FALSE(s.ok()) << c.text;
     EXPECT_EQ(s.error().code, Code::kInvalidRequest);
-    EXPECT_NE(s.error().message.find(c.why), std::string::npos) << c.text << " -> " << s.error().message;
+    EXPECT_NE(s.error().message.find(c.why), std::string::npos)
+        << c.text << " -> " << s.error().message;
   }
   // A single string is one run entry.
   auto one = ParseTemplateText("name = \"a\"\nrun = \"make\"\n");
@@ -163,7 +165,8 @@ TEST(DebianMirror, ReadFromDeb822AndOneLineSources) {
             "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
             "Components: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
             "Suites: bookworm-security\nComponents: main\n");
-  WriteFile(dir / "sources.list.d/other.list", "deb [arch=amd64] https://vendor.example/apt stable main\n");
+  WriteFile(dir / "sources.list.d/other.list",
+            "deb [arch=amd64] https://vendor.example/apt stable main\n");
   auto m = FindDebianMirror("bookworm", dir.string());
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_EQ(*m, "http://mirror.example/debian");
@@ -173,8 +176,9 @@ TEST(DebianMirror, ReadFromDeb822AndOneLineSources) {
   EXPECT_EQ(*t, "http://mirror.example/debian");
 
   fs::remove_all(dir);
-  WriteFile(dir / "sources.list", "# comment\ndeb http://one.example/debian bookworm main\n"
-                                  "deb-src http://src.example/debian bookworm main\n");
+  WriteFile(dir / "sources.list",
+            "# comment\ndeb http://one.example/debian bookworm main\n"
+            "deb-src http://src.example/debian bookworm main\n");
   auto l = FindDebianMirror("bookworm", dir.string());
   ASSERT_TRUE(l.ok()) << l.error().message;
   EXPECT_EQ(*l, "http://one.example/debian");
@@ -192,12 +196,14 @@ TEST(DebianMirror, GrammarAcceptsHttpUrlsOnly) {
   for (const char* ok : {"http://deb.debian.org/debian", "https://mirror.example:8443/debian/",
                          "http://10.0.0.1/debian", "http://[fd00::1]:3142/debian"})
     EXPECT_TRUE(ValidDebianMirror(ok)) << ok;
-  for (const char* bad : {"", "-http://x/debian", "--foreign", "ftp://x/debian", "file:/srv/debian", "http:///debian",
-                          "http://host", "http://host/", "http://host/de bian", "http://host/debian\n",
-                          "http://-host/debian", "http://host/debian --include=x", "http://host/debian\t",
-                          "http://user@host/debian", "http://host/debian?x=1"})
+  for (const char* bad :
+       {"", "-http://x/debian", "--foreign", "ftp://x/debian", "file:/srv/debian", "http:///debian",
+        "http://host", "http://host/", "http://host/de bian", "http://host/debian\n",
+        "http://-host/debian", "http://host/debian --include=x", "http://host/debian\t",
+        "http://user@host/debian", "http://host/debian?x=1"})
     EXPECT_FALSE(ValidDebianMirror(bad)) << bad;
-  for (const char* ok : {"bookworm", "sid", "trixie-backports", "stable"}) EXPECT_TRUE(ValidDebianSuite(ok)) << ok;
+  for (const char* ok : {"bookworm", "sid", "trixie-backports", "stable"})
+    EXPECT_TRUE(ValidDebianSuite(ok)) << ok;
   for (const char* bad : {"", "-x", "--foreign", "1x", "Bookworm", "book worm", "a/b", "a.b"})
     EXPECT_FALSE(ValidDebianSuite(bad)) << bad;
 }
@@ -205,9 +211,10 @@ TEST(DebianMirror, GrammarAcceptsHttpUrlsOnly) {
 TEST(DebianMirror, SourcesWhoseUriIsNoMirrorAreSkipped) {
   fs::path dir = fs::temp_directory_path() / ("hutch-apt-bad-" + std::to_string(getpid()));
   fs::remove_all(dir);
-  WriteFile(dir / "sources.list", "deb file:/srv/debian bookworm main\n"
-                                  "deb http://-evil.example/debian bookworm main\n"
-                                  "deb http://good.example/debian bookworm main\n");
+  WriteFile(dir / "sources.list",
+            "deb file:/srv/debian bookworm main\n"
+            "deb http://-evil.example/debian bookworm main\n"
+            "deb http://good.example/debian bookworm main\n");
   auto m = FindDebianMirror("bookworm", dir.string());
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_EQ(*m, "http://good.example/debian");

@@ -7,8 +7,8 @@ using namespace hutch;
 using namespace hutch::wire;
 
 TEST(FrameReader, ParsesFramesSplitAtEveryByte) {
-  std::string bytes = Encode(Type::kStdout, 7, "hello") + Encode(Type::kExit, 7, "{}") +
-                      EncodeCredit(7, 123456);
+  std::string bytes =
+      Encode(Type::kStdout, 7, "hello") + Encode(Type::kExit, 7, "{}") + EncodeCredit(7, 123456);
   FrameReader r;
   std::vector<Frame> got;
   for (char c : bytes) {
@@ -85,9 +85,9 @@ TEST(FrameProcStdin, RejectsShortPayloadAndUnknownFlags) {
 }
 
 TEST(FrameReader, AcceptsEveryProcessAndPtyType) {
-  for (Type t : {Type::kProcStart, Type::kProcList, Type::kProcStatus, Type::kProcAttach, Type::kProcStdin,
-                 Type::kProcSignal, Type::kPtyStart, Type::kPtyResize, Type::kProcResult, Type::kProcDropped,
-                 Type::kIdentify, Type::kIdentifyResult}) {
+  for (Type t : {Type::kProcStart, Type::kProcList, Type::kProcStatus, Type::kProcAttach,
+                 Type::kProcStdin, Type::kProcSignal, Type::kPtyStart, Type::kPtyResize,
+                 Type::kProcResult, Type::kProcDropped, Type::kIdentify, Type::kIdentifyResult}) {
     std::string b = Encode(t, 3, "{}");
     FrameReader r;
     ASSERT_TRUE(r.Feed(b.data(), b.size()).ok()) << static_cast<int>(t);

@@ -22,7 +22,9 @@ constexpr uint64_t kIdMask = (uint64_t{1} << 56) - 1;
 constexpr int kMaxReadsPerEvent = 16;
 }  // namespace
 
-std::string DumpJson(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string DumpJson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 Status Agent::Init() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
@@ -34,7 +36,8 @@ Status Agent::Init() {
   if (!sigfd_) return ErrnoError("signalfd");
   if (!serial()) {
     int fl = fcntl(listener_.get(), F_GETFL);
-    if (fl < 0 || fcntl(listener_.get(), F_SETFL, fl | O_NONBLOCK) < 0) return ErrnoError("listener O_NONBLOCK");
+    if (fl < 0 || fcntl(listener_.get(), F_SETFL, fl | O_NONBLOCK) < 0)
+      return ErrnoError("listener O_NONBLOCK");
     Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
   }
   bool w = false;
@@ -66,15 +69,22 @@ void Agent::Run() {
       const uint64_t kind = evs[i].data.u64 >> 56;
       const uint64_t id = evs[i].data.u64 & kIdMask;
       switch (kind) {
-        case kListenTok: Accept(); break;
-        case kSignalTok: Reap(); break;
+        case kListenTok:
+          Accept();
+          break;
+        case kSignalTok:
+          Reap();
+          break;
         case kConnTok:
           if (Connection* c = LiveConn(id)) OnConnEvent(*c, evs[i].events);
           break;
         case kStdoutTok:
         case kStderrTok:
-        case kStdinTok: OnExecPipe(id, static_cast<int>(kind)); break;
-        default: break;
+        case kStdinTok:
+          OnExecPipe(id, static_cast<int>(kind));
+          break;
+        default:
+          break;
       }
     }
     RunTimers(Clock::now());
@@ -133,7 +143,9 @@ uint64_t Agent::AddConnection(UniqueFd fd) {
   // "features" lets a newer hutchd that adopted this sandbox know which
   // requests this agent understands (unknown frame types drop a connection).
   SendJson(ref, Type::kHello, 0,
-           {{"version", wire::kProtocolVersion}, {"pid", getpid()}, {"features", {"processes", "pty", "identify"}}});
+           {{"version", wire::kProtocolVersion},
+            {"pid", getpid()},
+            {"features", {"processes", "pty", "identify"}}});
   return ref.id;
 }
 
@@ -143,7 +155,8 @@ Connection* Agent::LiveConn(uint64_t id) {
 }
 
 bool Agent::StreamLive(const Connection& c, uint32_t stream) const {
-  return c.execs.count(stream) || c.reads.count(stream) || c.writes.count(stream) || c.attaches.count(stream);
+  return c.execs.count(stream) || c.reads.count(stream) || c.writes.count(stream) ||
+         c.attaches.count(stream);
 }
 
 void Agent::OnConnEvent(Connection& c, uint32_t events) {
@@ -199,16 +212,11 @@ void Agent::OnFrame(Connection& c, wire::Frame& f) {
       Log("ignoring request on stream " + std::to_string(f.stream) + " (stream 0 or already live)");
       return;
     }
-    if (f.type == Type::kExecStart)
-      StartExec(c, f);
-    else if (f.type == Type::kFsRequest)
-      StartFs(c, f);
-    else if (f.type == Type::kPtyStart)
-      StartPty(c, f);
-    else if (f.type == Type::kIdentify)
-      Identify(c, f);
-    else
-      OnProcRequest(c, f);
+    if (f.type == Type::kExecStart) StartExec(c, f);
+    else if (f.type == Type::kFsRequest) StartFs(c, f);
+    else if (f.type == Type::kPtyStart) StartPty(c, f);
+    else if (f.type == Type::kIdentify) Identify(c, f);
+    else OnProcRequest(c, f);
     return;
   }
   if (c.attaches.count(f.stream)) {
@@ -229,10 +237,12 @@ void Agent::Send(Connection& c, Type type, uint32_t stream, std::string_view pay
   // with it the sandbox (issue 32): an answer too big for one frame (a
   // listing of thousands of long names) ends its own stream with an error.
   if (payload.size() > wire::kMaxPayload) {
-    const std::string msg = "the answer of " + std::to_string(payload.size()) +
-                            " bytes exceeds the 1 MiB limit of one message from the sandbox (ask for less: a "
-                            "smaller directory or depth)";
-    c.out += wire::Encode(Type::kError, stream, DumpJson({{"code", "invalid_request"}, {"errno", 0}, {"message", msg}}));
+    const std::string msg =
+        "the answer of " + std::to_string(payload.size()) +
+        " bytes exceeds the 1 MiB limit of one message from the sandbox (ask for less: a "
+        "smaller directory or depth)";
+    c.out += wire::Encode(Type::kError, stream,
+                          DumpJson({{"code", "invalid_request"}, {"errno", 0}, {"message", msg}}));
     Flush(c);
     return;
   }
@@ -244,7 +254,8 @@ void Agent::SendJson(Connection& c, Type type, uint32_t stream, const json& j) {
   Send(c, type, stream, DumpJson(j));
 }
 
-void Agent::SendError(Connection& c, uint32_t stream, const std::string& code, int err, const std::string& msg) {
+void Agent::SendError(Connection& c, uint32_t stream, const std::string& code, int err,
+                      const std::string& msg) {
   SendJson(c, Type::kError, stream, {{"code", code}, {"errno", err}, {"message", msg}});
 }
 
@@ -308,7 +319,8 @@ void Agent::Sweep() {
     freed = freed || it->second->done;
     it = it->second->done ? execs_.erase(it) : std::next(it);
   }
-  if (freed && !serial()) Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
+  if (freed && !serial())
+    Watch(listener_.get(), Token(kListenTok, 0), EPOLLIN, &listener_watched_, true);
 }
 
 }  // namespace hutch::agent

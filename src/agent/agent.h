@@ -22,10 +22,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/rooted_fs.h"
 #include "agent/output_ring.h"
 #include "agent/spawn.h"
 #include "common/result.h"
+#include "common/rooted_fs.h"
 #include "common/unique_fd.h"
 #include "wire/frame.h"
 
@@ -42,8 +42,8 @@ struct ExecRequest {
   SpawnSpec spawn;
   int64_t timeout_ms = 0;
   bool detach = false;
-  std::string user;     // resolved user name
-  nlohmann::json meta;  // kProcStart: the host's notes, echoed in status
+  std::string user;                       // resolved user name
+  nlohmann::json meta;                    // kProcStart: the host's notes, echoed in status
   std::optional<std::string> stdin_data;  // kProcStart: written, then stdin closed
   size_t buffer_bytes = 0;                // kProcStart: output ring capacity
 };
@@ -142,7 +142,7 @@ struct Connection {
   std::string out;  // encoded frames not yet accepted by the socket
   size_t out_pos = 0;
   bool out_watched = false;
-  bool dead = false;  // closed; erased by Sweep (handlers may still hold it)
+  bool dead = false;                   // closed; erased by Sweep (handlers may still hold it)
   std::map<uint32_t, uint64_t> execs;  // stream -> Exec id
   std::map<uint32_t, FsRead> reads;
   std::map<uint32_t, FsWrite> writes;
@@ -178,7 +178,8 @@ class Agent {
   void Send(Connection& c, wire::Type type, uint32_t stream, std::string_view payload);
   void SendJson(Connection& c, wire::Type type, uint32_t stream, const nlohmann::json& j);
   void SendError(Connection& c, uint32_t stream, const Error& e);
-  void SendError(Connection& c, uint32_t stream, const std::string& code, int err, const std::string& msg);
+  void SendError(Connection& c, uint32_t stream, const std::string& code, int err,
+                 const std::string& msg);
   void Flush(Connection& c);
   void Sweep();
   int NextTimeoutMs();
@@ -267,7 +268,14 @@ class Agent {
 // epoll tokens: the kind in the top byte, a Connection or Exec id below.
 // Ids (never fds or pointers) so a stale event for an object closed earlier
 // in the same batch is simply not found.
-enum TokenKind : uint64_t { kListenTok = 1, kSignalTok, kConnTok, kStdoutTok, kStderrTok, kStdinTok };
+enum TokenKind : uint64_t {
+  kListenTok = 1,
+  kSignalTok,
+  kConnTok,
+  kStdoutTok,
+  kStderrTok,
+  kStdinTok
+};
 inline uint64_t Token(TokenKind k, uint64_t id) { return (static_cast<uint64_t>(k) << 56) | id; }
 
 // Serializes without throwing on invalid UTF-8 (file names are bytes).

@@ -45,7 +45,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
   try {
     j = json::parse(payload);
     if (!j.is_object()) return MakeError(Code::kInvalidRequest, "exec request is not an object");
-    if (!argv_optional || j.contains("argv")) r.spawn.argv = j.at("argv").get<std::vector<std::string>>();
+    if (!argv_optional || j.contains("argv"))
+      r.spawn.argv = j.at("argv").get<std::vector<std::string>>();
     r.timeout_ms = j.value("timeout_ms", int64_t{0});
     r.spawn.stdin_pipe = j.value("stdin", false);
     r.detach = j.value("detach", false);
@@ -55,7 +56,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
       if (!r.meta.is_object() || DumpJson(r.meta).size() > kMaxMetaBytes)
         return MakeError(Code::kInvalidRequest, "meta must be an object of at most 16 KiB");
     }
-    if (j.contains("stdin_data") && !j["stdin_data"].is_null()) r.stdin_data = j["stdin_data"].get<std::string>();
+    if (j.contains("stdin_data") && !j["stdin_data"].is_null())
+      r.stdin_data = j["stdin_data"].get<std::string>();
     const int64_t buf = j.value("buffer_bytes", int64_t{0});
     if (buf < 0 || buf > int64_t{kMaxBufferBytes})
       return MakeError(Code::kInvalidRequest, "buffer_bytes out of range");
@@ -65,7 +67,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
   }
   if (!argv_optional && (r.spawn.argv.empty() || r.spawn.argv[0].empty()))
     return MakeError(Code::kInvalidRequest, "empty argv");
-  if (!r.spawn.argv.empty() && r.spawn.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv[0]");
+  if (!r.spawn.argv.empty() && r.spawn.argv[0].empty())
+    return MakeError(Code::kInvalidRequest, "empty argv[0]");
   for (const auto& a : r.spawn.argv)
     if (HasNul(a)) return MakeError(Code::kInvalidRequest, "argv contains NUL");
   if (r.timeout_ms < 0) return MakeError(Code::kInvalidRequest, "negative timeout_ms");
@@ -75,7 +78,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
   try {
     user_name = UserField(j);
     cwd = j.contains("cwd") && !j["cwd"].is_null() ? j["cwd"].get<std::string>() : "";
-    if (j.contains("env") && !j["env"].is_null()) env_override = j["env"].get<std::map<std::string, std::string>>();
+    if (j.contains("env") && !j["env"].is_null())
+      env_override = j["env"].get<std::map<std::string, std::string>>();
   } catch (const json::exception& e) {
     return MakeError(Code::kInvalidRequest, std::string("bad exec request: ") + e.what());
   }
@@ -96,7 +100,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
     struct stat st {};
     if (stat(cwd.c_str(), &st) < 0)
       return Error{Code::kInvalidRequest, errno, "cwd " + cwd + ": " + std::strerror(errno)};
-    if (!S_ISDIR(st.st_mode)) return Error{Code::kInvalidRequest, ENOTDIR, "cwd " + cwd + ": not a directory"};
+    if (!S_ISDIR(st.st_mode))
+      return Error{Code::kInvalidRequest, ENOTDIR, "cwd " + cwd + ": not a directory"};
   }
   r.spawn.cwd = cwd;
 
@@ -120,7 +125,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload, bool argv_optiona
 json ExitJson(int status, bool timed_out, int64_t duration_ms, bool own_kernel) {
   const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   const int code = sig ? 128 + sig : WEXITSTATUS(status);
-  json j = {{"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
+  json j = {
+      {"exit_code", code}, {"signal", sig}, {"timed_out", timed_out}, {"duration_ms", duration_ms}};
   // An agent with a kernel of its own (a vm guest: serial mode) adds that
   // kernel's OOM kills so far: the guest's OOM killer is invisible to the
   // host's cgroup of QEMU, and hutchd uses the count to tell an OOM kill
@@ -142,7 +148,8 @@ std::optional<uint64_t> KernelOomKills() {
 }
 
 int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -188,7 +195,8 @@ void Agent::UpdateWatches(Exec& e) {
   const bool can_read = e.credit > 0;
   Watch(e.out.get(), Token(kStdoutTok, e.id), EPOLLIN, &e.out_watched, e.out.valid() && can_read);
   Watch(e.err.get(), Token(kStderrTok, e.id), EPOLLIN, &e.err_watched, e.err.valid() && can_read);
-  Watch(e.in.get(), Token(kStdinTok, e.id), EPOLLOUT, &e.in_watched, e.in.valid() && !e.stdin_buf.empty());
+  Watch(e.in.get(), Token(kStdinTok, e.id), EPOLLOUT, &e.in_watched,
+        e.in.valid() && !e.stdin_buf.empty());
 }
 
 // Closes one of the exec's fds, taking it out of the epoll set first.
@@ -204,7 +212,8 @@ void Agent::OnExecFrame(Exec& e, const wire::Frame& f) {
       // A terminal's input has no credit: keystrokes the shell does not
       // read are dropped past a bound, as a full tty input queue would.
       if (e.pty && e.stdin_buf.size() + f.payload.size() > kMaxPtyInput) {
-        Log("pty stream " + std::to_string(e.stream) + ": input dropped (the program is not reading)");
+        Log("pty stream " + std::to_string(e.stream) +
+            ": input dropped (the program is not reading)");
         break;
       }
       if (e.in.valid() && !e.stdin_close) {
@@ -262,7 +271,8 @@ void Agent::PumpStdin(Exec& e) {
     }
     e.stdin_buf.erase(0, static_cast<size_t>(n));
   }
-  if (e.in.valid() && e.stdin_buf.empty() && e.stdin_close) CloseWatched(e.in, &e.in_watched, epoll_.get());
+  if (e.in.valid() && e.stdin_buf.empty() && e.stdin_close)
+    CloseWatched(e.in, &e.in_watched, epoll_.get());
   UpdateWatches(e);
 }
 
@@ -270,10 +280,8 @@ void Agent::OnExecPipe(uint64_t exec_id, int kind) {
   auto it = execs_.find(exec_id);
   if (it == execs_.end() || it->second->done) return;
   Exec& e = *it->second;
-  if (kind == kStdinTok)
-    PumpStdin(e);
-  else
-    ReadOutput(e, kind == kStderrTok);
+  if (kind == kStdinTok) PumpStdin(e);
+  else ReadOutput(e, kind == kStderrTok);
 }
 
 void Agent::ReadOutput(Exec& e, bool is_err) {
@@ -289,7 +297,8 @@ void Agent::ReadOutput(Exec& e, bool is_err) {
       ProcOutput(e, is_err, std::string_view(buf, static_cast<size_t>(n)));
     } else if (Connection* c = LiveConn(e.conn)) {
       e.credit -= n;
-      Send(*c, is_err ? Type::kStderr : Type::kStdout, e.stream, std::string_view(buf, static_cast<size_t>(n)));
+      Send(*c, is_err ? Type::kStderr : Type::kStdout, e.stream,
+           std::string_view(buf, static_cast<size_t>(n)));
     }
   } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     CloseWatched(fd, watched, epoll_.get());
@@ -335,17 +344,16 @@ void Agent::FinishExec(Exec& e) {
   if (e.background) return ProcFinished(e);
   Connection* c = LiveConn(e.conn);
   if (c == nullptr) return;
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
   SendJson(*c, Type::kExit, e.stream, ExitJson(e.status, e.timed_out, ms, serial()));
   c->execs.erase(e.stream);
 }
 
 void Agent::AbandonExec(Exec& e) {
   if (e.background) return;  // owned by no connection
-  if (e.pty)
-    HangupSession(e.pid);
-  else
-    SignalGroup(e, SIGKILL);
+  if (e.pty) HangupSession(e.pid);
+  else SignalGroup(e, SIGKILL);
 }
 
 void Agent::OrphanExec(Exec& e) {

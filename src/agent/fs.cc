@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "agent/agent.h"
-#include "common/rooted_fs.h"
 #include "agent/passwd.h"
+#include "common/rooted_fs.h"
 
 namespace hutch::agent {
 
@@ -73,7 +73,8 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
       const int depth = j.value("depth", 1);
       if (depth < 1) return SendError(c, s, MakeError(Code::kInvalidRequest, "depth must be >= 1"));
       auto e = ListEntries(r, req->path, depth);
-      return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entries", *e}}) : SendError(c, s, e.error());
+      return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entries", *e}})
+                    : SendError(c, s, e.error());
     }
     if (req->op == "mkdir") {
       auto e = MakeDirs(r, req->path);
@@ -81,20 +82,24 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
     }
     if (req->op == "remove") {
       auto st = Remove(r, req->path, j.value("recursive", false));
-      return st.ok() ? SendJson(c, Type::kFsResult, s, json::object()) : SendError(c, s, st.error());
+      return st.ok() ? SendJson(c, Type::kFsResult, s, json::object())
+                     : SendError(c, s, st.error());
     }
     if (req->op == "move") {
       auto e = Move(r, req->path, req->to);
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "chmod") {
-      auto e = SetAttributes(r, req->path, j.value("mode", -1), j.value("uid", int64_t{-1}), j.value("gid", int64_t{-1}));
+      auto e = SetAttributes(r, req->path, j.value("mode", -1), j.value("uid", int64_t{-1}),
+                             j.value("gid", int64_t{-1}));
       return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entry", *e}}) : SendError(c, s, e.error());
     }
     if (req->op == "read") {
-      auto src = OpenForRead(r, req->path, j.value("offset", int64_t{0}), j.value("length", int64_t{-1}));
+      auto src =
+          OpenForRead(r, req->path, j.value("offset", int64_t{0}), j.value("length", int64_t{-1}));
       if (!src.ok()) return SendError(c, s, src.error());
-      SendJson(c, Type::kStarted, s, {{"size", src->size}, {"offset", src->offset}, {"length", src->length}});
+      SendJson(c, Type::kStarted, s,
+               {{"size", src->size}, {"offset", src->offset}, {"length", src->length}});
       FsRead& r = c.reads[s];
       r.fd = std::move(src->fd);
       r.pos = src->offset;
@@ -103,7 +108,8 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
     }
     if (req->op == "write") {
       const int mode = j.value("mode", 0644);
-      if (mode < 0 || mode > 07777) return SendError(c, s, MakeError(Code::kInvalidRequest, "bad mode"));
+      if (mode < 0 || mode > 07777)
+        return SendError(c, s, MakeError(Code::kInvalidRequest, "bad mode"));
       auto t = TempFile::Create(r, req->path, static_cast<mode_t>(mode));
       if (!t.ok()) return SendError(c, s, t.error());
       FsWrite& w = c.writes[s];
@@ -113,7 +119,8 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
       return SendJson(c, Type::kStarted, s, json::object());
     }
   } catch (const json::exception& e) {
-    return SendError(c, s, MakeError(Code::kInvalidRequest, std::string("bad fs request: ") + e.what()));
+    return SendError(c, s,
+                     MakeError(Code::kInvalidRequest, std::string("bad fs request: ") + e.what()));
   }
   SendError(c, s, MakeError(Code::kInvalidRequest, "unknown op " + req->op));
 }
@@ -142,7 +149,8 @@ void Agent::OnWriteFrame(Connection& c, uint32_t stream, const wire::Frame& f) {
       return w.file.Commit();
     }();
     c.writes.erase(stream);
-    e.ok() ? SendJson(c, Type::kFsResult, stream, {{"entry", *e}}) : SendError(c, stream, e.error());
+    e.ok() ? SendJson(c, Type::kFsResult, stream, {{"entry", *e}})
+           : SendError(c, stream, e.error());
   } else if (f.type == Type::kCancel) {
     c.writes.erase(stream);
     SendError(c, stream, "cancelled", 0, "write cancelled");
@@ -165,7 +173,8 @@ bool Agent::PumpReads(Connection& c) {
       ++it;
       continue;
     }
-    const size_t want = static_cast<size_t>(std::min<uint64_t>({static_cast<uint64_t>(r.credit), wire::kChunk, r.remaining}));
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>({static_cast<uint64_t>(r.credit), wire::kChunk, r.remaining}));
     ssize_t n = pread(r.fd.get(), buf, want, static_cast<off_t>(r.pos));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

@@ -8,10 +8,10 @@
 // (without the reseed the kernel would keep the copied CRNG key for up to
 // a minute). Last, a new /etc/machine-id from that fresh randomness:
 // software keys state on it, and a copy must not pass for its origin.
-#include <linux/random.h>
-#include <sys/random.h>
 #include <fcntl.h>
+#include <linux/random.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +62,8 @@ Status Reseed(const std::string& bytes) {
 // A new random machine-id (32 lowercase hex digits), replaced atomically.
 Status NewMachineId() {
   unsigned char id[16];
-  if (getrandom(id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id))) return ErrnoError("getrandom");
+  if (getrandom(id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id)))
+    return ErrnoError("getrandom");
   static const char* kHex = "0123456789abcdef";
   std::string text;
   for (unsigned char b : id) {
@@ -95,14 +96,19 @@ void Agent::Identify(Connection& c, const wire::Frame& f) {
   const int64_t realtime_ns = j.value("realtime_ns", int64_t{0});
   std::string entropy;
   if (!DecodeHex(j.value("entropy", ""), &entropy) || entropy.size() > 512)
-    return SendError(c, s, "invalid_request", 0, "identify: entropy must be at most 512 bytes of hex");
-  nlohmann::json out = {{"hostname", hostname}, {"clock_set", false}, {"entropy_bytes", entropy.size()},
+    return SendError(c, s, "invalid_request", 0,
+                     "identify: entropy must be at most 512 bytes of hex");
+  nlohmann::json out = {{"hostname", hostname},
+                        {"clock_set", false},
+                        {"entropy_bytes", entropy.size()},
                         {"reseeded", false}};
   if (!hostname.empty() && sethostname(hostname.data(), hostname.size()) != 0)
     return SendError(c, s, "internal", errno, "identify: sethostname");
   if (realtime_ns > 0) {
-    timespec ts{static_cast<time_t>(realtime_ns / 1000000000), static_cast<long>(realtime_ns % 1000000000)};
-    if (clock_settime(CLOCK_REALTIME, &ts) != 0) return SendError(c, s, "internal", errno, "identify: clock_settime");
+    timespec ts{static_cast<time_t>(realtime_ns / 1000000000),
+                static_cast<long>(realtime_ns % 1000000000)};
+    if (clock_settime(CLOCK_REALTIME, &ts) != 0)
+      return SendError(c, s, "internal", errno, "identify: clock_settime");
     out["clock_set"] = true;
   }
   if (!entropy.empty()) {

@@ -4,11 +4,13 @@
 
 namespace hutch::agent {
 
-OutputRing::OutputRing(size_t capacity) : capacity_(std::max<size_t>(capacity, 2 * kChunkOverhead + 1)) {}
+OutputRing::OutputRing(size_t capacity)
+    : capacity_(std::max<size_t>(capacity, 2 * kChunkOverhead + 1)) {}
 
 void OutputRing::Append(bool is_err, std::string_view data) {
   while (!data.empty()) {
-    if (chunks_.empty() || chunks_.back().is_err != is_err || chunks_.back().data.size() >= kMaxChunk)
+    if (chunks_.empty() || chunks_.back().is_err != is_err ||
+        chunks_.back().data.size() >= kMaxChunk)
       chunks_.push_back(Chunk{end_, is_err, {}});
     Chunk& c = chunks_.back();
     const size_t n = std::min(data.size(), kMaxChunk - c.data.size());
@@ -24,7 +26,8 @@ void OutputRing::Trim() {
   while (charged() > capacity_ && !chunks_.empty()) {
     Chunk& front = chunks_.front();
     const size_t excess = charged() - capacity_;
-    if (excess >= front.data.size() || (chunks_.size() > 1 && excess + kChunkOverhead >= front.data.size())) {
+    if (excess >= front.data.size() ||
+        (chunks_.size() > 1 && excess + kChunkOverhead >= front.data.size())) {
       // Dropping the whole chunk also frees its overhead.
       bytes_ -= front.data.size();
       chunks_.pop_front();

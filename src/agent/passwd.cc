@@ -52,11 +52,13 @@ Result<User> LookupUser(const std::string& name_or_uid, const std::string& passw
   const std::string want = name_or_uid.empty() ? "root" : name_or_uid;
   const auto want_uid = ParseId(want);
   if (!want_uid && !want.empty() && want.find_first_not_of("0123456789") == std::string::npos)
-    return MakeError(Code::kInvalidRequest, "user id " + want + " is outside the sandbox's range 0.." +
-                                                std::to_string(kMaxId));
+    return MakeError(
+        Code::kInvalidRequest,
+        "user id " + want + " is outside the sandbox's range 0.." + std::to_string(kMaxId));
   if (want_uid && *want_uid > kMaxId)
-    return MakeError(Code::kInvalidRequest, "user id " + want + " is outside the sandbox's range 0.." +
-                                                std::to_string(kMaxId));
+    return MakeError(
+        Code::kInvalidRequest,
+        "user id " + want + " is outside the sandbox's range 0.." + std::to_string(kMaxId));
   std::ifstream in(passwd_path);
   std::string line;
   while (in && std::getline(in, line)) {
@@ -65,8 +67,9 @@ Result<User> LookupUser(const std::string& name_or_uid, const std::string& passw
     if (want_uid ? u->uid == *want_uid : u->name == want) {
       // /etc/passwd is the sandbox's to write: its ids are checked too.
       if (u->uid > kMaxId || u->gid > kMaxId)
-        return MakeError(Code::kInvalidRequest, "user " + want + " has an id outside the sandbox's range 0.." +
-                                                    std::to_string(kMaxId));
+        return MakeError(
+            Code::kInvalidRequest,
+            "user " + want + " has an id outside the sandbox's range 0.." + std::to_string(kMaxId));
       return *u;
     }
   }

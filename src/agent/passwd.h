@@ -24,6 +24,7 @@ struct User {
 // Resolves a user name or a numeric uid ("" means root). A numeric uid that
 // is not in the file is accepted with gid = uid and home "/". An unknown name
 // is kInvalidRequest.
-Result<User> LookupUser(const std::string& name_or_uid, const std::string& passwd_path = "/etc/passwd");
+Result<User> LookupUser(const std::string& name_or_uid,
+                        const std::string& passwd_path = "/etc/passwd");
 
 }  // namespace hutch::agent

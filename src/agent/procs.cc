@@ -39,7 +39,8 @@ Result<json> ParseObject(std::string_view payload) {
 
 Result<pid_t> PidField(const json& j) {
   auto it = j.find("pid");
-  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > INT32_MAX)
+  if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() <= 0 ||
+      it->get<int64_t>() > INT32_MAX)
     return MakeError(Code::kInvalidRequest, "'pid' must be a positive integer");
   return static_cast<pid_t>(it->get<int64_t>());
 }
@@ -53,10 +54,14 @@ Error NotFound(pid_t pid) {
 void Agent::OnProcRequest(Connection& c, const wire::Frame& f) {
   const uint32_t s = f.stream;
   switch (f.type) {
-    case Type::kProcStart: return StartProc(c, f);
-    case Type::kProcAttach: return AttachProc(c, f);
-    case Type::kProcStdin: return ProcStdin(c, f);
-    case Type::kProcSignal: return ProcSignal(c, f);
+    case Type::kProcStart:
+      return StartProc(c, f);
+    case Type::kProcAttach:
+      return AttachProc(c, f);
+    case Type::kProcStdin:
+      return ProcStdin(c, f);
+    case Type::kProcSignal:
+      return ProcSignal(c, f);
     case Type::kProcList: {
       std::vector<json> list;
       for (const auto& [pid, p] : procs_) list.push_back(ProcJson(*p));
@@ -73,7 +78,8 @@ void Agent::OnProcRequest(Connection& c, const wire::Frame& f) {
       auto pid = PidField(*j);
       if (!pid.ok()) return SendError(c, s, pid.error());
       if (Proc* p = FindProc(*pid)) return SendJson(c, Type::kProcResult, s, ProcJson(*p));
-      if (Exec* e = FindForeground(*pid)) return SendJson(c, Type::kProcResult, s, ForegroundJson(*e));
+      if (Exec* e = FindForeground(*pid))
+        return SendJson(c, Type::kProcResult, s, ForegroundJson(*e));
       return SendError(c, s, NotFound(*pid));
     }
     default:
@@ -145,20 +151,24 @@ void Agent::AttachProc(Connection& c, const wire::Frame& f) {
   if (!pid.ok()) return SendError(c, s, pid.error());
   uint64_t from = 0;
   if (auto it = j->find("from"); it != j->end() && !it->is_null()) {
-    if (!it->is_number_unsigned()) return SendError(c, s, MakeError(Code::kInvalidRequest, "'from' must be >= 0"));
+    if (!it->is_number_unsigned())
+      return SendError(c, s, MakeError(Code::kInvalidRequest, "'from' must be >= 0"));
     from = it->get<uint64_t>();
   }
   Proc* p = FindProc(*pid);
   if (p == nullptr) {
     if (FindForeground(*pid))
-      return SendError(c, s, MakeError(Code::kConflict, "process " + std::to_string(*pid) +
-                                                            " is not a background process (no retained output)"));
+      return SendError(
+          c, s,
+          MakeError(Code::kConflict, "process " + std::to_string(*pid) +
+                                         " is not a background process (no retained output)"));
     return SendError(c, s, NotFound(*pid));
   }
   if (from > p->ring.end())
-    return SendError(c, s, MakeError(Code::kInvalidRequest, "from " + std::to_string(from) +
-                                                                " is past the end of the output (" +
-                                                                std::to_string(p->ring.end()) + " bytes)"));
+    return SendError(c, s,
+                     MakeError(Code::kInvalidRequest,
+                               "from " + std::to_string(from) + " is past the end of the output (" +
+                                   std::to_string(p->ring.end()) + " bytes)"));
   SendJson(c, Type::kStarted, s, ProcJson(*p));
   c.attaches[s] = p->pid;
   Follower& fl = p->followers[{c.id, s}];
@@ -188,24 +198,29 @@ void Agent::ProcStdin(Connection& c, const wire::Frame& f) {
   Proc* p = FindProc(pid);
   if (p == nullptr) {
     if (FindForeground(pid))
-      return SendError(c, s, MakeError(Code::kConflict, "process " + std::to_string(pid) +
-                                                            " is not a background process; its stdin "
-                                                            "belongs to the request that started it"));
+      return SendError(c, s,
+                       MakeError(Code::kConflict, "process " + std::to_string(pid) +
+                                                      " is not a background process; its stdin "
+                                                      "belongs to the request that started it"));
     return SendError(c, s, NotFound(pid));
   }
   auto ex = p->running ? execs_.find(p->exec_id) : execs_.end();
   if (ex == execs_.end())
-    return SendError(c, s, MakeError(Code::kConflict, "process " + std::to_string(pid) + " has exited"));
+    return SendError(c, s,
+                     MakeError(Code::kConflict, "process " + std::to_string(pid) + " has exited"));
   Exec& e = *ex->second;
   const bool open = e.in.valid() && !e.stdin_close;
   if (!open) {
     // Closing what is already closed is no error; writing to it is.
     if (in.close && in.bytes.empty()) return SendJson(c, Type::kProcResult, s, ProcJson(*p));
-    return SendError(c, s, MakeError(Code::kConflict, "stdin of process " + std::to_string(pid) + " is closed"));
+    return SendError(
+        c, s, MakeError(Code::kConflict, "stdin of process " + std::to_string(pid) + " is closed"));
   }
   if (e.stdin_buf.size() + in.bytes.size() > kMaxPendingStdin)
-    return SendError(c, s, MakeError(Code::kConflict, "stdin of process " + std::to_string(pid) +
-                                                          " is full: the process is not reading its input"));
+    return SendError(
+        c, s,
+        MakeError(Code::kConflict, "stdin of process " + std::to_string(pid) +
+                                       " is full: the process is not reading its input"));
   e.stdin_buf.append(in.bytes);
   if (in.close) e.stdin_close = true;
   PumpStdin(e);
@@ -226,8 +241,9 @@ void Agent::ProcSignal(Connection& c, const wire::Frame& f) {
   if (Proc* p = FindProc(*pid)) {
     auto ex = p->running ? execs_.find(p->exec_id) : execs_.end();
     if (ex == execs_.end())
-      return SendError(c, s,
-                       MakeError(Code::kConflict, "process " + std::to_string(*pid) + " has already exited"));
+      return SendError(
+          c, s,
+          MakeError(Code::kConflict, "process " + std::to_string(*pid) + " has already exited"));
     SignalGroup(*ex->second, sig);
     return SendJson(c, Type::kProcResult, s, ProcJson(*p));
   }
@@ -252,7 +268,8 @@ void Agent::ProcFinished(Exec& e) {
   p->exec_id = 0;
   p->status = e.status;
   p->timed_out = e.timed_out;
-  p->duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
+  p->duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
   p->ended_unix_ms = p->started_unix_ms + p->duration_ms;
   p->finish_seq = ++finish_seq_;
   PumpFollowers(*p);
@@ -265,7 +282,8 @@ void Agent::PumpFollowers(Proc& p) {
       ++it;
       continue;
     }
-    if (auto c = conns_.find(it->second.conn); c != conns_.end()) c->second->attaches.erase(it->second.stream);
+    if (auto c = conns_.find(it->second.conn); c != conns_.end())
+      c->second->attaches.erase(it->second.stream);
     it = p.followers.erase(it);
   }
 }
@@ -308,7 +326,8 @@ void Agent::EraseProc(pid_t pid, const std::string& why) {
     if (c == conns_.end()) continue;
     c->second->attaches.erase(f.stream);
     SendError(*c->second, f.stream,
-              MakeError(Code::kProcessNotFound, "process " + std::to_string(pid) + " was forgotten: " + why));
+              MakeError(Code::kProcessNotFound,
+                        "process " + std::to_string(pid) + " was forgotten: " + why));
   }
   procs_.erase(it);
 }
@@ -350,18 +369,13 @@ json Agent::ProcJson(const Proc& p) const {
 }
 
 json Agent::ForegroundJson(const Exec& e) const {
-  json j = {{"pid", e.pid},
-            {"argv", e.argv},
-            {"user", e.user},
-            {"cwd", e.cwd},
-            {"meta", json::object()},
-            {"background", false},
-            {"pty", e.pty},
-            {"running", !e.exited},
-            {"started_unix_ms", e.started_unix_ms},
+  json j = {{"pid", e.pid},       {"argv", e.argv},         {"user", e.user},
+            {"cwd", e.cwd},       {"meta", json::object()}, {"background", false},
+            {"pty", e.pty},       {"running", !e.exited},   {"started_unix_ms", e.started_unix_ms},
             {"stdin_open", false}};
   if (e.exited) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(e.exit_time - e.start).count();
     j["exit"] = ExitJson(e.status, e.timed_out, ms, serial());
     j["ended_unix_ms"] = e.started_unix_ms + ms;
   }

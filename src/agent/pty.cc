@@ -108,7 +108,8 @@ void Agent::StartPty(Connection& c, const wire::Frame& f) {
     Log("pty: " + pty.error().message);
     return SendError(c, s, pty.error().Context("open a terminal"));
   }
-  if (ioctl(pty->master.get(), TIOCSWINSZ, &*size) < 0) return SendError(c, s, ErrnoError("set terminal size"));
+  if (ioctl(pty->master.get(), TIOCSWINSZ, &*size) < 0)
+    return SendError(c, s, ErrnoError("set terminal size"));
   // The terminal belongs to its user, as login(1) would arrange; if the
   // filesystem refuses, the shell still has the fds it needs.
   (void)fchown(pty->slave.get(), req->spawn.uid, static_cast<gid_t>(-1));
@@ -158,7 +159,8 @@ void Agent::ResizePty(Exec& e, const wire::Frame& f) {
   auto size = ParseSize(j);
   if (!size.ok() || !e.out.valid()) return;
   // The kernel sends SIGWINCH to the terminal's foreground process group.
-  if (ioctl(e.out.get(), TIOCSWINSZ, &*size) < 0) Log(std::string("TIOCSWINSZ: ") + std::strerror(errno));
+  if (ioctl(e.out.get(), TIOCSWINSZ, &*size) < 0)
+    Log(std::string("TIOCSWINSZ: ") + std::strerror(errno));
 }
 
 void Agent::HangupSession(pid_t sid) {

@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace hutch::agent {
@@ -128,7 +128,8 @@ struct ChildArgs {
     err = errno;
     if (err == EACCES) denied = true;
     // Like execvp: keep searching past entries that cannot hold the program.
-    if (err != ENOENT && err != ENOTDIR && err != EACCES && err != ELOOP && err != ENAMETOOLONG) break;
+    if (err != ENOENT && err != ENOTDIR && err != EACCES && err != ELOOP && err != ENAMETOOLONG)
+      break;
   }
   if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
   Fail("", a.prog, err, (err == EACCES || err == ENOEXEC || err == EPERM) ? 126 : 127);
@@ -148,8 +149,17 @@ Result<Spawned> SpawnChild(const SpawnSpec& spec, int in, int out, int err, bool
   for (const auto& c : candidates) cand_ptrs.push_back(c.c_str());
   std::vector<char*> argv = CStrings(spec.argv);
   std::vector<char*> envp = CStrings(spec.env);
-  ChildArgs a{argv.data(), envp.data(), &cand_ptrs, spec.cwd.c_str(), spec.argv[0].c_str(),
-              spec.uid,    spec.gid,    in,         out,              err,          pty};
+  ChildArgs a{argv.data(),
+              envp.data(),
+              &cand_ptrs,
+              spec.cwd.c_str(),
+              spec.argv[0].c_str(),
+              spec.uid,
+              spec.gid,
+              in,
+              out,
+              err,
+              pty};
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -172,8 +182,10 @@ Result<Spawned> SpawnChild(const SpawnSpec& spec, int in, int out, int err, bool
 }  // namespace
 
 Result<Spawned> Spawn(const SpawnSpec& spec) {
-  if (spec.argv.empty() || spec.argv[0].empty()) return MakeError(Code::kInvalidRequest, "empty argv");
-  if (spec.pty_slave >= 0) return SpawnChild(spec, spec.pty_slave, spec.pty_slave, spec.pty_slave, true);
+  if (spec.argv.empty() || spec.argv[0].empty())
+    return MakeError(Code::kInvalidRequest, "empty argv");
+  if (spec.pty_slave >= 0)
+    return SpawnChild(spec, spec.pty_slave, spec.pty_slave, spec.pty_slave, true);
   auto out = MakePipe();
   if (!out.ok()) return out.error();
   auto err = MakePipe();

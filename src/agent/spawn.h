@@ -25,7 +25,7 @@ struct SpawnSpec {
 
 struct Spawned {
   pid_t pid = -1;
-  UniqueFd stdin_w;  // invalid unless stdin_pipe; non-blocking
+  UniqueFd stdin_w;   // invalid unless stdin_pipe; non-blocking
   UniqueFd stdout_r;  // non-blocking; invalid with pty_slave
   UniqueFd stderr_r;  // non-blocking; invalid with pty_slave
 };

@@ -18,7 +18,8 @@ std::string BearerToken(std::string_view auth) {
   const std::string_view prefix = "Bearer ";
   if (auth.size() <= prefix.size()) return {};
   for (size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(auth[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+    if (std::tolower(static_cast<unsigned char>(auth[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i])))
       return {};
   return std::string(auth.substr(prefix.size()));
 }

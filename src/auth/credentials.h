@@ -36,7 +36,9 @@ class Credentials {
   std::string MatchAnyKey(const std::vector<std::string>& candidates) const;
   // The hash of the key of an "Authorization: Bearer <key>" header value
   // if it is accepted, else "".
-  std::string MatchBearer(std::string_view authorization) const { return MatchKey(BearerToken(authorization)); }
+  std::string MatchBearer(std::string_view authorization) const {
+    return MatchKey(BearerToken(authorization));
+  }
 
   // Spends one request of the key hashed `key_hash` (a caller's own key,
   // or the owner's key of the sandbox a per-sandbox token opened): 0 when

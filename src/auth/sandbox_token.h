@@ -11,17 +11,18 @@
 namespace hutch::auth {
 
 enum class SandboxTokenKind {
-  kE2bEnvd,             // X-Access-Token (E2B's envdAccessToken)
-  kE2bTraffic,          // e2b-traffic-access-token: the sandbox's ports only
-  kOpenSandboxExecd,    // X-EXECD-ACCESS-TOKEN (OpenSandbox's endpoint headers)
+  kE2bEnvd,           // X-Access-Token (E2B's envdAccessToken)
+  kE2bTraffic,        // e2b-traffic-access-token: the sandbox's ports only
+  kOpenSandboxExecd,  // X-EXECD-ACCESS-TOKEN (OpenSandbox's endpoint headers)
 };
 
 // The token of `kind` for sandbox `id` owned by the key hashed
 // `owner_key_hash`. The one place tokens are derived: the SDK tests hold
 // these bytes, so any change (a server secret mixed in) happens here.
-std::string SandboxToken(SandboxTokenKind kind, const std::string& owner_key_hash, const std::string& id);
-// Whether `presented` is that token (constant time; an empty one never is).
-bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view presented, const std::string& owner_key_hash,
+std::string SandboxToken(SandboxTokenKind kind, const std::string& owner_key_hash,
                          const std::string& id);
+// Whether `presented` is that token (constant time; an empty one never is).
+bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view presented,
+                         const std::string& owner_key_hash, const std::string& id);
 
 }  // namespace hutch::auth

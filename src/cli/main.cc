@@ -10,10 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iostream>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iostream>
 #include <memory>
 
 #include "cli/shell.h"
@@ -61,8 +61,7 @@ int Fail(const Response& r) {
   auto j = r.json();
   if (j.is_object() && j.contains("code"))
     std::cerr << "hutch: " << j.value("code", "") << ": " << j.value("message", "") << "\n";
-  else
-    std::cerr << "hutch: HTTP " << r.status << "\n";
+  else std::cerr << "hutch: HTTP " << r.status << "\n";
   return 1;
 }
 
@@ -105,7 +104,8 @@ void OnInterrupt(int) {
 
 class Progress {
  public:
-  Progress(uint64_t total, bool enabled) : total_(total), enabled_(enabled && isatty(2) && total > (1u << 20)) {}
+  Progress(uint64_t total, bool enabled)
+      : total_(total), enabled_(enabled && isatty(2) && total > (1u << 20)) {}
   void Add(uint64_t n) {
     done_ += n;
     if (!enabled_) return;
@@ -114,8 +114,10 @@ class Progress {
     last_ = now;
     int pct = total_ ? static_cast<int>(done_ * 100 / total_) : 100;
     int bars = pct / 4;
-    fprintf(stderr, "\r[%-25s] %3d%% %llu/%llu MB", std::string(static_cast<size_t>(bars), '#').c_str(), pct,
-            static_cast<unsigned long long>(done_ >> 20), static_cast<unsigned long long>(total_ >> 20));
+    fprintf(stderr, "\r[%-25s] %3d%% %llu/%llu MB",
+            std::string(static_cast<size_t>(bars), '#').c_str(), pct,
+            static_cast<unsigned long long>(done_ >> 20),
+            static_cast<unsigned long long>(total_ >> 20));
   }
   ~Progress() {
     if (enabled_) fprintf(stderr, "\n");
@@ -168,7 +170,8 @@ Serve AddServe(CLI::App& app) {
 }
 
 int RunServe(const Serve& s) {
-  std::string exe = std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/hutchd";
+  std::string exe =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().string() + "/hutchd";
   std::vector<std::string> args = {exe};
   for (auto& a : *s.args) args.push_back(a);
   for (auto& a : s.cli->remaining()) args.push_back(a);
@@ -202,7 +205,8 @@ int RunCreate(Session& s, const CreateArgs& a) {
   for (const auto& m : a.vol_mounts) {
     // NAME:/PATH or NAME:/PATH:ro
     size_t colon = m.find(':');
-    std::string name = m.substr(0, colon), path = colon == std::string::npos ? "" : m.substr(colon + 1);
+    std::string name = m.substr(0, colon),
+                path = colon == std::string::npos ? "" : m.substr(colon + 1);
     bool ro = path.size() > 3 && path.compare(path.size() - 3, 3, ":ro") == 0;
     if (ro) path.resize(path.size() - 3);
     if (name.empty() || path.empty()) {
@@ -252,9 +256,9 @@ int RunLs(Session& s, const std::string& status_filter) {
   } else {
     printf("%-22s %-9s %-10s %-26s %s\n", "ID", "STATUS", "TEMPLATE", "CREATED", "EXPIRES");
     for (auto& it : all)
-      printf("%-22s %-9s %-10s %-26s %s\n", it.value("id", "").c_str(), it.value("status", "").c_str(),
-             it.value("template", "").c_str(), it.value("created_at", "").c_str(),
-             it.value("expires_at", "").c_str());
+      printf("%-22s %-9s %-10s %-26s %s\n", it.value("id", "").c_str(),
+             it.value("status", "").c_str(), it.value("template", "").c_str(),
+             it.value("created_at", "").c_str(), it.value("expires_at", "").c_str());
   }
   return 0;
 }
@@ -297,24 +301,26 @@ int RunExec(Session& s, const ExecArgs& a) {
   sigaction(SIGTERM, &sa, nullptr);
   int exit_code = -1;
   std::string error;
-  auto r = c.Sse("/v1/sandboxes/" + Enc(a.id) + "/exec/stream", body, [&](const hutch::client::SseEvent& ev) {
-    g_exec_fd = c.native_handle();
-    auto d = json::parse(ev.data, nullptr, false);
-    if (ev.event == "stdout" || ev.event == "stderr") {
-      std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
-                                            : d.value("text", "");
-      FILE* f = ev.event == "stdout" ? stdout : stderr;
-      fwrite(bytes.data(), 1, bytes.size(), f);
-      fflush(f);
-    } else if (ev.event == "exit") {
-      exit_code = d.value("exit_code", -1);
-      if (d.value("timed_out", false)) std::cerr << "hutch: command timed out\n";
-      if (d.value("oom_killed", false)) std::cerr << "hutch: command was killed: out of memory\n";
-    } else if (ev.event == "error") {
-      error = d.value("code", "") + ": " + d.value("message", "");
-    }
-    return !g_interrupted;
-  });
+  auto r = c.Sse(
+      "/v1/sandboxes/" + Enc(a.id) + "/exec/stream", body, [&](const hutch::client::SseEvent& ev) {
+        g_exec_fd = c.native_handle();
+        auto d = json::parse(ev.data, nullptr, false);
+        if (ev.event == "stdout" || ev.event == "stderr") {
+          std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
+                                                : d.value("text", "");
+          FILE* f = ev.event == "stdout" ? stdout : stderr;
+          fwrite(bytes.data(), 1, bytes.size(), f);
+          fflush(f);
+        } else if (ev.event == "exit") {
+          exit_code = d.value("exit_code", -1);
+          if (d.value("timed_out", false)) std::cerr << "hutch: command timed out\n";
+          if (d.value("oom_killed", false))
+            std::cerr << "hutch: command was killed: out of memory\n";
+        } else if (ev.event == "error") {
+          error = d.value("code", "") + ": " + d.value("message", "");
+        }
+        return !g_interrupted;
+      });
   g_exec_fd = -1;
   if (g_interrupted) return 130;
   if (r.status != 200) return Fail(r);
@@ -362,12 +368,13 @@ int Upload(Session& s, const std::string& src, const std::string& id, const std:
   }
   uint64_t size = std::filesystem::file_size(src);
   Progress prog(size, !s.g.json_out);
-  auto r = s.c.Upload("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), size, [&](char* buf, size_t n) {
-    in.read(buf, static_cast<std::streamsize>(n));
-    size_t got = static_cast<size_t>(in.gcount());
-    prog.Add(got);
-    return got;
-  });
+  auto r = s.c.Upload("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), size,
+                      [&](char* buf, size_t n) {
+                        in.read(buf, static_cast<std::streamsize>(n));
+                        size_t got = static_cast<size_t>(in.gcount());
+                        prog.Add(got);
+                        return got;
+                      });
   if (r.status != 201) return Fail(r);
   if (s.g.json_out) std::cout << r.body;
   return 0;
@@ -382,10 +389,11 @@ int Download(Session& s, const std::string& id, const std::string& path, const s
     return 1;
   }
   uint64_t got = 0;
-  auto r = s.c.Download("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path), [&](const char* b, size_t n) {
-    out.write(b, static_cast<std::streamsize>(n));
-    got += n;
-  });
+  auto r = s.c.Download("/v1/sandboxes/" + Enc(id) + "/fs?path=" + Enc(path),
+                        [&](const char* b, size_t n) {
+                          out.write(b, static_cast<std::streamsize>(n));
+                          got += n;
+                        });
   out.close();
   if (r.status != 200) {
     std::filesystem::remove(tmp);
@@ -437,7 +445,9 @@ Subcommand AddShell(CLI::App& app) {
   auto id = std::make_shared<std::string>();
   auto* shell = app.add_subcommand("shell", "Interactive shell (needs the server's PTY support)");
   shell->add_option("id", *id)->required();
-  return {shell, [id](Session& s) { return hutch::cli::RunShell(s.ep.host, s.ep.port, s.g.key, Enc(*id)); }};
+  return {shell, [id](Session& s) {
+            return hutch::cli::RunShell(s.ep.host, s.ep.port, s.g.key, Enc(*id));
+          }};
 }
 
 // --- ps
@@ -454,17 +464,19 @@ int RunPs(Session& s, const std::string& id) {
   for (const auto& p : j["items"]) {
     std::string cmdline = p["cmd"].is_string() ? p["cmd"].get<std::string>() : "";
     if (cmdline.empty() && p["argv"].is_array())
-      for (const auto& a : p["argv"]) cmdline += (cmdline.empty() ? "" : " ") + a.get<std::string>();
+      for (const auto& a : p["argv"])
+        cmdline += (cmdline.empty() ? "" : " ") + a.get<std::string>();
     std::string code = p["exit_code"].is_number() ? std::to_string(p["exit_code"].get<int>()) : "-";
-    std::printf("%-8d %-9s %-5s %s\n", p.value("pid", 0), p.value("status", "").c_str(), code.c_str(),
-                cmdline.c_str());
+    std::printf("%-8d %-9s %-5s %s\n", p.value("pid", 0), p.value("status", "").c_str(),
+                code.c_str(), cmdline.c_str());
   }
   return 0;
 }
 
 Subcommand AddPs(CLI::App& app) {
   auto id = std::make_shared<std::string>();
-  auto* ps = app.add_subcommand("ps", "List a sandbox's processes (background ones and running commands)");
+  auto* ps =
+      app.add_subcommand("ps", "List a sandbox's processes (background ones and running commands)");
   ps->add_option("id", *id)->required();
   return {ps, [id](Session& s) { return RunPs(s, *id); }};
 }
@@ -478,36 +490,37 @@ struct LogsArgs {
 
 int RunLogs(Session& s, const LogsArgs& a) {
   int exit_code = -1;
-  auto r = s.c.SseRequest("GET",
-                          "/v1/sandboxes/" + Enc(a.id) + "/processes/" + std::to_string(a.pid) +
-                              "/stream?from=" + std::to_string(a.from),
-                          "", {}, [&](const hutch::client::SseEvent& e) {
-                            auto d = json::parse(e.data, nullptr, false);
-                            if (!d.is_object()) return true;
-                            if (e.event == "stdout" || e.event == "stderr") {
-                              std::string bytes = d.contains("b64")
-                                                      ? hutch::client::Base64Decode(d.value("b64", ""))
-                                                      : d.value("text", "");
-                              FILE* out = e.event == "stdout" ? stdout : stderr;
-                              std::fwrite(bytes.data(), 1, bytes.size(), out);
-                              std::fflush(out);
-                            } else if (e.event == "dropped") {
-                              std::fprintf(stderr, "hutch: [%s bytes of older output were dropped]\n",
-                                           d.value("dropped_bytes", json(0)).dump().c_str());
-                            } else if (e.event == "exit") {
-                              exit_code = d.value("exit_code", -1);
-                            } else if (e.event == "error") {
-                              std::cerr << "hutch: " << d.value("code", "") << ": " << d.value("message", "") << "\n";
-                            }
-                            return true;
-                          });
+  auto r = s.c.SseRequest(
+      "GET",
+      "/v1/sandboxes/" + Enc(a.id) + "/processes/" + std::to_string(a.pid) +
+          "/stream?from=" + std::to_string(a.from),
+      "", {}, [&](const hutch::client::SseEvent& e) {
+        auto d = json::parse(e.data, nullptr, false);
+        if (!d.is_object()) return true;
+        if (e.event == "stdout" || e.event == "stderr") {
+          std::string bytes = d.contains("b64") ? hutch::client::Base64Decode(d.value("b64", ""))
+                                                : d.value("text", "");
+          FILE* out = e.event == "stdout" ? stdout : stderr;
+          std::fwrite(bytes.data(), 1, bytes.size(), out);
+          std::fflush(out);
+        } else if (e.event == "dropped") {
+          std::fprintf(stderr, "hutch: [%s bytes of older output were dropped]\n",
+                       d.value("dropped_bytes", json(0)).dump().c_str());
+        } else if (e.event == "exit") {
+          exit_code = d.value("exit_code", -1);
+        } else if (e.event == "error") {
+          std::cerr << "hutch: " << d.value("code", "") << ": " << d.value("message", "") << "\n";
+        }
+        return true;
+      });
   if (r.status != 200) return Fail(r);
   return exit_code < 0 ? 1 : exit_code;
 }
 
 Subcommand AddLogs(CLI::App& app) {
   auto a = std::make_shared<LogsArgs>();
-  auto* logs = app.add_subcommand("logs", "Print a background process's output (buffered, then live until it exits)");
+  auto* logs = app.add_subcommand(
+      "logs", "Print a background process's output (buffered, then live until it exits)");
   logs->add_option("id", a->id, "Sandbox id")->required();
   logs->add_option("pid", a->pid, "Process id (see hutch ps)")->required();
   logs->add_option("--from", a->from, "Byte offset to start from (0: everything still buffered)");
@@ -570,7 +583,8 @@ std::vector<Subcommand> AddVolume(CLI::App& app) {
 
 // Builds the template of the spec at spec_path (registered as `name`, or
 // the spec's own when empty), following the build's progress.
-int BuildTemplate(Session& s, const std::string& spec_path, const std::string& name, bool verbose, int depth) {
+int BuildTemplate(Session& s, const std::string& spec_path, const std::string& name, bool verbose,
+                  int depth) {
   HttpClient& c = s.c;
   auto body = hutch::cli::LoadTemplateSpec(spec_path);
   if (!body) return 2;
@@ -578,8 +592,10 @@ int BuildTemplate(Session& s, const std::string& spec_path, const std::string& n
   // spec of that name beside this one (python.toml -> debian.toml).
   std::string from = json::parse(*body, nullptr, false).value("from", "");
   if (!from.empty() && from.rfind("debian:", 0) != 0 && depth < 8) {
-    std::string sibling = (std::filesystem::absolute(spec_path).parent_path() / (from + ".toml")).string();
-    if (std::filesystem::exists(sibling) && c.Request("GET", "/v1/templates/" + Enc(from)).status == 404) {
+    std::string sibling =
+        (std::filesystem::absolute(spec_path).parent_path() / (from + ".toml")).string();
+    if (std::filesystem::exists(sibling) &&
+        c.Request("GET", "/v1/templates/" + Enc(from)).status == 404) {
       std::cerr << "hutch: building '" << from << "' first (" << sibling << ")\n";
       if (int rc = BuildTemplate(s, sibling, "", verbose, depth + 1); rc != 0) return rc;
     }
@@ -588,7 +604,8 @@ int BuildTemplate(Session& s, const std::string& spec_path, const std::string& n
   if (!name.empty()) target += "?name=" + Enc(name);
   hutch::cli::BuildProgress bar(!s.g.json_out, verbose);
   json done, error;
-  auto r = c.SseRequest("POST", target, *body, {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
+  auto r = c.SseRequest("POST", target, *body,
+                        {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
                         [&](const hutch::client::SseEvent& e) {
                           auto d = json::parse(e.data, nullptr, false);
                           if (!d.is_object()) return true;
@@ -616,7 +633,8 @@ int BuildTemplate(Session& s, const std::string& spec_path, const std::string& n
     std::cout << done.dump() << "\n";
   } else {
     const json& t = done["template"];
-    std::printf("%s %s (%s, %.1f s)\n", t.value("name", "").c_str(), t.value("hash", "").substr(0, 12).c_str(),
+    std::printf("%s %s (%s, %.1f s)\n", t.value("name", "").c_str(),
+                t.value("hash", "").substr(0, 12).c_str(),
                 done.value("cached", false) ? "cached" : "built",
                 static_cast<double>(done.value("duration_ms", int64_t{0})) / 1000.0);
   }
@@ -635,10 +653,12 @@ int RunTemplateList(Session& s) {
   for (const auto& t : j["items"])
     std::printf("%-20s %-12s %-18s %10.1f  %s\n", t.value("name", "").c_str(),
                 t.value("hash", "").substr(0, 12).c_str(), t.value("from", "").c_str(),
-                static_cast<double>(t.value("size_bytes", uint64_t{0})) / (1 << 20), t.value("built_at", "").c_str());
+                static_cast<double>(t.value("size_bytes", uint64_t{0})) / (1 << 20),
+                t.value("built_at", "").c_str());
   if (j["aliases"].is_object() && !j["aliases"].empty()) {
     std::printf("\n%-20s %s\n", "ALIAS", "TEMPLATE");
-    for (const auto& [k, v] : j["aliases"].items()) std::printf("%-20s %s\n", k.c_str(), v.get<std::string>().c_str());
+    for (const auto& [k, v] : j["aliases"].items())
+      std::printf("%-20s %s\n", k.c_str(), v.get<std::string>().c_str());
   }
   return 0;
 }
@@ -679,9 +699,11 @@ std::vector<Subcommand> AddTemplate(CLI::App& app) {
   auto* tmpl = app.add_subcommand("template", "Templates: build from a spec, list, remove, alias");
   tmpl->require_subcommand(1);
   auto build = std::make_shared<TemplateBuildArgs>();
-  auto* tmpl_build = tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
+  auto* tmpl_build =
+      tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
   tmpl_build->add_option("spec", build->spec, "Spec file (templates/*.toml)")->required();
-  tmpl_build->add_option("--name", build->name, "Register it under this name instead of the spec's");
+  tmpl_build->add_option("--name", build->name,
+                         "Register it under this name instead of the spec's");
   tmpl_build->add_flag("-v,--verbose", build->verbose, "Print every log line of the build");
   auto* tmpl_ls = tmpl->add_subcommand("list", "List templates and aliases");
   tmpl_ls->alias("ls");
@@ -689,14 +711,18 @@ std::vector<Subcommand> AddTemplate(CLI::App& app) {
   auto* tmpl_show = tmpl->add_subcommand("show", "Show a template (its spec and defaults)");
   tmpl_show->add_option("name", *show_name)->required();
   auto rm_names = std::make_shared<std::vector<std::string>>();
-  auto* tmpl_rm = tmpl->add_subcommand("rm", "Remove templates (their files go once no sandbox uses them)");
+  auto* tmpl_rm =
+      tmpl->add_subcommand("rm", "Remove templates (their files go once no sandbox uses them)");
   tmpl_rm->add_option("names", *rm_names)->required();
   auto alias = std::make_shared<AliasArgs>();
   auto* tmpl_alias = tmpl->add_subcommand("alias", "Point an alias at a template (or --rm it)");
   tmpl_alias->add_option("name", alias->name)->required();
   tmpl_alias->add_option("template", alias->target);
   tmpl_alias->add_flag("--rm", alias->rm, "Remove the alias");
-  return {{tmpl_build, [build](Session& s) { return BuildTemplate(s, build->spec, build->name, build->verbose, 0); }},
+  return {{tmpl_build,
+           [build](Session& s) {
+             return BuildTemplate(s, build->spec, build->name, build->verbose, 0);
+           }},
           {tmpl_ls, [](Session& s) { return RunTemplateList(s); }},
           {tmpl_show, [show_name](Session& s) { return RunTemplateShow(s, *show_name); }},
           {tmpl_rm, [rm_names](Session& s) { return DeleteEach(s, "/v1/templates/", *rm_names); }},

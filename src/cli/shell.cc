@@ -6,13 +6,13 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-#include <array>
 #include <deque>
 #include <iostream>
 
@@ -56,7 +56,8 @@ struct WinSize {
 WinSize LocalSize() {
   WinSize s;
   winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 &&
+      ws.ws_row > 0) {
     s.cols = ws.ws_col;
     s.rows = ws.ws_row;
   }
@@ -78,7 +79,8 @@ class Relay {
       // epoll cannot watch a regular file: send it whole.
       std::string all;
       ssize_t n;
-      while ((n = read(STDIN_FILENO, inbuf_.data(), inbuf_.size())) > 0) all.append(inbuf_.data(), n);
+      while ((n = read(STDIN_FILENO, inbuf_.data(), inbuf_.size())) > 0)
+        all.append(inbuf_.data(), n);
       if (!all.empty()) Queue(std::move(all), false);
       stdin_eof_ = true;
     } else {
@@ -126,8 +128,8 @@ class Relay {
         if (j.is_object() && j.contains("exit") && j["exit"].is_object()) {
           exit_code_ = j["exit"].value("exit_code", 0);
         } else if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-          std::cerr << "\r\nhutch: " << j["error"].value("code", "") << ": " << j["error"].value("message", "")
-                    << "\r\n";
+          std::cerr << "\r\nhutch: " << j["error"].value("code", "") << ": "
+                    << j["error"].value("message", "") << "\r\n";
           exit_code_ = 1;
         }
       } else {
@@ -168,7 +170,8 @@ class Relay {
 
 }  // namespace
 
-int RunShell(const std::string& host, int port, const std::string& key, const std::string& sandbox_id) {
+int RunShell(const std::string& host, int port, const std::string& key,
+             const std::string& sandbox_id) {
   asio::io_context io;
   websocket::stream<beast::tcp_stream> ws(io);
   beast::error_code ec;
@@ -183,7 +186,8 @@ int RunShell(const std::string& host, int port, const std::string& key, const st
     req.set(http::field::authorization, "Bearer " + key);
   }));
   WinSize size = LocalSize();
-  const std::string target = "/v1/sandboxes/" + sandbox_id + "/pty?cols=" + std::to_string(size.cols) +
+  const std::string target = "/v1/sandboxes/" + sandbox_id +
+                             "/pty?cols=" + std::to_string(size.cols) +
                              "&rows=" + std::to_string(size.rows);
   // Asynchronous handshake: it keeps the server's JSON error when the
   // upgrade is declined (Beast 1.74's synchronous one drops the body).
@@ -195,8 +199,7 @@ int RunShell(const std::string& host, int port, const std::string& key, const st
     auto j = json::parse(res.body(), nullptr, false);
     if (j.is_object() && j.contains("code"))
       std::cerr << "hutch: " << j.value("code", "") << ": " << j.value("message", "") << "\n";
-    else
-      std::cerr << "hutch: terminal refused: " << ec.message() << "\n";
+    else std::cerr << "hutch: terminal refused: " << ec.message() << "\n";
     return 1;
   }
   ws.binary(true);

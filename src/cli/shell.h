@@ -10,6 +10,7 @@ namespace hutch::cli {
 // path), relays bytes both ways and window-size changes (SIGWINCH), and
 // returns the remote shell's exit code; 1 with a one-line error on
 // failure. Works with a non-terminal stdin too (scripts, tests).
-int RunShell(const std::string& host, int port, const std::string& key, const std::string& sandbox_id);
+int RunShell(const std::string& host, int port, const std::string& key,
+             const std::string& sandbox_id);
 
 }  // namespace hutch::cli

@@ -50,8 +50,8 @@ std::optional<std::string> LoadTemplateSpec(const std::string& path) {
       os << toml::json_formatter{t};
       j = json::parse(os.str());
     } catch (const toml::parse_error& e) {
-      std::cerr << "hutch: " << path << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-                << e.description() << "\n";
+      std::cerr << "hutch: " << path << ":" << e.source().begin.line << ":"
+                << e.source().begin.column << ": " << e.description() << "\n";
       return std::nullopt;
     }
   }
@@ -79,8 +79,8 @@ BuildProgress::BuildProgress(bool enabled, bool verbose)
 void BuildProgress::Step(const json& ev) {
   if (!enabled_) return;
   percent_ = ev.value("percent", 0);
-  step_ = "[" + std::to_string(ev.value("index", 0)) + "/" + std::to_string(ev.value("of", 0)) + "] " +
-          ev.value("name", "");
+  step_ = "[" + std::to_string(ev.value("index", 0)) + "/" + std::to_string(ev.value("of", 0)) +
+          "] " + ev.value("name", "");
   last_ = ev.value("detail", "");
   if (!tty_ || verbose_) {
     std::fprintf(stderr, "%s: %s\n", step_.c_str(), last_.c_str());
@@ -108,8 +108,9 @@ void BuildProgress::Draw() {
   std::string line = last_.substr(0, 48);
   for (char& c : line)
     if (static_cast<unsigned char>(c) < 32) c = ' ';
-  std::fprintf(stderr, "\r\033[K[%-25s] %3d%% %s  %s", std::string(static_cast<size_t>(bars), '#').c_str(),
-               percent_, step_.c_str(), line.c_str());
+  std::fprintf(stderr, "\r\033[K[%-25s] %3d%% %s  %s",
+               std::string(static_cast<size_t>(bars), '#').c_str(), percent_, step_.c_str(),
+               line.c_str());
   std::fflush(stderr);
 }
 

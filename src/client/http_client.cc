@@ -75,7 +75,8 @@ void CopyHeaders(const Msg& m, Response* r) {
 
 }  // namespace
 
-Response HttpClient::Request(const std::string& method, const std::string& target, const std::string& body,
+Response HttpClient::Request(const std::string& method, const std::string& target,
+                             const std::string& body,
                              const std::map<std::string, std::string>& headers) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool fresh = !stream_;
@@ -108,7 +109,8 @@ Response HttpClient::Request(const std::string& method, const std::string& targe
   throw std::runtime_error("unreachable");
 }
 
-Response HttpClient::Json(const std::string& method, const std::string& target, const nlohmann::json& body) {
+Response HttpClient::Json(const std::string& method, const std::string& target,
+                          const nlohmann::json& body) {
   return Request(method, target, body.dump());
 }
 
@@ -129,7 +131,8 @@ Response HttpClient::Upload(const std::string& target, uint64_t total,
   std::vector<char> chunk(256 * 1024);
   uint64_t sent = 0;
   while (!ec && sent < total) {
-    size_t n = source(chunk.data(), static_cast<size_t>(std::min<uint64_t>(chunk.size(), total - sent)));
+    size_t n =
+        source(chunk.data(), static_cast<size_t>(std::min<uint64_t>(chunk.size(), total - sent)));
     if (n == 0) throw std::runtime_error("upload source ended early");
     req.body().data = chunk.data();
     req.body().size = n;
@@ -160,7 +163,8 @@ Response HttpClient::Upload(const std::string& target, uint64_t total,
   return r;
 }
 
-Response HttpClient::Download(const std::string& target, const std::function<void(const char*, size_t)>& sink,
+Response HttpClient::Download(const std::string& target,
+                              const std::function<void(const char*, size_t)>& sink,
                               const std::map<std::string, std::string>& headers) {
   Close();
   Connect();
@@ -200,7 +204,8 @@ Response HttpClient::Sse(const std::string& target, const nlohmann::json& body,
   return SseRequest("POST", target, body.dump(), {{"Content-Type", "application/json"}}, on_event);
 }
 
-Response HttpClient::SseRequest(const std::string& method, const std::string& target, const std::string& body,
+Response HttpClient::SseRequest(const std::string& method, const std::string& target,
+                                const std::string& body,
                                 const std::map<std::string, std::string>& headers,
                                 const std::function<bool(const SseEvent&)>& on_event) {
   Close();
@@ -270,7 +275,8 @@ Response HttpClient::SseRequest(const std::string& method, const std::string& ta
 
 std::string Base64Decode(const std::string& in) {
   std::string out;
-  if (!hutch::Base64Decode(in, &out)) throw std::runtime_error("malformed base64 in a server answer");
+  if (!hutch::Base64Decode(in, &out))
+    throw std::runtime_error("malformed base64 in a server answer");
   return out;
 }
 

@@ -39,7 +39,8 @@ class HttpClient {
 
   // Whole request, whole response. Throws std::runtime_error on transport
   // failure (connection refused, reset).
-  Response Request(const std::string& method, const std::string& target, const std::string& body = "",
+  Response Request(const std::string& method, const std::string& target,
+                   const std::string& body = "",
                    const std::map<std::string, std::string>& headers = {});
   Response Json(const std::string& method, const std::string& target, const nlohmann::json& body);
 

@@ -18,13 +18,15 @@ int Value(char c) {
 }  // namespace
 
 std::string Base64Encode(std::string_view in) {
-  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((in.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
     const uint32_t v = (static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << 16) |
-                       (static_cast<uint32_t>(static_cast<uint8_t>(in[i + 1])) << 8) | static_cast<uint8_t>(in[i + 2]);
+                       (static_cast<uint32_t>(static_cast<uint8_t>(in[i + 1])) << 8) |
+                       static_cast<uint8_t>(in[i + 2]);
     out += kTable[v >> 18];
     out += kTable[(v >> 12) & 63];
     out += kTable[(v >> 6) & 63];

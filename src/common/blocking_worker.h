@@ -41,12 +41,14 @@ class BlockingWorker {
       // Counted as work until the result is posted back: the io_context's
       // run() does not return while a call is out.
       auto work = boost::asio::make_work_guard(io_);
-      boost::asio::post(pool_, [f = std::move(f), h = std::move(handler), work = std::move(work)]() mutable {
-        R r = f();
-        auto ex = boost::asio::get_associated_executor(h, work.get_executor());
-        boost::asio::post(ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
-        work.reset();
-      });
+      boost::asio::post(
+          pool_, [f = std::move(f), h = std::move(handler), work = std::move(work)]() mutable {
+            R r = f();
+            auto ex = boost::asio::get_associated_executor(h, work.get_executor());
+            boost::asio::post(
+                ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
+            work.reset();
+          });
     };
     co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(R)>(
         std::move(init), boost::asio::use_awaitable);

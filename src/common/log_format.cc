@@ -18,7 +18,9 @@ namespace {
 size_t Utf8SequenceLength(std::string_view s) {
   auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
   auto cont = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
-  auto in = [&](size_t i, unsigned char lo, unsigned char hi) { return i < s.size() && b(i) >= lo && b(i) <= hi; };
+  auto in = [&](size_t i, unsigned char lo, unsigned char hi) {
+    return i < s.size() && b(i) >= lo && b(i) <= hi;
+  };
   unsigned char c = b(0);
   if (c < 0x80) return 1;
   if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
@@ -232,6 +234,8 @@ void LogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_bu
   dest.append(line.data(), line.data() + line.size());
 }
 
-void InstallLogFormat(LogFormat format) { spdlog::set_formatter(std::make_unique<LogFormatter>(format)); }
+void InstallLogFormat(LogFormat format) {
+  spdlog::set_formatter(std::make_unique<LogFormatter>(format));
+}
 
 }  // namespace hutch

@@ -13,8 +13,8 @@
 // The formatter is stateless: spdlog calls it under the sink's lock.
 #pragma once
 
-#include <memory>
 #include <spdlog/formatter.h>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,7 +29,9 @@ class LogFormatter final : public spdlog::formatter {
  public:
   explicit LogFormatter(LogFormat format) : format_(format) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override;
-  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<LogFormatter>(format_); }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<LogFormatter>(format_);
+  }
 
  private:
   LogFormat format_;

@@ -38,7 +38,8 @@ Result<NetDevTotals> NetDevInNetns(int netns_fd, const std::string& only) {
     }
     out = SumNetDev(in, only);
   });
-  if (!entered.ok()) return entered.error().Context("interface counters of a sandbox network namespace");
+  if (!entered.ok())
+    return entered.error().Context("interface counters of a sandbox network namespace");
   if (err != 0) return ErrnoError("interface counters of a sandbox network namespace", err);
   return out;
 }

@@ -17,7 +17,8 @@ Status RunInNetns(int netns_fd, const std::function<void()>& body) {
     body();
   });
   t.join();
-  if (err != 0) return ErrnoError(netns_fd >= 0 ? "enter network namespace" : "make a network namespace", err);
+  if (err != 0)
+    return ErrnoError(netns_fd >= 0 ? "enter network namespace" : "make a network namespace", err);
   return Status{};
 }
 

@@ -9,7 +9,8 @@ namespace hutch {
 Result<uint64_t> ProcStartTime(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return MakeError(Code::kNotFound, "process " + std::to_string(pid) + " is gone");
+  if (!std::getline(in, line))
+    return MakeError(Code::kNotFound, "process " + std::to_string(pid) + " is gone");
   // The command name (field 2) may hold spaces and parens: fields after
   // it start after the last ')'.
   size_t close = line.rfind(')');

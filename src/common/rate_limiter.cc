@@ -24,7 +24,8 @@ RateLimiter::RateLimiter(double rate_per_second, double burst)
     : rate_(rate_per_second), burst_(std::max(1.0, burst)), salt_(0) {
   // A per-process salt: key ids mean nothing outside this process, so a
   // leaked id (a debugger, a core file) says nothing about the key.
-  if (getrandom(&salt_, sizeof salt_, 0) != static_cast<ssize_t>(sizeof salt_)) salt_ = 0x9e3779b97f4a7c15ull;
+  if (getrandom(&salt_, sizeof salt_, 0) != static_cast<ssize_t>(sizeof salt_))
+    salt_ = 0x9e3779b97f4a7c15ull;
 }
 
 uint64_t RateLimiter::KeyId(std::string_view api_key) const {

@@ -8,8 +8,8 @@
 // `burst` is indistinguishable from a new one, so the periodic sweep drops
 // it: the map only holds keys used within the last burst/rate seconds
 // (plus one sweep interval); callers only let keys they know reach it
-// (API keys that passed authentication, addresses of sandboxes). Time is passed in, so tests drive it without sleeping.
-// I/O thread only.
+// (API keys that passed authentication, addresses of sandboxes). Time is passed in, so tests drive
+// it without sleeping. I/O thread only.
 #pragma once
 
 #include <chrono>

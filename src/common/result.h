@@ -42,8 +42,8 @@ enum class Code {
   kSandboxResourceExhausted,  // the sandbox hit its own process/memory limit
   kSandboxExpired,            // the sandbox's TTL ran out (it was deleted)
   kHeadersTooLarge,
-  kStorageFull,  // the host's state dir is full (not the sandbox's own disk)
-  kBuildFailed,  // a template build step failed (its step, exit code and log tail go with it)
+  kStorageFull,      // the host's state dir is full (not the sandbox's own disk)
+  kBuildFailed,      // a template build step failed (its step, exit code and log tail go with it)
   kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
   kAgentTimeout,     // the sandbox's agent did not answer in time (stopped, starved)
 };
@@ -65,7 +65,9 @@ struct Error {
   }
 };
 
-inline Error MakeError(Code code, std::string message) { return Error{code, 0, std::move(message)}; }
+inline Error MakeError(Code code, std::string message) {
+  return Error{code, 0, std::move(message)};
+}
 
 // Error from the current errno; `what` names the failed operation.
 inline Error ErrnoError(const std::string& what, int err = errno) {
@@ -114,8 +116,8 @@ using Status = Result<void>;
 
 // Propagates an error, adding context. Usage:
 //   HUTCH_CHECK_OK(WriteFile(path, v), "memory limit");
-#define HUTCH_CHECK_OK(expr, ctx)                                 \
-  do {                                                            \
-    auto _r = (expr);                                             \
-    if (!_r.ok()) return _r.error().Context(ctx);                 \
+#define HUTCH_CHECK_OK(expr, ctx)                 \
+  do {                                            \
+    auto _r = (expr);                             \
+    if (!_r.ok()) return _r.error().Context(ctx); \
   } while (0)

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/securebits.h>
-#include <sys/prctl.h>
 #include <sys/fsuid.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -79,7 +79,8 @@ json MakeEntry(const std::string& path, const struct stat& st, int dirfd, const 
 
 Result<json> EntryAt(int dirfd, const std::string& name, const std::string& path) {
   struct stat st {};
-  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return FsError("stat", path, errno);
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return FsError("stat", path, errno);
   return MakeEntry(path, st, dirfd, name.c_str());
 }
 
@@ -160,10 +161,12 @@ Result<UniqueFd> MakeDirsFd(int root, const std::string& path) {
   size_t pos = 1;
   while (pos < path.size()) {
     size_t slash = path.find('/', pos);
-    std::string comp = path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    std::string comp =
+        path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
     pos = slash == std::string::npos ? path.size() : slash + 1;
     sofar += "/" + comp;
-    if (mkdirat(fd.get(), comp.c_str(), 0755) < 0 && errno != EEXIST) return FsError("mkdir", sofar, errno);
+    if (mkdirat(fd.get(), comp.c_str(), 0755) < 0 && errno != EEXIST)
+      return FsError("mkdir", sofar, errno);
     auto next = OpenAt(root, sofar, O_PATH | O_DIRECTORY);
     if (!next.ok()) return FsError("mkdir", sofar, next.error().err);
     fd = std::move(*next);
@@ -177,7 +180,8 @@ FsIdentity::FsIdentity(uid_t uid, gid_t gid, Caps caps) {
   if (caps == kKeepCaps) {
     // Per thread, like the fs ids: other threads are not affected.
     int bits = prctl(PR_GET_SECUREBITS);
-    if (bits >= 0 && prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(bits) | SECBIT_NO_SETUID_FIXUP) == 0)
+    if (bits >= 0 &&
+        prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(bits) | SECBIT_NO_SETUID_FIXUP) == 0)
       saved_securebits_ = bits;
   }
   // gid first: changing fsuid away from 0 drops the capabilities we would
@@ -189,7 +193,8 @@ FsIdentity::FsIdentity(uid_t uid, gid_t gid, Caps caps) {
 FsIdentity::~FsIdentity() {
   setfsuid(0);
   setfsgid(0);
-  if (saved_securebits_ >= 0) prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(saved_securebits_));
+  if (saved_securebits_ >= 0)
+    prctl(PR_SET_SECUREBITS, static_cast<unsigned long>(saved_securebits_));
 }
 
 Error FsError(const std::string& what, const std::string& path, int err) {
@@ -198,7 +203,8 @@ Error FsError(const std::string& what, const std::string& path, int err) {
 
 Result<std::string> NormalizePath(const std::string& path, const std::string& home) {
   if (path.empty()) return MakeError(Code::kInvalidRequest, "empty path");
-  if (path.find('\0') != std::string::npos) return MakeError(Code::kInvalidRequest, "path contains NUL");
+  if (path.find('\0') != std::string::npos)
+    return MakeError(Code::kInvalidRequest, "path contains NUL");
   const std::string full = path[0] == '/' ? path : home + "/" + path;
   std::vector<std::string> parts;
   size_t pos = 0;
@@ -262,13 +268,15 @@ Status Remove(int root, const std::string& path, bool recursive) {
   auto p = OpenParent(root, path);
   if (!p.ok()) return p.error();
   struct stat st {};
-  if (fstatat(p->dir.get(), p->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) return FsError("remove", path, errno);
+  if (fstatat(p->dir.get(), p->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return FsError("remove", path, errno);
   if (!S_ISDIR(st.st_mode)) {
     if (unlinkat(p->dir.get(), p->name.c_str(), 0) < 0) return FsError("remove", path, errno);
     return {};
   }
   if (recursive) HUTCH_CHECK_OK(RemoveChildren(p->dir.get(), p->name, path), "remove");
-  if (unlinkat(p->dir.get(), p->name.c_str(), AT_REMOVEDIR) < 0) return FsError("remove", path, errno);
+  if (unlinkat(p->dir.get(), p->name.c_str(), AT_REMOVEDIR) < 0)
+    return FsError("remove", path, errno);
   return {};
 }
 
@@ -313,7 +321,8 @@ Result<ReadSource> OpenForRead(int root, const std::string& path, int64_t offset
   struct stat st {};
   if (fstat(fd->get(), &st) < 0) return FsError("read", path, errno);
   if (S_ISDIR(st.st_mode)) return FsError("read", path, EISDIR);
-  if (!S_ISREG(st.st_mode)) return MakeError(Code::kInvalidRequest, "read " + path + ": not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return MakeError(Code::kInvalidRequest, "read " + path + ": not a regular file");
   ReadSource r;
   r.fd = std::move(*fd);
   r.size = static_cast<uint64_t>(st.st_size);
@@ -358,7 +367,8 @@ Result<TempFile> TempFile::Create(int root, const std::string& path, mode_t mode
     std::string tmp = "." + t.name_.substr(0, 200) + ".hutch-" + std::to_string(getpid()) + "-" +
                       std::to_string(++counter);
     // 0600 until commit: a half-written file is not readable by others.
-    int fd = openat(t.dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = openat(t.dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                    0600);
     if (fd >= 0) {
       t.file_.reset(fd);
       t.tmp_name_ = std::move(tmp);
@@ -385,7 +395,8 @@ Status TempFile::Append(const char* data, size_t n) {
 Result<json> TempFile::Commit() {
   if (fchmod(file_.get(), mode_) < 0) return FsError("chmod", path_, errno);
   if (close(file_.release()) < 0) return FsError("write", path_, errno);
-  if (renameat(dir_.get(), tmp_name_.c_str(), dir_.get(), name_.c_str()) < 0) return FsError("rename", path_, errno);
+  if (renameat(dir_.get(), tmp_name_.c_str(), dir_.get(), name_.c_str()) < 0)
+    return FsError("rename", path_, errno);
   tmp_name_.clear();
   return EntryAt(dir_.get(), name_, path_);
 }

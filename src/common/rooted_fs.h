@@ -53,10 +53,12 @@ Result<nlohmann::json> StatEntry(int root, const std::string& path);
 Result<nlohmann::json> ListEntries(int root, const std::string& path, int depth);
 Result<nlohmann::json> MakeDirs(int root, const std::string& path);  // entry of the dir
 Status Remove(int root, const std::string& path, bool recursive);
-Result<nlohmann::json> Move(int root, const std::string& from, const std::string& to);  // entry of `to`
+Result<nlohmann::json> Move(int root, const std::string& from,
+                            const std::string& to);  // entry of `to`
 // chown (uid/gid; -1 keeps it) then chmod (mode 0..07777; -1 keeps it) of
 // what `path` names, a final symlink followed inside the tree; its entry.
-Result<nlohmann::json> SetAttributes(int root, const std::string& path, int mode, int64_t uid, int64_t gid);
+Result<nlohmann::json> SetAttributes(int root, const std::string& path, int mode, int64_t uid,
+                                     int64_t gid);
 
 // A regular file opened for a ranged read.
 struct ReadSource {

@@ -9,7 +9,8 @@ std::string Sha256Hex(std::string_view data) {
   unsigned int len = 0;
   // EVP_Digest with SHA-256 cannot fail for in-memory input short of
   // allocation failure; an empty result then never matches a stored hash.
-  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1) return std::string();
+  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
+    return std::string();
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);

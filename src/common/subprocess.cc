@@ -42,16 +42,19 @@ asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout) {
     }
   });
   boost::system::error_code ec;
-  co_await d.async_wait(asio::posix::descriptor_base::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  co_await d.async_wait(asio::posix::descriptor_base::wait_read,
+                        asio::redirect_error(asio::use_awaitable, ec));
   t.cancel();
   co_return !ec && !expired;
 }
 
-asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+asio::awaitable<Status> RunTool(const std::vector<std::string>& argv,
+                                std::chrono::milliseconds timeout) {
   co_return co_await RunToolWithInput(argv, nullptr, timeout);
 }
 
-asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, const std::string* input,
+asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv,
+                                         const std::string* input,
                                          std::chrono::milliseconds timeout) {
   if (argv.empty()) co_return MakeError(Code::kInternal, "RunTool: empty argv");
   const std::string& tool = argv[0];
@@ -103,17 +106,18 @@ asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, c
     tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   }
-  std::string why = !done                 ? "timed out"
-                    : WIFEXITED(st)       ? "exit status " + std::to_string(WEXITSTATUS(st))
-                    : WIFSIGNALED(st)     ? "killed by signal " + std::to_string(WTERMSIG(st))
-                                          : "status " + std::to_string(st);
-  co_return MakeError(Code::kInternal, tool + " failed (" + why + ")" + (tail.empty() ? "" : ": " + tail));
+  std::string why = !done             ? "timed out"
+                    : WIFEXITED(st)   ? "exit status " + std::to_string(WEXITSTATUS(st))
+                    : WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st))
+                                      : "status " + std::to_string(st);
+  co_return MakeError(Code::kInternal,
+                      tool + " failed (" + why + ")" + (tail.empty() ? "" : ": " + tail));
 }
 
-asio::awaitable<Result<int>> RunToolStreaming(const std::vector<std::string>& argv,
-                                              const std::vector<std::string>& env,
-                                              std::chrono::milliseconds timeout,
-                                              std::function<asio::awaitable<void>(std::string_view)> on_output) {
+asio::awaitable<Result<int>> RunToolStreaming(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env,
+    std::chrono::milliseconds timeout,
+    std::function<asio::awaitable<void>(std::string_view)> on_output) {
   if (argv.empty()) co_return MakeError(Code::kInternal, "RunToolStreaming: empty argv");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) co_return ErrnoError("pipe2");
@@ -152,7 +156,8 @@ asio::awaitable<Result<int>> RunToolStreaming(const std::vector<std::string>& ar
   std::string buf(16384, '\0');
   while (true) {
     boost::system::error_code ec;
-    size_t n = co_await out.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await out.async_read_some(asio::buffer(buf),
+                                            asio::redirect_error(asio::use_awaitable, ec));
     if (n > 0) co_await on_output(std::string_view(buf.data(), n));
     if (ec) break;
   }

@@ -27,10 +27,12 @@ asio::awaitable<bool> WaitReadable(int fd, std::chrono::milliseconds timeout);
 // Runs argv[0] (an absolute path) with a minimal environment, stdin from
 // /dev/null and stdout/stderr captured (the last 2 KiB go into the error
 // message). Fails unless it exits 0 within `timeout` (it is killed then).
-asio::awaitable<Status> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+asio::awaitable<Status> RunTool(const std::vector<std::string>& argv,
+                                std::chrono::milliseconds timeout);
 // The same with `*input` (if not null) as the tool's stdin (`nft -f -`,
 // `ip -batch -`).
-asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, const std::string* input,
+asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv,
+                                         const std::string* input,
                                          std::chrono::milliseconds timeout);
 
 // Runs argv[0] (an absolute path) with exactly `env`, stdin from
@@ -38,9 +40,9 @@ asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv, c
 // (for tools whose progress someone watches: debootstrap). Returns the exit
 // status (128+signal when killed); killed with SIGKILL after `timeout`
 // (then the result is 128+9).
-asio::awaitable<Result<int>> RunToolStreaming(const std::vector<std::string>& argv,
-                                              const std::vector<std::string>& env,
-                                              std::chrono::milliseconds timeout,
-                                              std::function<asio::awaitable<void>(std::string_view)> on_output);
+asio::awaitable<Result<int>> RunToolStreaming(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env,
+    std::chrono::milliseconds timeout,
+    std::function<asio::awaitable<void>(std::string_view)> on_output);
 
 }  // namespace hutch

@@ -14,9 +14,12 @@ SandboxResources::~SandboxResources() {
   // A create whose coroutine is destroyed mid-way cannot await here.
   auto inst = std::move(sb_->instance);
   const int slot = std::exchange(sb_->rec.net_slot, -1);
-  asio::co_spawn(s_->ex,
-                 [s = s_, inst = std::move(inst), slot]() -> asio::awaitable<void> { co_await s->Teardown(inst, slot); },
-                 asio::detached);
+  asio::co_spawn(
+      s_->ex,
+      [s = s_, inst = std::move(inst), slot]() -> asio::awaitable<void> {
+        co_await s->Teardown(inst, slot);
+      },
+      asio::detached);
 }
 
 asio::awaitable<void> SandboxResources::Release() {

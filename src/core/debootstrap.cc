@@ -118,15 +118,18 @@ bool ValidDebianMirror(const std::string& url) {
     return false;
   }
   const size_t slash = url.find('/', at);
-  if (slash == std::string::npos || slash == at || slash + 1 == url.size()) return false;  // a host and a path
+  if (slash == std::string::npos || slash == at || slash + 1 == url.size())
+    return false;  // a host and a path
   const std::string host = url.substr(at, slash - at);
   if (host[0] == '-' || host[0] == '.' || host[0] == ':') return false;
   for (char c : host)
-    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'))
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' ||
+          c == ']'))
       return false;
   for (size_t i = slash; i < url.size(); ++i) {
     const char c = url[i];
-    if (!(isalnum(static_cast<unsigned char>(c)) || std::string_view("/-._~%+:,=").find(c) != std::string_view::npos))
+    if (!(isalnum(static_cast<unsigned char>(c)) ||
+          std::string_view("/-._~%+:,=").find(c) != std::string_view::npos))
       return false;
   }
   return true;
@@ -137,7 +140,8 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
   std::error_code ec;
   if (fs::exists(apt_dir + "/sources.list", ec)) ParseList(Slurp(apt_dir + "/sources.list"), &all);
   std::vector<fs::path> parts;
-  for (const auto& e : fs::directory_iterator(apt_dir + "/sources.list.d", ec)) parts.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(apt_dir + "/sources.list.d", ec))
+    parts.push_back(e.path());
   std::sort(parts.begin(), parts.end());
   for (const auto& p : parts) {
     if (p.extension() == ".list") ParseList(Slurp(p), &all);
@@ -147,39 +151,57 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
   // command line (file: sources, and anything odd, are skipped).
   auto is_main_archive = [](const AptSource& s) {
     for (const auto& su : s.suites)
-      if (su.find('/') != std::string::npos || su.find("security") != std::string::npos) return false;
+      if (su.find('/') != std::string::npos || su.find("security") != std::string::npos)
+        return false;
     return ValidDebianMirror(s.uri);
   };
   for (const auto& s : all)
-    if (is_main_archive(s) && std::find(s.suites.begin(), s.suites.end(), suite) != s.suites.end()) return s.uri;
+    if (is_main_archive(s) && std::find(s.suites.begin(), s.suites.end(), suite) != s.suites.end())
+      return s.uri;
   // No source names this suite: the archive that serves the host's own
   // Debian suites serves the others too.
   for (const auto& s : all)
     if (is_main_archive(s) && s.uri.find("debian") != std::string::npos) return s.uri;
-  return MakeError(Code::kInvalidRequest, "no Debian mirror for '" + suite + "' in " + apt_dir +
-                                              "/sources.list(.d): debian:<suite> templates use the host's apt mirror");
+  return MakeError(Code::kInvalidRequest,
+                   "no Debian mirror for '" + suite + "' in " + apt_dir +
+                       "/sources.list(.d): debian:<suite> templates use the host's apt mirror");
 }
 
-asio::awaitable<Result<int>> RunDebootstrap(const std::string& suite, const std::string& target,
-                                            const std::string& mirror,
-                                            std::function<asio::awaitable<void>(std::string_view)> on_output) {
+asio::awaitable<Result<int>> RunDebootstrap(
+    const std::string& suite, const std::string& target, const std::string& mirror,
+    std::function<asio::awaitable<void>(std::string_view)> on_output) {
   // The spec's grammar and FindDebianMirror already hold these; checked
   // again where they meet a root command line.
   if (!ValidDebianSuite(suite))
-    co_return MakeError(Code::kInvalidRequest, "'from': '" + suite + "' is not a Debian suite name");
+    co_return MakeError(Code::kInvalidRequest,
+                        "'from': '" + suite + "' is not a Debian suite name");
   if (!ValidDebianMirror(mirror))
-    co_return MakeError(Code::kInvalidRequest, "mirror: '" + mirror + "' is not an http(s) mirror URL");
+    co_return MakeError(Code::kInvalidRequest,
+                        "mirror: '" + mirror + "' is not an http(s) mirror URL");
   std::string tool = "/usr/sbin/debootstrap";
   if (access(tool.c_str(), X_OK) != 0)
-    co_return MakeError(Code::kNotSupported, "debootstrap is not installed on this host (scripts/setup installs it)");
+    co_return MakeError(Code::kNotSupported,
+                        "debootstrap is not installed on this host (scripts/setup installs it)");
   // A private mount namespace (its /proc, /sys mounts in the target go
   // with it) and pid namespace (maintainer scripts' leftovers die with it).
   // `--` ends unshare's options; debootstrap takes no `--` (it refuses it
   // as an unknown option), so its positional arguments rest on the
   // grammars above.
-  std::vector<std::string> argv = {"/usr/bin/unshare", "--mount", "--pid", "--fork", "--propagation", "private", "--",
-                                   tool, "--variant=minbase", "--include=ca-certificates", suite, target, mirror};
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"};
+  std::vector<std::string> argv = {"/usr/bin/unshare",
+                                   "--mount",
+                                   "--pid",
+                                   "--fork",
+                                   "--propagation",
+                                   "private",
+                                   "--",
+                                   tool,
+                                   "--variant=minbase",
+                                   "--include=ca-certificates",
+                                   suite,
+                                   target,
+                                   mirror};
+  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
+                                  "DEBIAN_FRONTEND=noninteractive"};
   co_return co_await RunToolStreaming(argv, env, std::chrono::minutes(30), std::move(on_output));
 }
 
@@ -191,7 +213,8 @@ Status ShiftRootOwners(const std::string& root, uint32_t uid_base) {
     fs::remove_all(e.path(), rec);
   }
   g_uid_base = uid_base;  // nftw has no user pointer; builds run on one thread
-  if (nftw(root.c_str(), ShiftOne, 64, FTW_PHYS) != 0) return ErrnoError("shift owners under " + root);
+  if (nftw(root.c_str(), ShiftOne, 64, FTW_PHYS) != 0)
+    return ErrnoError("shift owners under " + root);
   return Status{};
 }
 

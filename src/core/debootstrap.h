@@ -31,13 +31,14 @@ bool ValidDebianMirror(const std::string& url);
 // The Debian archive URI this host's apt sources name for `suite` (or for
 // any Debian suite when none names it), from the apt source files under
 // `apt_dir` (normally /etc/apt).
-Result<std::string> FindDebianMirror(const std::string& suite, const std::string& apt_dir = "/etc/apt");
+Result<std::string> FindDebianMirror(const std::string& suite,
+                                     const std::string& apt_dir = "/etc/apt");
 
 // Runs debootstrap --variant=minbase SUITE TARGET MIRROR, streaming its
 // output to `on_output`. Returns debootstrap's exit status (0 = done).
-asio::awaitable<Result<int>> RunDebootstrap(const std::string& suite, const std::string& target,
-                                            const std::string& mirror,
-                                            std::function<asio::awaitable<void>(std::string_view)> on_output);
+asio::awaitable<Result<int>> RunDebootstrap(
+    const std::string& suite, const std::string& target, const std::string& mirror,
+    std::function<asio::awaitable<void>(std::string_view)> on_output);
 
 // Makes a root tree made by the host's root usable as a sandbox's lower
 // layer: every owner id moves up by uid_base (sandbox uid N = host uid

@@ -17,7 +17,7 @@ struct ExecRequest {
   std::string cwd;
   std::string user;
   std::optional<std::string> stdin_data;
-  int64_t timeout_seconds = 60;   // 0: no timeout
+  int64_t timeout_seconds = 60;  // 0: no timeout
   // A deadline finer than seconds (E2B's Connect-Timeout-Ms); when set it
   // replaces timeout_seconds. 0: no timeout.
   std::optional<int64_t> timeout_ms;

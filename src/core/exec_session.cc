@@ -42,10 +42,12 @@ Error StreamEndedError(const Sandbox& sb, bool interrupted) {
   if (interrupted) return MakeError(Code::kUnavailable, "client went away");
   if (sb.rec.status == SandboxStatus::kStopped && sb.rec.reason == "expired")
     // The reaper deleted the sandbox under a running command: say so.
-    return MakeError(Code::kSandboxExpired, "sandbox " + sb.rec.id + " expired (ttl) while the command ran");
+    return MakeError(Code::kSandboxExpired,
+                     "sandbox " + sb.rec.id + " expired (ttl) while the command ran");
   if (sb.rec.status == SandboxStatus::kStopped)
-    return MakeError(Code::kSandboxNotRunning,
-                     "sandbox " + sb.rec.id + " stopped while the command ran (" + sb.rec.reason + ")");
+    return MakeError(
+        Code::kSandboxNotRunning,
+        "sandbox " + sb.rec.id + " stopped while the command ran (" + sb.rec.reason + ")");
   return LostError();
 }
 
@@ -55,10 +57,12 @@ bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_bef
   // command (`cmd` is `sh -c`) may outlive its killed child and exit 137
   // itself, so both forms count.
   auto inst = sb.instance;
-  return inst && (e.signal == 9 || e.exit_code == 137) && !e.timed_out && inst->OomKills() > oom_kills_before;
+  return inst && (e.signal == 9 || e.exit_code == 137) && !e.timed_out &&
+         inst->OomKills() > oom_kills_before;
 }
 
-Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, uint64_t oom_kills_before) {
+Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb,
+                                uint64_t oom_kills_before) {
   ExitInfo e;
   try {
     auto j = nlohmann::json::parse(payload);
@@ -75,9 +79,10 @@ Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, u
   return e;
 }
 
-asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::shared_ptr<Sandbox> sb,
-                                                                         ExecRequest req) {
-  if (req.argv.empty() || req.argv[0].empty()) co_return MakeError(Code::kInvalidRequest, "empty command");
+asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(
+    std::shared_ptr<Sandbox> sb, ExecRequest req) {
+  if (req.argv.empty() || req.argv[0].empty())
+    co_return MakeError(Code::kInvalidRequest, "empty command");
   auto inst = sb->instance;
   if (!inst || !inst->agent() || !inst->agent()->alive())
     co_return MakeError(Code::kSandboxNotRunning, "sandbox " + sb->rec.id + " is not running");
@@ -86,16 +91,14 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
   s->oom_before_ = inst->OomKills();
   const int64_t timeout_ms = req.timeout_ms.value_or(req.timeout_seconds * 1000);
   if (timeout_ms > 0)
-    s->deadline_ =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + AgentConnection::answer_timeout();
+    s->deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) +
+                   AgentConnection::answer_timeout();
   // Sandbox-level env first, request env overrides it.
   std::map<std::string, std::string> env = sb->rec.env;
   for (const auto& [k, v] : req.env) env[k] = v;
   nlohmann::json spec = {
-      {"argv", req.argv},
-      {"env", env},
-      {"timeout_ms", timeout_ms},
-      {"stdin", req.stdin_data.has_value()},
+      {"argv", req.argv},         {"env", env},
+      {"timeout_ms", timeout_ms}, {"stdin", req.stdin_data.has_value()},
       {"detach", req.detach},
   };
   // The template's defaults stand in for what the request leaves out.
@@ -103,24 +106,30 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(std::sh
   const std::string& user = req.user.empty() ? sb->rec.user : req.user;
   if (!cwd.empty()) spec["cwd"] = cwd;
   if (!user.empty()) spec["user"] = user;
-  if (auto st = co_await stream->Send(wire::Type::kExecStart, spec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (auto st = co_await stream->Send(
+          wire::Type::kExecStart,
+          spec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       !st.ok())
     co_return st.error();
   if (req.stdin_data) {
     // Chunked so no frame exceeds the protocol's payload limit.
     const std::string& in = *req.stdin_data;
     for (size_t off = 0; off < in.size(); off += wire::kChunk) {
-      if (auto st = co_await stream->Send(wire::Type::kStdin, std::string_view(in).substr(off, wire::kChunk)); !st.ok())
+      if (auto st = co_await stream->Send(wire::Type::kStdin,
+                                          std::string_view(in).substr(off, wire::kChunk));
+          !st.ok())
         co_return st.error();
     }
-    if (auto st = co_await stream->Send(wire::Type::kStdinClose, {}); !st.ok()) co_return st.error();
+    if (auto st = co_await stream->Send(wire::Type::kStdinClose, {}); !st.ok())
+      co_return st.error();
   }
   auto answer = co_await stream->Answer();
   if (!answer.ok()) co_return answer.error();
   auto& f = *answer;
   if (!f) co_return LostError();
   if (f->type == wire::Type::kError) co_return ParseAgentError(f->payload);
-  if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "agent answered exec with an unexpected frame");
+  if (f->type != wire::Type::kStarted)
+    co_return MakeError(Code::kInternal, "agent answered exec with an unexpected frame");
   try {
     s->pid_ = nlohmann::json::parse(f->payload).value("pid", 0);
   } catch (const std::exception&) {
@@ -214,7 +223,8 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
   return ev;
 }
 
-asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req, size_t output_cap) {
+asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req,
+                                            size_t output_cap) {
   auto s = co_await ExecSession::Start(sb, std::move(req));
   if (!s.ok()) co_return s.error();
   ExecResult r;

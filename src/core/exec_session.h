@@ -43,7 +43,8 @@ class ExecSession {
   void Detach();
 
  private:
-  ExecSession(std::shared_ptr<Sandbox> sb, std::shared_ptr<AgentStream> s) : sb_(std::move(sb)), stream_(std::move(s)) {}
+  ExecSession(std::shared_ptr<Sandbox> sb, std::shared_ptr<AgentStream> s)
+      : sb_(std::move(sb)), stream_(std::move(s)) {}
   std::shared_ptr<Sandbox> sb_;
   std::shared_ptr<AgentStream> stream_;
   int pid_ = 0;
@@ -72,10 +73,12 @@ Error StreamEndedError(const Sandbox& sb, bool interrupted);
 bool LooksOomKilled(const ExitInfo& e, const Sandbox& sb, uint64_t oom_kills_before);
 // Reads an agent kExit payload (exec, background process and terminal
 // streams end with the same frame), oom_killed included.
-Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb, uint64_t oom_kills_before);
+Result<ExitInfo> ParseExitFrame(const std::string& payload, const Sandbox& sb,
+                                uint64_t oom_kills_before);
 
 // Runs a command to completion, keeping at most `output_cap` bytes of each
 // stream (the rest is read and dropped; `truncated` tells).
-asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req, size_t output_cap);
+asio::awaitable<Result<ExecResult>> RunExec(std::shared_ptr<Sandbox> sb, ExecRequest req,
+                                            size_t output_cap);
 
 }  // namespace hutch

@@ -31,17 +31,20 @@ nlohmann::json EntryToApi(const nlohmann::json& e) {
   return out;
 }
 
-asio::awaitable<Result<nlohmann::json>> FsCall(std::shared_ptr<Sandbox> sb, nlohmann::json request) {
+asio::awaitable<Result<nlohmann::json>> FsCall(std::shared_ptr<Sandbox> sb,
+                                               nlohmann::json request) {
   auto s = OpenFsStream(sb);
   if (!s.ok()) co_return s.error();
   auto stream = s.value();
-  if (auto st = co_await stream->Send(wire::Type::kFsRequest, Dump(request)); !st.ok()) co_return st.error();
+  if (auto st = co_await stream->Send(wire::Type::kFsRequest, Dump(request)); !st.ok())
+    co_return st.error();
   auto answer = co_await stream->Answer();
   if (!answer.ok()) co_return answer.error();
   auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kFsResult) co_return MakeError(Code::kInternal, "unexpected agent frame for fs request");
+  if (f->type != wire::Type::kFsResult)
+    co_return MakeError(Code::kInternal, "unexpected agent frame for fs request");
   try {
     auto j = nlohmann::json::parse(f->payload);
     if (j.contains("entry")) j["entry"] = EntryToApi(j["entry"]);
@@ -53,22 +56,23 @@ asio::awaitable<Result<nlohmann::json>> FsCall(std::shared_ptr<Sandbox> sb, nloh
   }
 }
 
-asio::awaitable<Result<std::unique_ptr<FileDownload>>> FileDownload::Start(std::shared_ptr<Sandbox> sb,
-                                                                          const std::string& path,
-                                                                          const std::string& user,
-                                                                          int64_t offset, int64_t length) {
+asio::awaitable<Result<std::unique_ptr<FileDownload>>> FileDownload::Start(
+    std::shared_ptr<Sandbox> sb, const std::string& path, const std::string& user, int64_t offset,
+    int64_t length) {
   auto s = OpenFsStream(sb);
   if (!s.ok()) co_return s.error();
   std::unique_ptr<FileDownload> d(new FileDownload(s.value()));
   nlohmann::json req = {{"op", "read"}, {"path", path}, {"offset", offset}, {"length", length}};
   if (!user.empty()) req["user"] = user;
-  if (auto st = co_await d->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok()) co_return st.error();
+  if (auto st = co_await d->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok())
+    co_return st.error();
   auto answer = co_await d->stream_->Answer();
   if (!answer.ok()) co_return answer.error();
   auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "unexpected agent frame for read");
+  if (f->type != wire::Type::kStarted)
+    co_return MakeError(Code::kInternal, "unexpected agent frame for read");
   try {
     auto j = nlohmann::json::parse(f->payload);
     d->size_ = j.value("size", int64_t{0});
@@ -84,7 +88,8 @@ asio::awaitable<Result<std::optional<std::string>>> FileDownload::Next() {
   if (done_) co_return std::optional<std::string>();
   auto f = co_await stream_->Next();
   if (!f) co_return Lost();
-  if (f->type == wire::Type::kFsReadData) co_return std::optional<std::string>(std::move(f->payload));
+  if (f->type == wire::Type::kFsReadData)
+    co_return std::optional<std::string>(std::move(f->payload));
   done_ = true;
   if (f->type == wire::Type::kFsResult) co_return std::optional<std::string>();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
@@ -92,20 +97,23 @@ asio::awaitable<Result<std::optional<std::string>>> FileDownload::Next() {
 }
 
 asio::awaitable<Result<std::unique_ptr<FileUpload>>> FileUpload::Start(std::shared_ptr<Sandbox> sb,
-                                                                      const std::string& path,
-                                                                      const std::string& user, int mode) {
+                                                                       const std::string& path,
+                                                                       const std::string& user,
+                                                                       int mode) {
   auto s = OpenFsStream(sb);
   if (!s.ok()) co_return s.error();
   std::unique_ptr<FileUpload> u(new FileUpload(s.value()));
   nlohmann::json req = {{"op", "write"}, {"path", path}, {"mode", mode}};
   if (!user.empty()) req["user"] = user;
-  if (auto st = co_await u->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok()) co_return st.error();
+  if (auto st = co_await u->stream_->Send(wire::Type::kFsRequest, Dump(req)); !st.ok())
+    co_return st.error();
   auto answer = co_await u->stream_->Answer();
   if (!answer.ok()) co_return answer.error();
   auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "unexpected agent frame for write");
+  if (f->type != wire::Type::kStarted)
+    co_return MakeError(Code::kInternal, "unexpected agent frame for write");
   co_return std::move(u);
 }
 
@@ -119,7 +127,8 @@ asio::awaitable<Status> FileUpload::Write(std::string_view data) {
     if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   }
   for (size_t off = 0; off < data.size(); off += wire::kChunk) {
-    if (auto st = co_await stream_->Send(wire::Type::kFsWriteData, data.substr(off, wire::kChunk)); !st.ok())
+    if (auto st = co_await stream_->Send(wire::Type::kFsWriteData, data.substr(off, wire::kChunk));
+        !st.ok())
       co_return st;
   }
   written_ += data.size();
@@ -133,7 +142,8 @@ asio::awaitable<Result<nlohmann::json>> FileUpload::Finish() {
   auto& f = *answer;
   if (!f) co_return Lost();
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kFsResult) co_return MakeError(Code::kInternal, "unexpected agent frame ending write");
+  if (f->type != wire::Type::kFsResult)
+    co_return MakeError(Code::kInternal, "unexpected agent frame ending write");
   try {
     auto j = nlohmann::json::parse(f->payload);
     co_return EntryToApi(j.value("entry", nlohmann::json::object()));
@@ -142,15 +152,16 @@ asio::awaitable<Result<nlohmann::json>> FileUpload::Finish() {
   }
 }
 
-asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
-                                                   const std::string& user, int64_t max_bytes) {
+asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb,
+                                                   const std::string& path, const std::string& user,
+                                                   int64_t max_bytes) {
   auto dl = co_await FileDownload::Start(std::move(sb), path, user, 0, -1);
   if (!dl.ok()) co_return dl.error();
   auto& d = **dl;
   if (d.file_size() > max_bytes)
-    co_return MakeError(Code::kInvalidRequest, path + " is " + std::to_string(d.file_size()) +
-                                                   " bytes, more than the " + std::to_string(max_bytes) +
-                                                   " this operation reads whole");
+    co_return MakeError(Code::kInvalidRequest,
+                        path + " is " + std::to_string(d.file_size()) + " bytes, more than the " +
+                            std::to_string(max_bytes) + " this operation reads whole");
   std::string out;
   out.reserve(static_cast<size_t>(d.length()));
   while (true) {
@@ -160,13 +171,16 @@ asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb, 
     out += **chunk;
     d.Consumed((*chunk)->size());
     if (static_cast<int64_t>(out.size()) > max_bytes)
-      co_return MakeError(Code::kInvalidRequest, path + " grew past " + std::to_string(max_bytes) + " bytes");
+      co_return MakeError(Code::kInvalidRequest,
+                          path + " grew past " + std::to_string(max_bytes) + " bytes");
   }
   co_return out;
 }
 
-asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
-                                                       const std::string& user, int mode, std::string_view data) {
+asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb,
+                                                       const std::string& path,
+                                                       const std::string& user, int mode,
+                                                       std::string_view data) {
   auto up = co_await FileUpload::Start(std::move(sb), path, user, mode);
   if (!up.ok()) co_return up.error();
   if (auto st = co_await (*up)->Write(data); !st.ok()) co_return st.error();

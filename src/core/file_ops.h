@@ -28,7 +28,8 @@ class FileDownload {
   static asio::awaitable<Result<std::unique_ptr<FileDownload>>> Start(std::shared_ptr<Sandbox> sb,
                                                                       const std::string& path,
                                                                       const std::string& user,
-                                                                      int64_t offset, int64_t length);
+                                                                      int64_t offset,
+                                                                      int64_t length);
   int64_t file_size() const { return size_; }
   int64_t offset() const { return offset_; }
   int64_t length() const { return length_; }
@@ -47,7 +48,8 @@ class FileUpload {
  public:
   static asio::awaitable<Result<std::unique_ptr<FileUpload>>> Start(std::shared_ptr<Sandbox> sb,
                                                                     const std::string& path,
-                                                                    const std::string& user, int mode);
+                                                                    const std::string& user,
+                                                                    int mode);
   // Appends bytes (any size; split into frames). Fails early if the agent
   // already reported an error (disk full, permission).
   asio::awaitable<Status> Write(std::string_view data);
@@ -62,11 +64,14 @@ class FileUpload {
 
 // A whole small file (config files, a file to edit in place): refuses one
 // larger than `max_bytes` instead of holding it.
-asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
-                                                   const std::string& user, int64_t max_bytes);
+asio::awaitable<Result<std::string>> ReadWholeFile(std::shared_ptr<Sandbox> sb,
+                                                   const std::string& path, const std::string& user,
+                                                   int64_t max_bytes);
 // Writes `data` as the whole new content of `path` (temp file + rename);
 // returns the API entry of the file.
-asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb, const std::string& path,
-                                                       const std::string& user, int mode, std::string_view data);
+asio::awaitable<Result<nlohmann::json>> WriteWholeFile(std::shared_ptr<Sandbox> sb,
+                                                       const std::string& path,
+                                                       const std::string& user, int mode,
+                                                       std::string_view data);
 
 }  // namespace hutch

@@ -32,12 +32,14 @@ IdempotencyCache::Lookup IdempotencyCache::Claim(const std::string& scope, const
   return {State::kDone, it->second.sandbox_id};
 }
 
-Status IdempotencyCache::Complete(const std::string& scope, const std::string& key, const std::string& sandbox_id) {
+Status IdempotencyCache::Complete(const std::string& scope, const std::string& key,
+                                  const std::string& sandbox_id) {
   auto it = entries_.find(scope + '\n' + key);
   if (it == entries_.end()) return Status{};
   it->second.sandbox_id = sandbox_id;
   if (!store_) return Status{};
-  return store_->PutIdempotency(store::IdempotencyRow{scope, key, it->second.body_hash, sandbox_id, ToUnixMs(it->second.at)});
+  return store_->PutIdempotency(
+      store::IdempotencyRow{scope, key, it->second.body_hash, sandbox_id, ToUnixMs(it->second.at)});
 }
 
 void IdempotencyCache::Abandon(const std::string& scope, const std::string& key) {

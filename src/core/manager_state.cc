@@ -17,7 +17,8 @@ Status ManagerState::Persist(const Sandbox& sb) {
   row.record = sb.rec.ToStoreJson();
   if (sb.instance) row.instance = sb.instance->AdoptionFacts();
   auto st = store->PutSandbox(row);
-  if (!st.ok()) spdlog::error("sandbox={} persist_failed err=\"{}\"", sb.rec.id, st.error().message);
+  if (!st.ok())
+    spdlog::error("sandbox={} persist_failed err=\"{}\"", sb.rec.id, st.error().message);
   return st;
 }
 
@@ -37,10 +38,12 @@ Result<Driver*> ManagerState::PickDriver(const std::string& name) const {
   if (name.empty()) return driver;
   if (auto it = drivers.find(name); it != drivers.end()) return it->second;
   if (auto it = unavailable_drivers.find(name); it != unavailable_drivers.end())
-    return MakeError(Code::kNotSupported, "driver '" + name + "' is not available on this server: " + it->second);
+    return MakeError(Code::kNotSupported,
+                     "driver '" + name + "' is not available on this server: " + it->second);
   std::string known;
   for (const auto& [n, d] : drivers) known += (known.empty() ? "" : ", ") + n;
-  return MakeError(Code::kInvalidRequest, "unknown driver '" + name + "' (this server has: " + known + ")");
+  return MakeError(Code::kInvalidRequest,
+                   "unknown driver '" + name + "' (this server has: " + known + ")");
 }
 
 asio::awaitable<void> ManagerState::Teardown(std::shared_ptr<Instance> inst, int net_slot) {

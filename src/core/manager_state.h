@@ -85,7 +85,8 @@ struct ManagerState {
 
 // Starting, running or paused: it holds (or is about to hold) an instance.
 inline bool IsLive(SandboxStatus s) {
-  return s == SandboxStatus::kStarting || s == SandboxStatus::kRunning || s == SandboxStatus::kPaused;
+  return s == SandboxStatus::kStarting || s == SandboxStatus::kRunning ||
+         s == SandboxStatus::kPaused;
 }
 
 Error SandboxNotFound(const std::string& id);

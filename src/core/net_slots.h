@@ -21,7 +21,8 @@ class NetSlots {
   virtual asio::awaitable<Status> SetPolicy(int slot, const net::NetworkPolicy& policy) = 0;
   virtual asio::awaitable<void> Release(int slot) = 0;
   // After a restart: takes back the slot a running sandbox still uses.
-  virtual asio::awaitable<Result<net::NetLease>> Adopt(int slot, const net::NetworkPolicy& policy) = 0;
+  virtual asio::awaitable<Result<net::NetLease>> Adopt(int slot,
+                                                       const net::NetworkPolicy& policy) = 0;
   // Removes the slots no adopted sandbox took back; returns how many.
   virtual asio::awaitable<int> ReconcileAtStart() = 0;
 };
@@ -30,8 +31,12 @@ class NetSlots {
 class ManagedNetSlots : public NetSlots {
  public:
   explicit ManagedNetSlots(net::NetworkManager* n) : n_(n) {}
-  asio::awaitable<Result<net::NetLease>> Acquire(const net::NetworkPolicy& p) override { return n_->Acquire(p); }
-  asio::awaitable<Status> SetPolicy(int slot, const net::NetworkPolicy& p) override { return n_->SetPolicy(slot, p); }
+  asio::awaitable<Result<net::NetLease>> Acquire(const net::NetworkPolicy& p) override {
+    return n_->Acquire(p);
+  }
+  asio::awaitable<Status> SetPolicy(int slot, const net::NetworkPolicy& p) override {
+    return n_->SetPolicy(slot, p);
+  }
   asio::awaitable<void> Release(int slot) override { return n_->Release(slot); }
   asio::awaitable<Result<net::NetLease>> Adopt(int slot, const net::NetworkPolicy& p) override {
     return n_->Adopt(slot, p);

@@ -21,7 +21,8 @@ Result<std::shared_ptr<AgentConnection>> ProcessAgent(const Sandbox& sb) {
     return MakeError(Code::kSandboxNotRunning, "sandbox " + sb.rec.id + " is not running");
   auto agent = inst->agent();
   if (!agent->has_feature("processes"))
-    return MakeError(Code::kNotSupported, "the agent of sandbox " + sb.rec.id + " predates background processes");
+    return MakeError(Code::kNotSupported,
+                     "the agent of sandbox " + sb.rec.id + " predates background processes");
   return agent;
 }
 
@@ -31,7 +32,8 @@ Result<ProcessInfo> InfoFromJson(const json& j, const Sandbox& sb) {
     p.pid = j.at("pid").get<int>();
     p.argv = j.value("argv", std::vector<std::string>{});
     json meta = j.value("meta", json::object());
-    if (meta.is_object() && meta.contains("cmd") && meta["cmd"].is_string()) p.cmd = meta["cmd"].get<std::string>();
+    if (meta.is_object() && meta.contains("cmd") && meta["cmd"].is_string())
+      p.cmd = meta["cmd"].get<std::string>();
     p.user = j.value("user", "");
     p.cwd = j.value("cwd", "");
     p.background = j.value("background", false);
@@ -64,15 +66,19 @@ Result<ProcessInfo> InfoFromJson(const json& j, const Sandbox& sb) {
 }
 
 // One request to the agent, its kProcResult parsed as JSON.
-asio::awaitable<Result<json>> CallAgent(std::shared_ptr<Sandbox> sb, wire::Type type, std::string payload) {
+asio::awaitable<Result<json>> CallAgent(std::shared_ptr<Sandbox> sb, wire::Type type,
+                                        std::string payload) {
   auto agent = ProcessAgent(*sb);
   if (!agent.ok()) co_return agent.error();
   auto f = co_await (*agent)->Call(type, payload);
-  // A request refused before sending (over the wire's limit) is the caller's error, not a lost agent.
-  if (!f.ok() && (f.error().code == Code::kAgentTimeout || f.error().code == Code::kInvalidRequest)) co_return f.error();
+  // A request refused before sending (over the wire's limit) is the caller's error, not a lost
+  // agent.
+  if (!f.ok() && (f.error().code == Code::kAgentTimeout || f.error().code == Code::kInvalidRequest))
+    co_return f.error();
   if (!f.ok()) co_return StreamEndedError(*sb, false);
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kProcResult) co_return MakeError(Code::kInternal, "agent answered with an unexpected frame");
+  if (f->type != wire::Type::kProcResult)
+    co_return MakeError(Code::kInternal, "agent answered with an unexpected frame");
   try {
     co_return json::parse(f->payload);
   } catch (const json::exception& e) {
@@ -80,7 +86,8 @@ asio::awaitable<Result<json>> CallAgent(std::shared_ptr<Sandbox> sb, wire::Type 
   }
 }
 
-asio::awaitable<Result<ProcessInfo>> CallForInfo(std::shared_ptr<Sandbox> sb, wire::Type type, std::string payload) {
+asio::awaitable<Result<ProcessInfo>> CallForInfo(std::shared_ptr<Sandbox> sb, wire::Type type,
+                                                 std::string payload) {
   auto j = co_await CallAgent(sb, type, std::move(payload));
   if (!j.ok()) co_return j.error();
   co_return InfoFromJson(*j, *sb);
@@ -88,14 +95,17 @@ asio::awaitable<Result<ProcessInfo>> CallForInfo(std::shared_ptr<Sandbox> sb, wi
 
 }  // namespace
 
-asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb, const ExecRequest& req,
+asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb,
+                                                  const ExecRequest& req,
                                                   std::optional<std::string> cmd) {
-  if (req.argv.empty() || req.argv[0].empty()) co_return MakeError(Code::kInvalidRequest, "empty command");
+  if (req.argv.empty() || req.argv[0].empty())
+    co_return MakeError(Code::kInvalidRequest, "empty command");
   auto inst = sb->instance;
   // Sandbox-level env first, request env overrides it.
   std::map<std::string, std::string> env = sb->rec.env;
   for (const auto& [k, v] : req.env) env[k] = v;
-  json meta = {{"cmd", cmd ? json(*cmd) : json(nullptr)}, {"oom_kills_before", inst ? inst->OomKills() : 0}};
+  json meta = {{"cmd", cmd ? json(*cmd) : json(nullptr)},
+               {"oom_kills_before", inst ? inst->OomKills() : 0}};
   json spec = {
       {"argv", req.argv},
       {"env", env},
@@ -117,7 +127,8 @@ asio::awaitable<Result<std::vector<ProcessInfo>>> ListProcesses(std::shared_ptr<
   if (!j.ok()) co_return j.error();
   std::vector<ProcessInfo> out;
   auto it = j->find("processes");
-  if (it == j->end() || !it->is_array()) co_return MakeError(Code::kInternal, "malformed process list from agent");
+  if (it == j->end() || !it->is_array())
+    co_return MakeError(Code::kInternal, "malformed process list from agent");
   for (const auto& p : *it) {
     auto info = InfoFromJson(p, *sb);
     if (!info.ok()) co_return info.error();
@@ -132,29 +143,31 @@ asio::awaitable<Result<ProcessInfo>> GetProcess(std::shared_ptr<Sandbox> sb, int
   co_return co_await CallForInfo(sb, wire::Type::kProcStatus, Dump(req));
 }
 
-asio::awaitable<Result<ProcessInfo>> WriteProcessStdin(std::shared_ptr<Sandbox> sb, int pid, std::string_view data,
-                                                       bool close) {
+asio::awaitable<Result<ProcessInfo>> WriteProcessStdin(std::shared_ptr<Sandbox> sb, int pid,
+                                                       std::string_view data, bool close) {
   if (data.size() + wire::kProcStdinHeader > wire::kMaxPayload)
-    co_return MakeError(Code::kPayloadTooLarge, "stdin chunk larger than " + std::to_string(wire::kMaxPayload -
-                                                                                             wire::kProcStdinHeader) +
-                                                    " bytes");
+    co_return MakeError(Code::kPayloadTooLarge,
+                        "stdin chunk larger than " +
+                            std::to_string(wire::kMaxPayload - wire::kProcStdinHeader) + " bytes");
   co_return co_await CallForInfo(sb, wire::Type::kProcStdin,
                                  wire::EncodeProcStdin(static_cast<uint32_t>(pid), close, data));
 }
 
-asio::awaitable<Result<ProcessInfo>> SignalProcess(std::shared_ptr<Sandbox> sb, int pid, int signal) {
+asio::awaitable<Result<ProcessInfo>> SignalProcess(std::shared_ptr<Sandbox> sb, int pid,
+                                                   int signal) {
   const json req = {{"pid", pid}, {"signal", signal}};
   co_return co_await CallForInfo(sb, wire::Type::kProcSignal, Dump(req));
 }
 
-asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> ProcessFollower::Attach(std::shared_ptr<Sandbox> sb,
-                                                                                  int pid, uint64_t from) {
+asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> ProcessFollower::Attach(
+    std::shared_ptr<Sandbox> sb, int pid, uint64_t from) {
   auto agent = ProcessAgent(*sb);
   if (!agent.ok()) co_return agent.error();
   auto stream = (*agent)->OpenStream();
   std::unique_ptr<ProcessFollower> f(new ProcessFollower(sb, stream, from));
   const json req = {{"pid", pid}, {"from", from}};
-  if (auto st = co_await stream->Send(wire::Type::kProcAttach, Dump(req)); !st.ok()) co_return st.error();
+  if (auto st = co_await stream->Send(wire::Type::kProcAttach, Dump(req)); !st.ok())
+    co_return st.error();
   auto answer = co_await stream->Answer();
   if (!answer.ok()) co_return answer.error();
   auto& first = *answer;
@@ -171,11 +184,13 @@ asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> ProcessFollower::Attac
   auto info = InfoFromJson(j, *sb);
   if (!info.ok()) co_return info.error();
   f->info_ = std::move(*info);
-  if (j.contains("meta") && j["meta"].is_object()) f->oom_before_ = j["meta"].value("oom_kills_before", uint64_t{0});
+  if (j.contains("meta") && j["meta"].is_object())
+    f->oom_before_ = j["meta"].value("oom_kills_before", uint64_t{0});
   co_return std::move(f);
 }
 
-asio::awaitable<std::optional<ProcessEvent>> ProcessFollower::NextFor(std::chrono::milliseconds timeout) {
+asio::awaitable<std::optional<ProcessEvent>> ProcessFollower::NextFor(
+    std::chrono::milliseconds timeout) {
   ProcessEvent ev;
   if (done_) {
     ev.error = MakeError(Code::kInternal, "process stream already ended");

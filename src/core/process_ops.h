@@ -44,16 +44,18 @@ struct ProcessInfo {
 // Starts `req` as a background process. `cmd` is kept for listings. The
 // process's stdin stays open for WriteProcessStdin unless `req.stdin_data`
 // is set (then that is its whole input). req.timeout_seconds 0: no timeout.
-asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb, const ExecRequest& req,
+asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb,
+                                                  const ExecRequest& req,
                                                   std::optional<std::string> cmd);
 // Background processes (running and recently ended) and running commands.
 asio::awaitable<Result<std::vector<ProcessInfo>>> ListProcesses(std::shared_ptr<Sandbox> sb);
 asio::awaitable<Result<ProcessInfo>> GetProcess(std::shared_ptr<Sandbox> sb, int pid);
 // Queues `data` for the process's stdin, then closes it if `close`.
-asio::awaitable<Result<ProcessInfo>> WriteProcessStdin(std::shared_ptr<Sandbox> sb, int pid, std::string_view data,
-                                                       bool close);
+asio::awaitable<Result<ProcessInfo>> WriteProcessStdin(std::shared_ptr<Sandbox> sb, int pid,
+                                                       std::string_view data, bool close);
 // Sends `signal` to the process's group.
-asio::awaitable<Result<ProcessInfo>> SignalProcess(std::shared_ptr<Sandbox> sb, int pid, int signal);
+asio::awaitable<Result<ProcessInfo>> SignalProcess(std::shared_ptr<Sandbox> sb, int pid,
+                                                   int signal);
 
 struct ProcessEvent {
   enum Kind { kStdout, kStderr, kDropped, kExit, kError } kind = kError;
@@ -70,8 +72,8 @@ struct ProcessEvent {
 // the process runs on.
 class ProcessFollower {
  public:
-  static asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> Attach(std::shared_ptr<Sandbox> sb, int pid,
-                                                                          uint64_t from);
+  static asio::awaitable<Result<std::unique_ptr<ProcessFollower>>> Attach(
+      std::shared_ptr<Sandbox> sb, int pid, uint64_t from);
   // The process as it was when following began.
   const ProcessInfo& info() const { return info_; }
   // Next event, or nullopt if nothing happened within `timeout`. After

@@ -13,7 +13,8 @@ asio::awaitable<Result<std::unique_ptr<PtySession>>> PtySession::Start(std::shar
     co_return MakeError(Code::kSandboxNotRunning, "sandbox " + sb->rec.id + " is not running");
   auto agent = inst->agent();
   if (!agent->has_feature("pty"))
-    co_return MakeError(Code::kNotSupported, "the agent of sandbox " + sb->rec.id + " predates terminals");
+    co_return MakeError(Code::kNotSupported,
+                        "the agent of sandbox " + sb->rec.id + " predates terminals");
   auto stream = agent->OpenStream();
   std::unique_ptr<PtySession> s(new PtySession(sb, stream));
   s->oom_before_ = inst->OomKills();
@@ -27,7 +28,8 @@ asio::awaitable<Result<std::unique_ptr<PtySession>>> PtySession::Start(std::shar
   const std::string& user = req.user.empty() ? sb->rec.user : req.user;
   if (!cwd.empty()) spec["cwd"] = cwd;
   if (!user.empty()) spec["user"] = user;
-  if (auto st = co_await stream->Send(wire::Type::kPtyStart, spec.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (auto st = co_await stream->Send(wire::Type::kPtyStart,
+                                      spec.dump(-1, ' ', false, json::error_handler_t::replace));
       !st.ok())
     co_return st.error();
   auto answer = co_await stream->Answer();
@@ -35,7 +37,8 @@ asio::awaitable<Result<std::unique_ptr<PtySession>>> PtySession::Start(std::shar
   auto& f = *answer;
   if (!f) co_return StreamEndedError(*sb, false);
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
-  if (f->type != wire::Type::kStarted) co_return MakeError(Code::kInternal, "agent answered pty with an unexpected frame");
+  if (f->type != wire::Type::kStarted)
+    co_return MakeError(Code::kInternal, "agent answered pty with an unexpected frame");
   try {
     s->pid_ = json::parse(f->payload).value("pid", 0);
   } catch (const json::exception&) {
@@ -87,7 +90,9 @@ asio::awaitable<PtyEvent> PtySession::Next() {
 asio::awaitable<Status> PtySession::Write(std::string_view bytes) {
   // Chunked so no frame exceeds the protocol's payload limit.
   for (size_t off = 0; off < bytes.size(); off += wire::kChunk)
-    if (auto st = co_await stream_->Send(wire::Type::kStdin, bytes.substr(off, wire::kChunk)); !st.ok()) co_return st;
+    if (auto st = co_await stream_->Send(wire::Type::kStdin, bytes.substr(off, wire::kChunk));
+        !st.ok())
+      co_return st;
   co_return Status{};
 }
 

@@ -36,7 +36,8 @@ struct PtyEvent {
 class PtySession {
  public:
   // Opens the terminal and starts the shell; returns once it runs.
-  static asio::awaitable<Result<std::unique_ptr<PtySession>>> Start(std::shared_ptr<Sandbox> sb, PtyRequest req);
+  static asio::awaitable<Result<std::unique_ptr<PtySession>>> Start(std::shared_ptr<Sandbox> sb,
+                                                                    PtyRequest req);
   int pid() const { return pid_; }
   // Next event; after kExit or kError there are no more.
   asio::awaitable<PtyEvent> Next();
@@ -49,7 +50,8 @@ class PtySession {
   void Interrupt() { stream_->Interrupt(); }
 
  private:
-  PtySession(std::shared_ptr<Sandbox> sb, std::shared_ptr<AgentStream> s) : sb_(std::move(sb)), stream_(std::move(s)) {}
+  PtySession(std::shared_ptr<Sandbox> sb, std::shared_ptr<AgentStream> s)
+      : sb_(std::move(sb)), stream_(std::move(s)) {}
   std::shared_ptr<Sandbox> sb_;
   std::shared_ptr<AgentStream> stream_;
   int pid_ = 0;

@@ -1,12 +1,12 @@
 #include "core/reaper.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 #include <vector>
 
 #include "core/sandbox_lifecycle.h"
@@ -16,7 +16,8 @@ namespace hutch {
 
 void Reaper::Start(asio::any_io_executor ex) {
   s_.ex = ex;
-  asio::co_spawn(ex, [this]() -> asio::awaitable<void> { co_await Loop(); }, asio::detached);
+  asio::co_spawn(
+      ex, [this]() -> asio::awaitable<void> { co_await Loop(); }, asio::detached);
 }
 
 asio::awaitable<void> Reaper::Loop() {
@@ -51,7 +52,9 @@ void Reaper::PauseIdle() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::string> idle;
   for (const auto& [id, sb] : s_.sandboxes) {
-    if (sb->rec.auto_pause_seconds <= 0 || sb->rec.status != SandboxStatus::kRunning || !sb->instance) continue;
+    if (sb->rec.auto_pause_seconds <= 0 || sb->rec.status != SandboxStatus::kRunning ||
+        !sb->instance)
+      continue;
     // An open stream (a running exec, a transfer, an attached terminal)
     // is use, however long ago its request came in.
     auto agent = sb->instance->agent();
@@ -59,7 +62,8 @@ void Reaper::PauseIdle() {
       sb->last_active = now;
       continue;
     }
-    if (now - sb->last_active >= std::chrono::seconds(sb->rec.auto_pause_seconds)) idle.push_back(id);
+    if (now - sb->last_active >= std::chrono::seconds(sb->rec.auto_pause_seconds))
+      idle.push_back(id);
   }
   for (const auto& id : idle) {
     if (auto r = life_.Pause(id, true); !r.ok()) {
@@ -71,7 +75,8 @@ void Reaper::PauseIdle() {
 }
 
 Status Reaper::DeleteTemplate(const std::string& name) {
-  if (name == "base") return MakeError(Code::kConflict, "'base' is hutchd's own template and cannot be removed");
+  if (name == "base")
+    return MakeError(Code::kConflict, "'base' is hutchd's own template and cannot be removed");
   if (s_.builder && s_.builder->building(name))
     return MakeError(Code::kConflict, "template '" + name + "' is being built");
   if (auto st = s_.templates->Remove(name); !st.ok()) return st;

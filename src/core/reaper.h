@@ -18,7 +18,8 @@ class SnapshotBook;
 
 class Reaper {
  public:
-  Reaper(ManagerState& s, SandboxLifecycle& life, SnapshotBook& snaps) : s_(s), life_(life), snaps_(snaps) {}
+  Reaper(ManagerState& s, SandboxLifecycle& life, SnapshotBook& snaps)
+      : s_(s), life_(life), snaps_(snaps) {}
   // Starts the loop on `ex`; it ends once the manager shuts down.
   void Start(asio::any_io_executor ex);
   // One pass of the loop (tests drive it directly).

@@ -4,11 +4,16 @@ namespace hutch {
 
 const char* StatusName(SandboxStatus s) {
   switch (s) {
-    case SandboxStatus::kStarting: return "starting";
-    case SandboxStatus::kRunning: return "running";
-    case SandboxStatus::kPaused: return "paused";
-    case SandboxStatus::kStopped: return "stopped";
-    case SandboxStatus::kFailed: return "failed";
+    case SandboxStatus::kStarting:
+      return "starting";
+    case SandboxStatus::kRunning:
+      return "running";
+    case SandboxStatus::kPaused:
+      return "paused";
+    case SandboxStatus::kStopped:
+      return "stopped";
+    case SandboxStatus::kFailed:
+      return "failed";
   }
   return "failed";
 }
@@ -105,7 +110,8 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     if (auto v = j.find("volumes"); v != j.end()) r.volumes = VolumeMountsFromJson(*v);
     r.auto_pause_seconds = j.value("auto_pause_seconds", int64_t{0});
     r.auto_paused = j.value("auto_paused", false);
-    if (auto n = j.find("network"); n != j.end() && !net::PolicyFromStoreJson(*n, &r.network)) return false;
+    if (auto n = j.find("network"); n != j.end() && !net::PolicyFromStoreJson(*n, &r.network))
+      return false;
     r.net_slot = j.value("net_slot", -1);
     r.boot = j.value("boot", "");
     *out = std::move(r);

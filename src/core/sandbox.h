@@ -12,8 +12,8 @@
 
 #include "common/clock.h"
 #include "core/volume.h"
-#include "net/net_policy.h"
 #include "driver/driver.h"
+#include "net/net_policy.h"
 
 namespace hutch {
 
@@ -48,7 +48,7 @@ struct SandboxRecord {
   // Idle policy: pause after this many seconds without a request or an open
   // stream (0: never); the next request resumes it.
   int64_t auto_pause_seconds = 0;
-  bool auto_paused = false;  // paused by the idle policy, not by the API
+  bool auto_paused = false;    // paused by the idle policy, not by the API
   net::NetworkPolicy network;  // mode none: loopback only
   int net_slot = -1;           // its subnet in the network pool (-1: none)
   // How its instance came up ("cold", "restore", "fork"; "" for drivers

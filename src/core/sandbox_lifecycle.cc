@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 #include "core/create_steps.h"
 #include "core/exec_session.h"
@@ -59,7 +59,8 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
         auto drv = s_.PickDriver(r.driver.empty() ? std::string("jail") : r.driver);
         Result<std::shared_ptr<Instance>> inst = MakeError(Code::kInternal, "no driver");
         if (drv.ok()) {
-          inst = co_await drv.value()->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
+          inst =
+              co_await drv.value()->Adopt(spec, row.instance, r.status == SandboxStatus::kPaused);
         } else {
           inst = drv.error();
         }
@@ -89,7 +90,8 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
           spdlog::warn("sandbox={} adopt_failed err=\"{}\"", r.id, inst.error().message);
         }
       }
-      if (r.status != SandboxStatus::kRunning && r.status != SandboxStatus::kPaused) (void)s_.Persist(*sb);
+      if (r.status != SandboxStatus::kRunning && r.status != SandboxStatus::kPaused)
+        (void)s_.Persist(*sb);
     }
     s_.sandboxes[r.id] = sb;
   }
@@ -104,26 +106,31 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Create(CreateOptions o)
     co_return rec;
   }
   // Whatever the step, nothing it acquired outlives the answer.
-  if (steps.entry) spdlog::error("sandbox={} create_failed err=\"{}\"", steps.entry->id(), rec.error().message);
+  if (steps.entry)
+    spdlog::error("sandbox={} create_failed err=\"{}\"", steps.entry->id(), rec.error().message);
   co_await steps.Unwind();
   co_return rec;
 }
 
-asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& steps, CreateOptions o) {
+asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& steps,
+                                                                  CreateOptions o) {
   const ManagerOptions& opts = s_.opts;
   if (s_.shutting_down) co_return MakeError(Code::kUnavailable, "server is shutting down");
   int64_t ttl = o.ttl_seconds.value_or(opts.default_ttl_seconds);
   if (ttl <= 0) co_return MakeError(Code::kInvalidRequest, "ttl_seconds must be positive");
   if (ttl > opts.max_ttl_seconds)
-    co_return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " + std::to_string(opts.max_ttl_seconds));
+    co_return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " +
+                                                   std::to_string(opts.max_ttl_seconds));
   double cpu = o.cpu.value_or(opts.default_cpu);
   if (!(cpu > 0 && cpu <= 64)) co_return MakeError(Code::kInvalidRequest, "cpu must be in (0, 64]");
   int64_t mem = o.memory_mb.value_or(opts.default_memory_mb);
   if (mem < 16 || mem > opts.max_memory_mb)
-    co_return MakeError(Code::kInvalidRequest, "memory_mb must be in [16, " + std::to_string(opts.max_memory_mb) + "]");
+    co_return MakeError(Code::kInvalidRequest,
+                        "memory_mb must be in [16, " + std::to_string(opts.max_memory_mb) + "]");
   int64_t disk = o.disk_mb.value_or(opts.default_disk_mb);
   if (disk < 16 || disk > opts.max_disk_mb)
-    co_return MakeError(Code::kInvalidRequest, "disk_mb must be in [16, " + std::to_string(opts.max_disk_mb) + "]");
+    co_return MakeError(Code::kInvalidRequest,
+                        "disk_mb must be in [16, " + std::to_string(opts.max_disk_mb) + "]");
   std::vector<std::string> layers = std::move(o.layers);
   std::string rootfs = o.rootfs;
   const bool from_layers = !o.snapshot.empty() || !layers.empty();
@@ -144,10 +151,12 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   if (!from_layers) layers = tpl->layers;
   if (rootfs.empty()) rootfs = tpl->rootfs;
   if (auto st = CheckVolumeMounts(o.volumes); !st.ok()) co_return st.error();
-  if (o.auto_pause_seconds < 0) co_return MakeError(Code::kInvalidRequest, "auto_pause_seconds must be >= 0");
+  if (o.auto_pause_seconds < 0)
+    co_return MakeError(Code::kInvalidRequest, "auto_pause_seconds must be >= 0");
   // Parents before children: "/a" sorts before "/a/b".
-  std::sort(o.volumes.begin(), o.volumes.end(),
-            [](const VolumeMountRequest& a, const VolumeMountRequest& b) { return a.path < b.path; });
+  std::sort(
+      o.volumes.begin(), o.volumes.end(),
+      [](const VolumeMountRequest& a, const VolumeMountRequest& b) { return a.path < b.path; });
   std::vector<InstanceMount> mounts;
   for (const auto& v : o.volumes) {
     if (!s_.volumes) co_return MakeError(Code::kNotSupported, "this server has no volumes");
@@ -156,16 +165,19 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
     mounts.push_back({*dir, v.path, v.read_only});
   }
   if (static_cast<int>(s_.running_count()) + s_.starting >= opts.max_sandboxes)
-    co_return MakeError(Code::kCapacityExhausted,
-                        "host is at its limit of " + std::to_string(opts.max_sandboxes) + " sandboxes");
-  if (opts.max_memory_committed_mb > 0 && s_.committed_memory_mb() + mem > opts.max_memory_committed_mb)
+    co_return MakeError(
+        Code::kCapacityExhausted,
+        "host is at its limit of " + std::to_string(opts.max_sandboxes) + " sandboxes");
+  if (opts.max_memory_committed_mb > 0 &&
+      s_.committed_memory_mb() + mem > opts.max_memory_committed_mb)
     co_return MakeError(Code::kCapacityExhausted,
                         "host has no room for " + std::to_string(mem) + " MB more (" +
                             std::to_string(s_.committed_memory_mb()) + " of " +
                             std::to_string(opts.max_memory_committed_mb) + " MB committed)");
   if (o.network.mode != net::NetMode::kNone && !s_.net)
-    co_return MakeError(Code::kNotSupported, "network mode " + std::string(net::NetModeName(o.network.mode)) +
-                                                 " is not available on this server: " + s_.net_unavailable);
+    co_return MakeError(Code::kNotSupported,
+                        "network mode " + std::string(net::NetModeName(o.network.mode)) +
+                            " is not available on this server: " + s_.net_unavailable);
 
   auto sb = std::make_shared<Sandbox>();
   SandboxRecord& r = sb->rec;
@@ -221,25 +233,30 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   if (!inst.ok()) co_return inst.error().Context("create sandbox");
   sb->instance = inst.value();
   // Deleted while starting: its tombstone stays, what we made goes.
-  auto deleted = [&] { return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting"); };
+  auto deleted = [&] {
+    return MakeError(Code::kSandboxNotRunning, "sandbox " + r.id + " was deleted while starting");
+  };
   if (sb->deleting || r.status != SandboxStatus::kStarting) co_return deleted();
   r.status = SandboxStatus::kRunning;
   r.boot = sb->instance->boot();
   // A fork child of a running machine has its source's processes already.
   if (!o.machine) {
     if (auto st = co_await StartTemplateProcess(sb, *tpl); !st.ok())
-      co_return sb->deleting ? deleted() : st.error().Context("create sandbox from template '" + tpl->name + "'");
+      co_return sb->deleting
+          ? deleted()
+          : st.error().Context("create sandbox from template '" + tpl->name + "'");
     if (sb->deleting) co_return deleted();
   }
   // Acknowledged state must be durable before the client hears of it.
   if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");
   WatchLoss(*sb);
-  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id, r.template_name, cpu,
-               mem, disk, net::NetModeName(r.network.mode));
+  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id,
+               r.template_name, cpu, mem, disk, net::NetModeName(r.network.mode));
   co_return r;
 }
 
-asio::awaitable<Status> SandboxLifecycle::StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl) {
+asio::awaitable<Status> SandboxLifecycle::StartTemplateProcess(std::shared_ptr<Sandbox> sb,
+                                                               const TemplateInfo& tpl) {
   if (!tpl.start.empty()) {
     ExecRequest req;
     req.argv = {"/bin/sh", "-c", tpl.start};
@@ -250,7 +267,8 @@ asio::awaitable<Status> SandboxLifecycle::StartTemplateProcess(std::shared_ptr<S
   }
   if (tpl.ready.empty()) co_return Status{};
   // Polled until it exits 0: the start command may take a while to listen.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(tpl.ready_timeout_seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(tpl.ready_timeout_seconds);
   asio::steady_timer wait(co_await asio::this_coro::executor);
   std::string last;
   while (true) {
@@ -266,14 +284,14 @@ asio::awaitable<Status> SandboxLifecycle::StartTemplateProcess(std::shared_ptr<S
     boost::system::error_code ec;
     co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return MakeError(Code::kUnavailable, "ready check '" + tpl.ready + "' did not succeed within " +
+  co_return MakeError(Code::kUnavailable, "ready check '" + tpl.ready +
+                                              "' did not succeed within " +
                                               std::to_string(tpl.ready_timeout_seconds) + " s" +
                                               (last.empty() ? "" : ": " + last));
 }
 
-asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIdempotent(CreateOptions o, const std::string& key,
-                                                                          const std::string& canonical_body,
-                                                                          bool* replayed) {
+asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIdempotent(
+    CreateOptions o, const std::string& key, const std::string& canonical_body, bool* replayed) {
   *replayed = false;
   const std::string scope = o.owner_key;
   asio::steady_timer wait(co_await asio::this_coro::executor);
@@ -281,11 +299,13 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIdempotent(Create
     auto l = s_.idempotency.Claim(scope, key, canonical_body);
     switch (l.state) {
       case IdempotencyCache::State::kMismatch:
-        co_return MakeError(Code::kConflict, "Idempotency-Key '" + key + "' was already used with a different body");
+        co_return MakeError(Code::kConflict,
+                            "Idempotency-Key '" + key + "' was already used with a different body");
       case IdempotencyCache::State::kDone: {
         auto rec = Get(l.sandbox_id);
         if (!rec.ok())
-          co_return MakeError(Code::kConflict, "the sandbox created under Idempotency-Key '" + key + "' is gone");
+          co_return MakeError(Code::kConflict,
+                              "the sandbox created under Idempotency-Key '" + key + "' is gone");
         *replayed = true;
         co_return rec.value();
       }
@@ -303,13 +323,15 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIdempotent(Create
         } else if (auto st = s_.idempotency.Complete(scope, key, rec->id); !st.ok()) {
           // The sandbox exists and is answered; only a retry after a
           // restart would miss it and create another.
-          spdlog::error("sandbox={} idempotency_persist_failed err=\"{}\"", rec->id, st.error().message);
+          spdlog::error("sandbox={} idempotency_persist_failed err=\"{}\"", rec->id,
+                        st.error().message);
         }
         co_return rec;
       }
     }
   }
-  co_return MakeError(Code::kUnavailable, "the first create with Idempotency-Key '" + key + "' did not finish");
+  co_return MakeError(Code::kUnavailable,
+                      "the first create with Idempotency-Key '" + key + "' did not finish");
 }
 
 void SandboxLifecycle::MarkFailed(const std::string& id, const std::string& reason) {
@@ -325,8 +347,10 @@ void SandboxLifecycle::MarkFailed(const std::string& id, const std::string& reas
   (void)s_.Persist(*sb);
   // Free the kernel resources now; the record stays until deleted.
   if (inst || slot >= 0) {
-    asio::co_spawn(s_.ex, [s = &s_, inst, slot]() -> asio::awaitable<void> { co_await s->Teardown(inst, slot); },
-                   asio::detached);
+    asio::co_spawn(
+        s_.ex,
+        [s = &s_, inst, slot]() -> asio::awaitable<void> { co_await s->Teardown(inst, slot); },
+        asio::detached);
   }
 }
 
@@ -337,10 +361,12 @@ Result<std::shared_ptr<Sandbox>> SandboxLifecycle::GetRunning(const std::string&
   if (sb->rec.status == SandboxStatus::kPaused && sb->rec.auto_paused) {
     if (auto r = Resume(id); !r.ok()) return r.error().Context("resume idle sandbox");
   }
-  if (sb->rec.status == SandboxStatus::kPaused) return MakeError(Code::kConflict, "sandbox " + id + " is paused");
+  if (sb->rec.status == SandboxStatus::kPaused)
+    return MakeError(Code::kConflict, "sandbox " + id + " is paused");
   if (sb->rec.status != SandboxStatus::kRunning || !sb->instance)
-    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status) +
-                                                   (sb->rec.reason.empty() ? "" : " (" + sb->rec.reason + ")"));
+    return MakeError(Code::kSandboxNotRunning,
+                     "sandbox " + id + " is " + StatusName(sb->rec.status) +
+                         (sb->rec.reason.empty() ? "" : " (" + sb->rec.reason + ")"));
   sb->last_active = std::chrono::steady_clock::now();
   return sb;
 }
@@ -358,7 +384,8 @@ ListPage SandboxLifecycle::List(const ListFilter& f) {
   for (; it != s_.sandboxes.end(); ++it) {
     const SandboxRecord& r = it->second->rec;
     if (f.status && r.status != *f.status) continue;
-    if (!f.any_status.empty() && std::find(f.any_status.begin(), f.any_status.end(), r.status) == f.any_status.end())
+    if (!f.any_status.empty() &&
+        std::find(f.any_status.begin(), f.any_status.end(), r.status) == f.any_status.end())
       continue;
     bool match = true;
     for (const auto& [k, v] : f.metadata) {
@@ -404,8 +431,8 @@ asio::awaitable<Status> SandboxLifecycle::Delete(const std::string& id, const st
 Result<SandboxRecord> SandboxLifecycle::SetTtl(const std::string& id, int64_t ttl_seconds) {
   if (ttl_seconds <= 0) return MakeError(Code::kInvalidRequest, "ttl_seconds must be positive");
   if (ttl_seconds > s_.opts.max_ttl_seconds)
-    return MakeError(Code::kInvalidRequest,
-                     "ttl_seconds exceeds the maximum of " + std::to_string(s_.opts.max_ttl_seconds));
+    return MakeError(Code::kInvalidRequest, "ttl_seconds exceeds the maximum of " +
+                                                std::to_string(s_.opts.max_ttl_seconds));
   auto it = s_.sandboxes.find(id);
   if (it != s_.sandboxes.end() && it->second->rec.status == SandboxStatus::kPaused) {
     // A paused sandbox may be renewed too (its TTL keeps counting).
@@ -422,8 +449,8 @@ Result<SandboxRecord> SandboxLifecycle::SetTtl(const std::string& id, int64_t tt
   return sb.rec;
 }
 
-Result<SandboxRecord> SandboxLifecycle::PatchMetadata(const std::string& id,
-                                                      const std::map<std::string, std::optional<std::string>>& patch) {
+Result<SandboxRecord> SandboxLifecycle::PatchMetadata(
+    const std::string& id, const std::map<std::string, std::optional<std::string>>& patch) {
   auto it = s_.sandboxes.find(id);
   if (it == s_.sandboxes.end()) return SandboxNotFound(id);
   auto& rec = it->second->rec;
@@ -457,7 +484,8 @@ Result<SandboxRecord> SandboxLifecycle::Pause(const std::string& id, bool idle) 
     return sb->rec;
   }
   if (sb->rec.status != SandboxStatus::kRunning || !sb->instance)
-    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+    return MakeError(Code::kSandboxNotRunning,
+                     "sandbox " + id + " is " + StatusName(sb->rec.status));
   if (auto st = sb->instance->Pause(); !st.ok()) return st.error();
   sb->rec.status = SandboxStatus::kPaused;
   sb->rec.auto_paused = idle;
@@ -477,7 +505,8 @@ Result<SandboxRecord> SandboxLifecycle::Resume(const std::string& id) {
   auto& sb = it->second;
   if (sb->rec.status == SandboxStatus::kRunning) return sb->rec;
   if (sb->rec.status != SandboxStatus::kPaused || !sb->instance)
-    return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+    return MakeError(Code::kSandboxNotRunning,
+                     "sandbox " + id + " is " + StatusName(sb->rec.status));
   if (auto st = sb->instance->Resume(); !st.ok()) return st.error();
   sb->rec.status = SandboxStatus::kRunning;
   const bool was_idle = sb->rec.auto_paused;
@@ -498,18 +527,23 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::SetNetworkPolicy(const 
   auto it = s_.sandboxes.find(id);
   if (it == s_.sandboxes.end()) co_return SandboxNotFound(id);
   auto sb = it->second;
-  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) || !sb->instance)
-    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) ||
+      !sb->instance)
+    co_return MakeError(Code::kSandboxNotRunning,
+                        "sandbox " + id + " is " + StatusName(sb->rec.status));
   if (sb->rec.net_slot < 0) {
     if (p.mode == net::NetMode::kNone) co_return sb->rec;
-    co_return MakeError(Code::kNotSupported,
-                        "sandbox " + id +
-                            " was created with network mode none and has no network interface; create it with "
-                            "mode all or policy to change its policy later (policy with default deny allows nothing)");
+    co_return MakeError(
+        Code::kNotSupported,
+        "sandbox " + id +
+            " was created with network mode none and has no network interface; create it with "
+            "mode all or policy to change its policy later (policy with default deny allows "
+            "nothing)");
   }
   if (auto st = co_await s_.net->SetPolicy(sb->rec.net_slot, p); !st.ok()) co_return st.error();
   sb->rec.network = std::move(p);
-  if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("network policy applied but not stored");
+  if (auto st = s_.Persist(*sb); !st.ok())
+    co_return st.error().Context("network policy applied but not stored");
   spdlog::info("sandbox={} network_policy mode={}", id, net::NetModeName(sb->rec.network.mode));
   co_return sb->rec;
 }

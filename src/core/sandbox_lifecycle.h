@@ -71,17 +71,19 @@ class SandboxLifecycle {
   asio::awaitable<Status> Recover(RecoverReport* rep, std::set<std::string>* keep);
   asio::awaitable<Result<SandboxRecord>> Create(CreateOptions o);
   asio::awaitable<Result<SandboxRecord>> CreateIdempotent(CreateOptions o, const std::string& key,
-                                                          const std::string& canonical_body, bool* replayed);
+                                                          const std::string& canonical_body,
+                                                          bool* replayed);
   Result<std::shared_ptr<Sandbox>> GetRunning(const std::string& id);
   Result<SandboxRecord> Get(const std::string& id);
   ListPage List(const ListFilter& f);
   asio::awaitable<Status> Delete(const std::string& id, const std::string& reason);
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
-  Result<SandboxRecord> PatchMetadata(const std::string& id,
-                                      const std::map<std::string, std::optional<std::string>>& patch);
+  Result<SandboxRecord> PatchMetadata(
+      const std::string& id, const std::map<std::string, std::optional<std::string>>& patch);
   Result<SandboxRecord> Pause(const std::string& id, bool idle);
   Result<SandboxRecord> Resume(const std::string& id);
-  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
+  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id,
+                                                          net::NetworkPolicy p);
   std::vector<std::string> VolumeUsers(const std::string& name) const;
   // running/paused -> failed (its instance died on its own); the kernel
   // resources are freed in the background, the record stays.
@@ -93,7 +95,8 @@ class SandboxLifecycle {
   asio::awaitable<Result<SandboxRecord>> CreateIn(CreateSteps& steps, CreateOptions o);
   // A template's start command (in the background) and ready check (polled
   // until it exits 0), before a create is answered.
-  asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb, const TemplateInfo& tpl);
+  asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb,
+                                               const TemplateInfo& tpl);
   // Routes the instance's on_lost to MarkFailed.
   void WatchLoss(Sandbox& sb);
 

@@ -30,13 +30,14 @@ asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
   return life_.Create(std::move(o));
 }
 
-asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(CreateOptions o, const std::string& key,
-                                                                        const std::string& canonical_body,
-                                                                        bool* replayed) {
+asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(
+    CreateOptions o, const std::string& key, const std::string& canonical_body, bool* replayed) {
   return life_.CreateIdempotent(std::move(o), key, canonical_body, replayed);
 }
 
-Result<std::shared_ptr<Sandbox>> SandboxManager::GetRunning(const std::string& id) { return life_.GetRunning(id); }
+Result<std::shared_ptr<Sandbox>> SandboxManager::GetRunning(const std::string& id) {
+  return life_.GetRunning(id);
+}
 Result<SandboxRecord> SandboxManager::Get(const std::string& id) { return life_.Get(id); }
 ListPage SandboxManager::List(const ListFilter& f) { return life_.List(f); }
 
@@ -48,32 +49,43 @@ Result<SandboxRecord> SandboxManager::SetTtl(const std::string& id, int64_t ttl_
   return life_.SetTtl(id, ttl_seconds);
 }
 
-Result<SandboxRecord> SandboxManager::PatchMetadata(const std::string& id,
-                                                    const std::map<std::string, std::optional<std::string>>& patch) {
+Result<SandboxRecord> SandboxManager::PatchMetadata(
+    const std::string& id, const std::map<std::string, std::optional<std::string>>& patch) {
   return life_.PatchMetadata(id, patch);
 }
 
-Result<SandboxRecord> SandboxManager::Pause(const std::string& id, bool idle) { return life_.Pause(id, idle); }
+Result<SandboxRecord> SandboxManager::Pause(const std::string& id, bool idle) {
+  return life_.Pause(id, idle);
+}
 Result<SandboxRecord> SandboxManager::Resume(const std::string& id) { return life_.Resume(id); }
 
-asio::awaitable<Result<SandboxRecord>> SandboxManager::SetNetworkPolicy(const std::string& id, net::NetworkPolicy p) {
+asio::awaitable<Result<SandboxRecord>> SandboxManager::SetNetworkPolicy(const std::string& id,
+                                                                        net::NetworkPolicy p) {
   return life_.SetNetworkPolicy(id, std::move(p));
 }
 
-std::vector<std::string> SandboxManager::VolumeUsers(const std::string& name) const { return life_.VolumeUsers(name); }
+std::vector<std::string> SandboxManager::VolumeUsers(const std::string& name) const {
+  return life_.VolumeUsers(name);
+}
 
-asio::awaitable<Result<SnapshotRecord>> SandboxManager::Snapshot(const std::string& id) { return snaps_.Snapshot(id); }
+asio::awaitable<Result<SnapshotRecord>> SandboxManager::Snapshot(const std::string& id) {
+  return snaps_.Snapshot(id);
+}
 std::vector<SnapshotRecord> SandboxManager::ListSnapshots() const { return snaps_.List(); }
 std::set<std::string> SandboxManager::UsedLowerDirs() const { return snaps_.UsedLowerDirs(); }
-Result<SnapshotRecord> SandboxManager::GetSnapshot(const std::string& id) const { return snaps_.Get(id); }
+Result<SnapshotRecord> SandboxManager::GetSnapshot(const std::string& id) const {
+  return snaps_.Get(id);
+}
 Status SandboxManager::DeleteSnapshot(const std::string& id) { return snaps_.Delete(id); }
 
-asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(const std::string& id, int count,
-                                                                          const std::string& owner_key) {
+asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(
+    const std::string& id, int count, const std::string& owner_key) {
   return snaps_.Fork(id, count, owner_key);
 }
 
-Status SandboxManager::DeleteTemplate(const std::string& name) { return reaper_.DeleteTemplate(name); }
+Status SandboxManager::DeleteTemplate(const std::string& name) {
+  return reaper_.DeleteTemplate(name);
+}
 void SandboxManager::StartReaper(asio::any_io_executor ex) { reaper_.Start(ex); }
 asio::awaitable<void> SandboxManager::Shutdown() { return life_.Shutdown(); }
 size_t SandboxManager::running_count() const { return state_.running_count(); }

@@ -34,8 +34,11 @@ class SandboxManager {
  public:
   // `store` may be null (nothing persists; for tools and tests of core).
   // `driver` is the default driver; AddDriver registers more.
-  SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates, store::StateStore* store)
-      : state_(std::move(opts), driver, templates, store), snaps_(state_), life_(state_, snaps_),
+  SandboxManager(ManagerOptions opts, Driver* driver, TemplateRegistry* templates,
+                 store::StateStore* store)
+      : state_(std::move(opts), driver, templates, store),
+        snaps_(state_),
+        life_(state_, snaps_),
         reaper_(state_, life_, snaps_) {
     snaps_.set_lifecycle(&life_);
   }
@@ -79,7 +82,8 @@ class SandboxManager {
   void SetNetSlots(NetSlots* slots) { state_.net = slots; }
   // Replaces a running or paused sandbox's egress policy; new connections
   // follow it at once.
-  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id, net::NetworkPolicy p);
+  asio::awaitable<Result<SandboxRecord>> SetNetworkPolicy(const std::string& id,
+                                                          net::NetworkPolicy p);
   // Sandboxes that have the volume mounted (starting, running or paused).
   std::vector<std::string> VolumeUsers(const std::string& name) const;
 
@@ -96,7 +100,8 @@ class SandboxManager {
   // another body is a conflict; a retry while the first is still starting
   // waits for it.
   asio::awaitable<Result<SandboxRecord>> CreateIdempotent(CreateOptions o, const std::string& key,
-                                                          const std::string& canonical_body, bool* replayed);
+                                                          const std::string& canonical_body,
+                                                          bool* replayed);
   // Running sandbox, or sandbox_not_found / sandbox_not_running / conflict
   // (paused). A sandbox the idle policy paused is resumed here: any request
   // that needs it running wakes it. Marks the sandbox active.
@@ -109,8 +114,8 @@ class SandboxManager {
   Result<SandboxRecord> SetTtl(const std::string& id, int64_t ttl_seconds);
   // Merges `patch` into the sandbox's metadata (a nullopt value removes the
   // key) and persists it; running and paused sandboxes only.
-  Result<SandboxRecord> PatchMetadata(const std::string& id,
-                                      const std::map<std::string, std::optional<std::string>>& patch);
+  Result<SandboxRecord> PatchMetadata(
+      const std::string& id, const std::map<std::string, std::optional<std::string>>& patch);
   // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
   asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
   std::vector<SnapshotRecord> ListSnapshots() const;
@@ -121,7 +126,8 @@ class SandboxManager {
   Status DeleteSnapshot(const std::string& id);
   // `count` new sandboxes from the current files of a running or paused
   // one (copy-on-write layers; processes are not copied).
-  asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count, const std::string& owner_key);
+  asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,
+                                                           const std::string& owner_key);
 
   // running -> paused (cgroup freezer) and back; each is idempotent. The
   // TTL keeps counting while paused: a paused sandbox still holds memory.
@@ -143,7 +149,7 @@ class SandboxManager {
     return n;
   }
 
- // The parts, for tests of core that drive them directly.
+  // The parts, for tests of core that drive them directly.
   Reaper& reaper() { return reaper_; }
 
  private:

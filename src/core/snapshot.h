@@ -26,9 +26,9 @@ struct SnapshotRecord {
   std::vector<std::string> layers;  // host dirs, topmost first; layers[0] is its own
   std::string rootfs;               // the template's bottom under them ("" in old records)
   SysTime created_at;
-  uint64_t size_bytes = 0;          // of its own layer
-  bool internal = false;            // made by a fork: never listed
-  bool deleted = false;             // deleted by the API, files kept while in use
+  uint64_t size_bytes = 0;  // of its own layer
+  bool internal = false;    // made by a fork: never listed
+  bool deleted = false;     // deleted by the API, files kept while in use
 
   nlohmann::json ToJson() const;  // the API's view
   std::string ToStoreJson() const;

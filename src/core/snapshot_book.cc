@@ -1,8 +1,8 @@
 #include "core/snapshot_book.h"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <filesystem>
-#include <spdlog/spdlog.h>
 
 #include "core/sandbox_lifecycle.h"
 
@@ -34,7 +34,8 @@ void SnapshotBook::CleanAtStart() {
 }
 
 asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool internal) {
-  if (s_.opts.snapshots_dir.empty()) co_return MakeError(Code::kNotSupported, "snapshots are not configured");
+  if (s_.opts.snapshots_dir.empty())
+    co_return MakeError(Code::kNotSupported, "snapshots are not configured");
   SnapshotRecord snap;
   snap.id = "snap_" + RandomHex(8);
   snap.sandbox_id = sb.rec.id;
@@ -66,7 +67,8 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool int
     co_return ps.error().Context("snapshot");
   }
   s_.snapshots[snap.id] = snap;
-  spdlog::info("sandbox={} snapshot={} size_bytes={} internal={}", sb.rec.id, snap.id, snap.size_bytes, internal);
+  spdlog::info("sandbox={} snapshot={} size_bytes={} internal={}", sb.rec.id, snap.id,
+               snap.size_bytes, internal);
   co_return snap;
 }
 
@@ -74,8 +76,10 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Snapshot(const std::string
   auto it = s_.sandboxes.find(id);
   if (it == s_.sandboxes.end()) co_return SandboxNotFound(id);
   auto sb = it->second;
-  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) || !sb->instance)
-    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(sb->rec.status));
+  if ((sb->rec.status != SandboxStatus::kRunning && sb->rec.status != SandboxStatus::kPaused) ||
+      !sb->instance)
+    co_return MakeError(Code::kSandboxNotRunning,
+                        "sandbox " + id + " is " + StatusName(sb->rec.status));
   co_return co_await Take(*sb, false);
 }
 
@@ -127,7 +131,8 @@ void SnapshotBook::Collect() {
   // its stack (stacks list every layer down to the template).
   std::set<std::string> used;
   for (const auto& [id, sb] : s_.sandboxes)
-    if (IsLive(sb->rec.status) || sb->instance) used.insert(sb->rec.layers.begin(), sb->rec.layers.end());
+    if (IsLive(sb->rec.status) || sb->instance)
+      used.insert(sb->rec.layers.begin(), sb->rec.layers.end());
   for (const auto& [id, s] : s_.snapshots)
     if (!s.deleted) used.insert(s.layers.begin(), s.layers.end());
   for (auto it = s_.snapshots.begin(); it != s_.snapshots.end();) {
@@ -148,32 +153,37 @@ void SnapshotBook::Collect() {
   }
 }
 
-asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(const std::string& id, int count,
-                                                                       const std::string& owner_key) {
+asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(
+    const std::string& id, int count, const std::string& owner_key) {
   if (count < 1 || count > s_.opts.max_fork)
-    co_return MakeError(Code::kInvalidRequest, "count must be in [1, " + std::to_string(s_.opts.max_fork) + "]");
+    co_return MakeError(Code::kInvalidRequest,
+                        "count must be in [1, " + std::to_string(s_.opts.max_fork) + "]");
   auto it = s_.sandboxes.find(id);
   if (it == s_.sandboxes.end()) co_return SandboxNotFound(id);
   auto parent = it->second;
-  if ((parent->rec.status != SandboxStatus::kRunning && parent->rec.status != SandboxStatus::kPaused) ||
+  if ((parent->rec.status != SandboxStatus::kRunning &&
+       parent->rec.status != SandboxStatus::kPaused) ||
       !parent->instance)
-    co_return MakeError(Code::kSandboxNotRunning, "sandbox " + id + " is " + StatusName(parent->rec.status));
+    co_return MakeError(Code::kSandboxNotRunning,
+                        "sandbox " + id + " is " + StatusName(parent->rec.status));
   if (static_cast<int>(s_.running_count()) + s_.starting + count > s_.opts.max_sandboxes)
-    co_return MakeError(Code::kCapacityExhausted, "host has no room for " + std::to_string(count) + " more sandboxes");
+    co_return MakeError(Code::kCapacityExhausted,
+                        "host has no room for " + std::to_string(count) + " more sandboxes");
   // A driver that can copy the whole running machine (vm) forks it with
   // its memory and processes; otherwise the children start from a file
   // snapshot of the parent's writable layer.
   auto source = parent->instance;  // alive across the capture even if deleted meanwhile
   auto machine = co_await source->CaptureMachine();
-  if (!machine.ok() && machine.error().code != Code::kNotSupported) co_return machine.error().Context("fork");
+  if (!machine.ok() && machine.error().code != Code::kNotSupported)
+    co_return machine.error().Context("fork");
   Result<SnapshotRecord> snap = MakeError(Code::kNotSupported, "no snapshot");
   if (!machine.ok()) {
     snap = co_await Take(*parent, true);
     if (!snap.ok()) co_return snap.error().Context("fork");
   }
   std::vector<SandboxRecord> out;
-  auto remaining =
-      std::chrono::duration_cast<std::chrono::seconds>(parent->rec.expires_at - std::chrono::system_clock::now());
+  auto remaining = std::chrono::duration_cast<std::chrono::seconds>(
+      parent->rec.expires_at - std::chrono::system_clock::now());
   for (int i = 0; i < count; ++i) {
     CreateOptions o;
     o.template_name = parent->rec.template_name;
@@ -202,7 +212,8 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(const std
       // All or nothing: a fork that made some children deletes them.
       for (const auto& r : out) (void)co_await life_->Delete(r.id, "fork failed");
       Collect();
-      co_return rec.error().Context("fork child " + std::to_string(i + 1) + " of " + std::to_string(count));
+      co_return rec.error().Context("fork child " + std::to_string(i + 1) + " of " +
+                                    std::to_string(count));
     }
     out.push_back(*rec);
   }

@@ -134,7 +134,8 @@ Error TemplateBuilder::Fail(Error e, TemplateBuildFailure f) {
   return e;
 }
 
-asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec, TemplateBuildSink sink) {
+asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec,
+                                                               TemplateBuildSink sink) {
   const auto t0 = std::chrono::steady_clock::now();
   failure_ = TemplateBuildFailure{};
   Result<TemplateRecord> r = MakeError(Code::kInternal, "template build did not run");
@@ -143,9 +144,9 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
     // hutchd assembles base from the host at its start (no download):
     // "building" base.toml reports that template.
     if (spec.from != "base" || !spec.packages.empty() || !spec.files.empty() || !spec.run.empty())
-      r = MakeError(Code::kInvalidRequest, "'base' is assembled by hutchd from the host; give your template another name");
-    else
-      r = reg_->Get("base");
+      r = MakeError(Code::kInvalidRequest,
+                    "'base' is assembled by hutchd from the host; give your template another name");
+    else r = reg_->Get("base");
     cached = true;
   } else if (active_.count(spec.name)) {
     r = MakeError(Code::kConflict, "template '" + spec.name + "' is being built already");
@@ -155,22 +156,24 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
     active_.erase(spec.name);
   }
   const int64_t ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   if (!r.ok()) {
     const Error& e = r.error();
-    json ev = {{"code", CodeName(e.code)},   {"message", e.message},
-               {"step", failure_.step},      {"name", failure_.name},
+    json ev = {{"code", CodeName(e.code)},        {"message", e.message},
+               {"step", failure_.step},           {"name", failure_.name},
                {"exit_code", failure_.exit_code}, {"log_tail", failure_.log_tail}};
     const std::string kind = "error";
     co_await sink(kind, ev);
-    spdlog::warn("template={} build_failed step=\"{}\" exit_code={} err=\"{}\"", spec.name, failure_.name,
-                 failure_.exit_code, e.message);
+    spdlog::warn("template={} build_failed step=\"{}\" exit_code={} err=\"{}\"", spec.name,
+                 failure_.name, failure_.exit_code, e.message);
     co_return r;
   }
   json ev = {{"template", r->ToJson()}, {"cached", cached}, {"duration_ms", ms}};
   const std::string kind = "done";
   co_await sink(kind, ev);
-  spdlog::info("template={} built hash={} cached={} duration_ms={}", spec.name, r->hash.substr(0, 12), cached, ms);
+  spdlog::info("template={} built hash={} cached={} duration_ms={}", spec.name,
+               r->hash.substr(0, 12), cached, ms);
   co_return r;
 }
 
@@ -197,7 +200,8 @@ class TemplateBuilder::BuildRun {
     if (!b_.reg_->Exists(pname))
       if (auto a = aliases.find(pname); a != aliases.end()) pname = a->second;
     auto rec = b_.reg_->Get(pname);
-    if (!rec.ok()) return rec.error().Context("'from' must name a built template or debian:<suite>");
+    if (!rec.ok())
+      return rec.error().Context("'from' must name a built template or debian:<suite>");
     parent_ = rec->info;
     auto id = b_.reg_->Identity(pname);
     if (!id.ok()) return id.error();
@@ -212,9 +216,10 @@ class TemplateBuilder::BuildRun {
   Status CheckPackagesHaveApt() const {
     if (!spec_.packages.empty() && !spec_.FromDebian() &&
         access((bottom_rootfs_ + "/usr/bin/apt-get").c_str(), F_OK) != 0)
-      return MakeError(Code::kInvalidRequest, "'packages' need a Debian root: template '" + spec_.from +
-                                                  "' has no apt-get (use from = \"debian:bookworm\" or a "
-                                                  "template built from it)");
+      return MakeError(Code::kInvalidRequest,
+                       "'packages' need a Debian root: template '" + spec_.from +
+                           "' has no apt-get (use from = \"debian:bookworm\" or a "
+                           "template built from it)");
     return {};
   }
 
@@ -243,17 +248,20 @@ class TemplateBuilder::BuildRun {
     info_.workdir = spec_.workdir.empty() ? parent_.workdir : spec_.workdir;
     info_.start = spec_.start.empty() ? parent_.start : spec_.start;
     info_.ready = spec_.ready.empty() ? parent_.ready : spec_.ready;
-    info_.ready_timeout_seconds = spec_.ready.empty() ? parent_.ready_timeout_seconds : spec_.ready_timeout_seconds;
+    info_.ready_timeout_seconds =
+        spec_.ready.empty() ? parent_.ready_timeout_seconds : spec_.ready_timeout_seconds;
   }
 
   void PlanSteps() {
-    if (spec_.FromDebian()) plan_.push_back({Step::kDebootstrap, "debootstrap", spec_.from + " from " + mirror_});
+    if (spec_.FromDebian())
+      plan_.push_back({Step::kDebootstrap, "debootstrap", spec_.from + " from " + mirror_});
     if (!spec_.packages.empty()) {
       std::string list;
       for (const auto& p : spec_.packages) list += (list.empty() ? "" : " ") + p;
       plan_.push_back({Step::kPackages, "packages", list});
     }
-    if (!spec_.files.empty()) plan_.push_back({Step::kFiles, "files", std::to_string(spec_.files.size()) + " file(s)"});
+    if (!spec_.files.empty())
+      plan_.push_back({Step::kFiles, "files", std::to_string(spec_.files.size()) + " file(s)"});
     for (size_t i = 0; i < spec_.run.size(); ++i)
       plan_.push_back({Step::kRun, "run " + std::to_string(i + 1), spec_.run[i]});
     plan_.push_back({Step::kCapture, "capture", "the template's layer"});
@@ -304,7 +312,8 @@ class TemplateBuilder::BuildRun {
     r.info = info_;
     r.built_at = std::chrono::system_clock::now();
     r.build_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     r.size_bytes = TreeBytes(tmp_ + "/layer");
     {
       std::ofstream out(tmp_ + "/template.json");
@@ -331,8 +340,10 @@ class TemplateBuilder::BuildRun {
   asio::awaitable<void> AnnounceStep(int i) {
     const Step& step = plan_[i];
     const int total = steps();
-    json ev = {{"index", i + 1},    {"of", total},
-               {"name", step.name}, {"detail", step.detail},
+    json ev = {{"index", i + 1},
+               {"of", total},
+               {"name", step.name},
+               {"detail", step.detail},
                {"percent", i * 100 / total}};
     const std::string kind = "step";
     co_await sink_(kind, ev);
@@ -364,7 +375,8 @@ class TemplateBuilder::BuildRun {
       if (*rc != 0) {
         where.exit_code = *rc;
         where.log_tail = log.Tail();
-        co_return b_.Fail(MakeError(Code::kBuildFailed, "step 1 (debootstrap) exited with " + std::to_string(*rc)),
+        co_return b_.Fail(MakeError(Code::kBuildFailed,
+                                    "step 1 (debootstrap) exited with " + std::to_string(*rc)),
                           where);
       }
       // apt in the build sandbox runs as the namespace's root; its
@@ -373,10 +385,14 @@ class TemplateBuilder::BuildRun {
         std::ofstream a(target + "/etc/apt/apt.conf.d/99hutch-build");
         a << "APT::Sandbox::User \"root\";\nAcquire::Retries \"3\";\n";
       }
-      if (auto st = ShiftRootOwners(target, b_.reg_->uid_base()); !st.ok()) co_return b_.Fail(st.error(), where);
+      if (auto st = ShiftRootOwners(target, b_.reg_->uid_base()); !st.ok())
+        co_return b_.Fail(st.error(), where);
       {
         std::ofstream m(rtmp + "/debootstrap.json");
-        m << json{{"suite", spec_.DebianSuite()}, {"mirror", mirror_}, {"uid_base", b_.reg_->uid_base()}}.dump()
+        m << json{{"suite", spec_.DebianSuite()},
+                  {"mirror", mirror_},
+                  {"uid_base", b_.reg_->uid_base()}}
+                 .dump()
           << "\n";
       }
       if (rename(rtmp.c_str(), rdir.c_str()) == 0) rguard.keep = true;
@@ -399,8 +415,9 @@ class TemplateBuilder::BuildRun {
     is.disk_mb = b_.o_.disk_mb;
     is.pids_max = b_.o_.pids_max;
     if (!b_.net_) {
-      co_return MakeError(Code::kUnavailable,
-                          "template builds need sandbox networking (apt-get, run steps): " + b_.net_unavailable_);
+      co_return MakeError(
+          Code::kUnavailable,
+          "template builds need sandbox networking (apt-get, run steps): " + b_.net_unavailable_);
     }
     net::NetworkPolicy all;
     all.mode = net::NetMode::kAll;
@@ -436,18 +453,20 @@ class TemplateBuilder::BuildRun {
   // The step's commands, as root, with the template's env; a file's
   // bytes go in on stdin (the agent writes inside its own root: the host
   // never opens a path in the build sandbox).
-  std::vector<std::pair<std::string, std::optional<std::string>>> StepCommands(const Step& step) const {
+  std::vector<std::pair<std::string, std::optional<std::string>>> StepCommands(
+      const Step& step) const {
     std::vector<std::pair<std::string, std::optional<std::string>>> cmds;
     if (step.kind == Step::kPackages) {
-      cmds.push_back({"set -e; apt-get update; apt-get install -y --no-install-recommends " + step.detail +
-                          "; apt-get clean; rm -rf /var/lib/apt/lists/*",
+      cmds.push_back({"set -e; apt-get update; apt-get install -y --no-install-recommends " +
+                          step.detail + "; apt-get clean; rm -rf /var/lib/apt/lists/*",
                       std::nullopt});
     } else if (step.kind == Step::kFiles) {
       for (const auto& tf : spec_.files) {
         char mode[8];
         snprintf(mode, sizeof mode, "%04o", tf.mode);
         const std::string q = ShellQuote(tf.dest);
-        std::string c = "set -e; mkdir -p \"$(dirname " + q + ")\"; cat > " + q + "; chmod " + mode + " " + q;
+        std::string c =
+            "set -e; mkdir -p \"$(dirname " + q + ")\"; cat > " + q + "; chmod " + mode + " " + q;
         if (!tf.owner.empty()) c += "; chown " + ShellQuote(tf.owner) + " " + q;
         c += "; echo " + ShellQuote("wrote " + tf.dest);
         cmds.push_back({c, tf.content});
@@ -468,15 +487,18 @@ class TemplateBuilder::BuildRun {
       where.log_tail = log.Tail();
       co_await Teardown();
       sb_->instance.reset();
-      if (!exit) co_return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
+      if (!exit)
+        co_return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"),
+                          where);
       where.exit_code = exit->exit_code;
       std::string why = exit->timed_out    ? "timed out"
                         : exit->oom_killed ? "was OOM-killed"
                         : exit->signal     ? "was killed by signal " + std::to_string(exit->signal)
                                            : "exited with " + std::to_string(exit->exit_code);
-      co_return b_.Fail(MakeError(Code::kBuildFailed,
-                                  "step " + std::to_string(i + 1) + " (" + step.name + ": " + step.detail + ") " + why),
-                        where);
+      co_return b_.Fail(
+          MakeError(Code::kBuildFailed, "step " + std::to_string(i + 1) + " (" + step.name + ": " +
+                                            step.detail + ") " + why),
+          where);
     }
     co_return Status{};
   }
@@ -488,8 +510,8 @@ class TemplateBuilder::BuildRun {
   };
 
   // One command in the build sandbox, its output fed to the step's log.
-  asio::awaitable<CommandEnd> ExecCommand(const std::string& script, std::optional<std::string> input,
-                                          StepLog& log) {
+  asio::awaitable<CommandEnd> ExecCommand(const std::string& script,
+                                          std::optional<std::string> input, StepLog& log) {
     std::optional<ExitInfo> exit;
     Error lost;
     ExecRequest req;
@@ -551,7 +573,8 @@ class TemplateBuilder::BuildRun {
 // The build, top to bottom: find the bottom of the stack, take a cached
 // build if there is one, else run the plan's steps in a build sandbox and
 // publish the result.
-asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec& spec, TemplateBuildSink& sink,
+asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec& spec,
+                                                             TemplateBuildSink& sink,
                                                              bool* cached) {
   const auto t0 = std::chrono::steady_clock::now();
   BuildRun run(*this, spec, sink);

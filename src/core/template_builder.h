@@ -25,8 +25,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -53,14 +53,15 @@ struct TemplateBuildOptions {
 // percent}, "log" {step, stream, text} (one line each), "ping" {} during
 // quiet stretches, then "done" {template, cached, duration_ms} or "error"
 // {code, message, step, name, exit_code, log_tail}.
-using TemplateBuildSink = std::function<asio::awaitable<void>(const std::string& event, const nlohmann::json& data)>;
+using TemplateBuildSink =
+    std::function<asio::awaitable<void>(const std::string& event, const nlohmann::json& data)>;
 
 // What a build failure says (besides the Error it returns).
 struct TemplateBuildFailure {
-  int step = 0;           // 1-based; 0: before any step
-  std::string name;       // "packages", "run 2", ...
-  int exit_code = -1;     // -1: not a command's exit
-  std::string log_tail;   // the last lines of its output
+  int step = 0;          // 1-based; 0: before any step
+  std::string name;      // "packages", "run 2", ...
+  int exit_code = -1;    // -1: not a command's exit
+  std::string log_tail;  // the last lines of its output
 };
 
 class TemplateBuilder {
@@ -84,7 +85,8 @@ class TemplateBuilder {
  private:
   // One build's state and steps (template_builder.cc).
   class BuildRun;
-  asio::awaitable<Result<TemplateRecord>> Run(const TemplateSpec& spec, TemplateBuildSink& sink, bool* cached);
+  asio::awaitable<Result<TemplateRecord>> Run(const TemplateSpec& spec, TemplateBuildSink& sink,
+                                              bool* cached);
   // Destroys the build sandbox (if any), then frees its network slot.
   asio::awaitable<void> Teardown(std::shared_ptr<Instance>& inst, int& net_slot);
   // Notes where the build stopped; returns `e`.

@@ -13,7 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-Error Bad(const std::string& what) { return MakeError(Code::kInvalidRequest, "template spec: " + what); }
+Error Bad(const std::string& what) {
+  return MakeError(Code::kInvalidRequest, "template spec: " + what);
+}
 
 // Base64 in a spec may be wrapped over several lines (TOML multi-line strings).
 std::string WithoutLineBreaks(const std::string& in) {
@@ -49,8 +51,8 @@ Result<std::vector<std::string>> StrList(const json& j, const char* key) {
 bool ValidPackage(const std::string& p) {
   if (p.empty() || p.size() > 200 || p[0] == '-') return false;
   for (char c : p)
-    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == ':' || c == '=' ||
-          c == '~' || c == '/' || c == '_'))
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == ':' ||
+          c == '=' || c == '~' || c == '/' || c == '_'))
       return false;
   return true;
 }
@@ -60,24 +62,37 @@ bool ValidPackage(const std::string& p) {
 bool ValidDebianSuite(const std::string& s) {
   if (s.empty() || s.size() > 40 || !islower(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
-    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) || c == '-')) return false;
+    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
+          c == '-'))
+      return false;
   return true;
 }
 
 bool ValidTemplateName(const std::string& n) {
   if (n.empty() || n.size() > 63 || n == "." || n == "..") return false;
-  if (!(islower(static_cast<unsigned char>(n[0])) || isdigit(static_cast<unsigned char>(n[0])))) return false;
+  if (!(islower(static_cast<unsigned char>(n[0])) || isdigit(static_cast<unsigned char>(n[0]))))
+    return false;
   for (char c : n)
-    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-          c == ':' || c == '-'))
+    if (!(islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
+          c == '.' || c == '_' || c == ':' || c == '-'))
       return false;
   return true;
 }
 
 Result<TemplateSpec> ParseTemplateJson(const json& j) {
   if (!j.is_object()) return Bad("must be an object");
-  static const std::set<std::string> kKnown = {"name", "from", "packages", "files", "run", "env", "user", "workdir",
-                                               "start", "ready", "ready_timeout_seconds", "description"};
+  static const std::set<std::string> kKnown = {"name",
+                                               "from",
+                                               "packages",
+                                               "files",
+                                               "run",
+                                               "env",
+                                               "user",
+                                               "workdir",
+                                               "start",
+                                               "ready",
+                                               "ready_timeout_seconds",
+                                               "description"};
   for (const auto& [k, v] : j.items())
     if (!kKnown.count(k)) return Bad("unknown key '" + k + "'");
   TemplateSpec s;
@@ -91,7 +106,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
   if (!from->empty()) s.from = *from;
   if (s.FromDebian()) {
     if (!ValidDebianSuite(s.DebianSuite()))
-      return Bad("'from' debian:<suite> needs a suite name matching [a-z][a-z0-9-]* such as bookworm");
+      return Bad(
+          "'from' debian:<suite> needs a suite name matching [a-z][a-z0-9-]* such as bookworm");
   } else if (!ValidTemplateName(s.from)) {
     return Bad("'from' must be debian:<suite> or a template name (got '" + s.from + "')");
   }
@@ -118,7 +134,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
   }
   if (!s.workdir.empty() && s.workdir[0] != '/') return Bad("'workdir' must be an absolute path");
   if (j.contains("ready_timeout_seconds")) {
-    if (!j["ready_timeout_seconds"].is_number_integer()) return Bad("'ready_timeout_seconds' must be an integer");
+    if (!j["ready_timeout_seconds"].is_number_integer())
+      return Bad("'ready_timeout_seconds' must be an integer");
     s.ready_timeout_seconds = j["ready_timeout_seconds"].get<int64_t>();
     if (s.ready_timeout_seconds < 1 || s.ready_timeout_seconds > 600)
       return Bad("'ready_timeout_seconds' must be in [1, 600]");
@@ -127,7 +144,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
     if (!j["env"].is_object()) return Bad("'env' must be a table of strings");
     for (const auto& [k, v] : j["env"].items()) {
       if (!v.is_string()) return Bad("env '" + k + "' must be a string");
-      if (k.empty() || k.find('=') != std::string::npos) return Bad("env name '" + k + "' is not valid");
+      if (k.empty() || k.find('=') != std::string::npos)
+        return Bad("env name '" + k + "' is not valid");
       s.env[k] = v.get<std::string>();
     }
   }
@@ -136,7 +154,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
     for (const auto& f : j["files"]) {
       if (!f.is_object()) return Bad("'files' entries must be tables");
       for (const auto& [k, v] : f.items())
-        if (k != "dest" && k != "content" && k != "content_b64" && k != "mode" && k != "owner" && k != "src")
+        if (k != "dest" && k != "content" && k != "content_b64" && k != "mode" && k != "owner" &&
+            k != "src")
           return Bad("unknown key '" + k + "' in files");
       TemplateFile tf;
       auto dest = Str(f, "dest");
@@ -146,12 +165,14 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
           tf.dest.ends_with("/..") || tf.dest.back() == '/')
         return Bad("files: 'dest' must be an absolute file path (got '" + tf.dest + "')");
       if (f.contains("src"))
-        return Bad("files: 'src' (" + f["src"].dump() +
-                   ") is read by `hutch template build` on the client; send 'content' or 'content_b64'");
+        return Bad(
+            "files: 'src' (" + f["src"].dump() +
+            ") is read by `hutch template build` on the client; send 'content' or 'content_b64'");
       if (f.contains("content_b64")) {
         auto b = Str(f, "content_b64");
         if (!b.ok()) return b.error();
-        if (!Base64Decode(WithoutLineBreaks(*b), &tf.content)) return Bad("files: 'content_b64' of " + tf.dest + " is not base64");
+        if (!Base64Decode(WithoutLineBreaks(*b), &tf.content))
+          return Bad("files: 'content_b64' of " + tf.dest + " is not base64");
       } else {
         auto c = Str(f, "content");
         if (!c.ok()) return c.error();
@@ -163,7 +184,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
           std::string m = f["mode"].get<std::string>();
           char* end = nullptr;
           unsigned long v = strtoul(m.c_str(), &end, 8);
-          if (m.empty() || *end || v > 07777) return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
+          if (m.empty() || *end || v > 07777)
+            return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
           tf.mode = static_cast<uint32_t>(v);
         } else if (f["mode"].is_number_unsigned() && f["mode"].get<uint64_t>() <= 07777) {
           tf.mode = static_cast<uint32_t>(f["mode"].get<uint64_t>());
@@ -175,7 +197,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
       if (!owner.ok()) return owner.error();
       tf.owner = *owner;
       for (char c : tf.owner)
-        if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' || c == '.'))
+        if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' ||
+              c == '.'))
           return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
       s.files.push_back(std::move(tf));
     }
@@ -214,19 +237,26 @@ Result<TemplateSpec> ParseTemplateText(const std::string& text) {
 json TemplateSpec::Normalized() const {
   json files_j = json::array();
   for (const auto& f : files)
-    files_j.push_back({{"dest", f.dest}, {"sha256", Sha256Hex(f.content)}, {"mode", f.mode}, {"owner", f.owner}});
+    files_j.push_back(
+        {{"dest", f.dest}, {"sha256", Sha256Hex(f.content)}, {"mode", f.mode}, {"owner", f.owner}});
   // `name` and `description` are left out: two names for the same
   // contents share one build.
-  return json{{"from", from},       {"packages", packages}, {"files", files_j}, {"run", run},
-              {"env", env},         {"user", user},         {"workdir", workdir}, {"start", start},
+  return json{{"from", from},       {"packages", packages},
+              {"files", files_j},   {"run", run},
+              {"env", env},         {"user", user},
+              {"workdir", workdir}, {"start", start},
               {"ready", ready},     {"ready_timeout_seconds", ready_timeout_seconds}};
 }
 
-std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity, uint32_t uid_base) {
+std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity,
+                              uint32_t uid_base) {
   // Bumped when what a build puts into its dir changes, so older builds of
   // the same spec are not taken for current ones.
   constexpr int kBuildLayout = 1;
-  json key = {{"spec", spec.Normalized()}, {"parent", parent_identity}, {"uid_base", uid_base}, {"layout", kBuildLayout}};
+  json key = {{"spec", spec.Normalized()},
+              {"parent", parent_identity},
+              {"uid_base", uid_base},
+              {"layout", kBuildLayout}};
   return Sha256Hex(key.dump());
 }
 

@@ -20,10 +20,10 @@
 namespace hutch {
 
 struct TemplateFile {
-  std::string dest;      // absolute path inside the template
-  std::string content;   // bytes (decoded from content_b64 if given so)
+  std::string dest;     // absolute path inside the template
+  std::string content;  // bytes (decoded from content_b64 if given so)
   uint32_t mode = 0644;
-  std::string owner;     // "user", "1000" or "1000:1000"; empty: root
+  std::string owner;  // "user", "1000" or "1000:1000"; empty: root
 };
 
 struct TemplateSpec {
@@ -31,14 +31,14 @@ struct TemplateSpec {
   // "debian:<suite>" (debootstrap from the host's configured Debian
   // mirror) or the name of another template ("base", "python", ...).
   std::string from = "base";
-  std::vector<std::string> packages;   // Debian packages (apt-get install)
-  std::vector<TemplateFile> files;     // copied in after the packages
-  std::vector<std::string> run;        // shell commands, in order, as root
+  std::vector<std::string> packages;  // Debian packages (apt-get install)
+  std::vector<TemplateFile> files;    // copied in after the packages
+  std::vector<std::string> run;       // shell commands, in order, as root
   std::map<std::string, std::string> env;
-  std::string user;      // default user of commands (empty: root)
-  std::string workdir;   // default working directory (empty: the user's home)
-  std::string start;     // started in the background in every new sandbox
-  std::string ready;     // command that exits 0 once the sandbox is ready
+  std::string user;     // default user of commands (empty: root)
+  std::string workdir;  // default working directory (empty: the user's home)
+  std::string start;    // started in the background in every new sandbox
+  std::string ready;    // command that exits 0 once the sandbox is ready
   int64_t ready_timeout_seconds = 30;
   std::string description;
 
@@ -61,7 +61,8 @@ Result<TemplateSpec> ParseTemplateText(const std::string& text);
 // The build cache key: SHA-256 (hex) over the normalized spec, the
 // identity of what it is built on (a parent's build hash, base's record,
 // or debootstrap's suite and mirror), the uid base and the build layout.
-std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity, uint32_t uid_base);
+std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity,
+                              uint32_t uid_base);
 // A template name: [a-z0-9][a-z0-9._:-]{0,62}, not "." or "..".
 bool ValidTemplateName(const std::string& name);
 // A Debian suite as debootstrap's command line may take it (run as the

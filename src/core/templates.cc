@@ -23,11 +23,14 @@ namespace {
 
 // Names that meant `base` before real templates existed (base carries the
 // host's python3); they keep working until their template is built.
-const std::map<std::string, std::string> kFallbacks = {{"python", "base"}, {"code-interpreter", "base"}};
+const std::map<std::string, std::string> kFallbacks = {{"python", "base"},
+                                                       {"code-interpreter", "base"}};
 
 json InfoJson(const TemplateInfo& i) {
-  return json{{"rootfs", i.rootfs}, {"layers", i.layers}, {"env", i.env},     {"user", i.user},
-              {"workdir", i.workdir}, {"start", i.start}, {"ready", i.ready}, {"ready_timeout_seconds", i.ready_timeout_seconds}};
+  return json{{"rootfs", i.rootfs},   {"layers", i.layers},
+              {"env", i.env},         {"user", i.user},
+              {"workdir", i.workdir}, {"start", i.start},
+              {"ready", i.ready},     {"ready_timeout_seconds", i.ready_timeout_seconds}};
 }
 
 std::string ReadSmallFile(const std::string& path) {
@@ -73,9 +76,10 @@ json TemplateRecord::ToJson() const {
 }
 
 std::string TemplateRecord::ToStoreJson() const {
-  json j = {{"name", name},          {"hash", hash},           {"from", from},
-            {"spec", spec},          {"info", InfoJson(info)}, {"built_at_ms", ToUnixMs(built_at)},
-            {"build_ms", build_ms},  {"size_bytes", size_bytes}};
+  json j = {{"name", name},           {"hash", hash},
+            {"from", from},           {"spec", spec},
+            {"info", InfoJson(info)}, {"built_at_ms", ToUnixMs(built_at)},
+            {"build_ms", build_ms},   {"size_bytes", size_bytes}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -128,7 +132,8 @@ Status TemplateRegistry::EnsureBase() {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return MakeError(Code::kInternal, "template builder " + o_.builder_script + " failed (status " +
                                           std::to_string(status) + ")");
-  if (stat(marker.c_str(), &st) != 0) return MakeError(Code::kInternal, "template builder left no " + marker);
+  if (stat(marker.c_str(), &st) != 0)
+    return MakeError(Code::kInternal, "template builder left no " + marker);
   return {};
 }
 
@@ -171,7 +176,8 @@ Status TemplateRegistry::Load() {
       aliases_[std::string(k.str())] = *target;
     }
   } catch (const toml::parse_error& e) {
-    return MakeError(Code::kInvalidRequest, "aliases file " + o_.aliases_file + ": " + std::string(e.description()));
+    return MakeError(Code::kInvalidRequest,
+                     "aliases file " + o_.aliases_file + ": " + std::string(e.description()));
   }
   return Status{};
 }
@@ -192,7 +198,8 @@ Status TemplateRegistry::SaveAliases() const {
 
 Status TemplateRegistry::SetAlias(const std::string& name, const std::string& target) {
   if (!ValidTemplateName(name) || !ValidTemplateName(target))
-    return MakeError(Code::kInvalidRequest, "alias and target must be template names ([a-z0-9][a-z0-9._:-]*)");
+    return MakeError(Code::kInvalidRequest,
+                     "alias and target must be template names ([a-z0-9][a-z0-9._:-]*)");
   if (name == "base") return MakeError(Code::kInvalidRequest, "'base' cannot be an alias");
   if (records_.count(name))
     return MakeError(Code::kConflict, "'" + name + "' is a template; an alias cannot hide it");
@@ -201,7 +208,8 @@ Status TemplateRegistry::SetAlias(const std::string& name, const std::string& ta
 }
 
 Status TemplateRegistry::RemoveAlias(const std::string& name) {
-  if (!aliases_.erase(name)) return MakeError(Code::kTemplateNotFound, "alias '" + name + "' not found");
+  if (!aliases_.erase(name))
+    return MakeError(Code::kTemplateNotFound, "alias '" + name + "' not found");
   return SaveAliases();
 }
 
@@ -252,7 +260,8 @@ Result<TemplateRecord> TemplateRegistry::Get(const std::string& name) const {
     return r;
   }
   auto it = records_.find(name);
-  if (it == records_.end()) return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
+  if (it == records_.end())
+    return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
   return it->second;
 }
 
@@ -265,16 +274,19 @@ std::vector<TemplateRecord> TemplateRegistry::List() const {
 
 Status TemplateRegistry::Register(const TemplateRecord& r) {
   if (store_) {
-    if (auto st = store_->PutTemplate(r.name, r.ToStoreJson()); !st.ok()) return st.error().Context("register template");
+    if (auto st = store_->PutTemplate(r.name, r.ToStoreJson()); !st.ok())
+      return st.error().Context("register template");
   }
   records_[r.name] = r;
   return Status{};
 }
 
 Status TemplateRegistry::Remove(const std::string& name) {
-  if (!records_.count(name)) return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
+  if (!records_.count(name))
+    return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
   if (store_) {
-    if (auto st = store_->DeleteTemplate(name); !st.ok()) return st.error().Context("delete template");
+    if (auto st = store_->DeleteTemplate(name); !st.ok())
+      return st.error().Context("delete template");
   }
   records_.erase(name);
   return Status{};
@@ -317,7 +329,8 @@ Result<std::string> TemplateRegistry::Identity(const std::string& name) const {
     return "base:" + Sha256Hex(t);
   }
   auto it = records_.find(name);
-  if (it == records_.end()) return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
+  if (it == records_.end())
+    return MakeError(Code::kTemplateNotFound, "template '" + name + "' not found");
   return it->second.hash;
 }
 

@@ -34,9 +34,9 @@ namespace hutch {
 
 // What a create needs from a template.
 struct TemplateInfo {
-  std::string name;    // the template's own name (aliases resolved)
-  std::string hash;    // build hash; "base" for the host-assembled base
-  std::string rootfs;  // bottom of the overlay
+  std::string name;                 // the template's own name (aliases resolved)
+  std::string hash;                 // build hash; "base" for the host-assembled base
+  std::string rootfs;               // bottom of the overlay
   std::vector<std::string> layers;  // read-only layers above rootfs, topmost first
   std::map<std::string, std::string> env;
   std::string user;
@@ -72,7 +72,8 @@ struct TemplateRegistryOptions {
 
 class TemplateRegistry {
  public:
-  TemplateRegistry(TemplateRegistryOptions o, store::StateStore* store) : o_(std::move(o)), store_(store) {}
+  TemplateRegistry(TemplateRegistryOptions o, store::StateStore* store)
+      : o_(std::move(o)), store_(store) {}
   // Builds `base` if it is missing (first start on a machine: seconds).
   Status EnsureBase();
   // At start: loads the rows and the aliases, removes what crashed builds

@@ -9,7 +9,8 @@ nlohmann::json VolumeRecord::ToJson() const {
 }
 
 std::string VolumeRecord::ToStoreJson() const {
-  nlohmann::json j = {{"name", name}, {"size_mb", size_mb}, {"created_at_ms", ToUnixMs(created_at)}};
+  nlohmann::json j = {
+      {"name", name}, {"size_mb", size_mb}, {"created_at_ms", ToUnixMs(created_at)}};
   return j.dump();
 }
 
@@ -31,9 +32,10 @@ bool VolumeRecord::FromStoreJson(const std::string& text, VolumeRecord* out) {
 
 Status CheckVolumeName(const std::string& name) {
   auto bad = [&] {
-    return MakeError(Code::kInvalidRequest,
-                     "volume name must be 1-63 characters of a-z, 0-9, '_', '.', '-', starting with a letter or "
-                     "digit");
+    return MakeError(
+        Code::kInvalidRequest,
+        "volume name must be 1-63 characters of a-z, 0-9, '_', '.', '-', starting with a letter or "
+        "digit");
   };
   if (name.empty() || name.size() > 63) return bad();
   for (size_t i = 0; i < name.size(); ++i) {
@@ -81,7 +83,8 @@ Status CheckVolumeMounts(const std::vector<VolumeMountRequest>& mounts) {
 
 nlohmann::json VolumeMountsToJson(const std::vector<VolumeMountRequest>& mounts) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& m : mounts) a.push_back({{"name", m.name}, {"path", m.path}, {"read_only", m.read_only}});
+  for (const auto& m : mounts)
+    a.push_back({{"name", m.name}, {"path", m.path}, {"read_only", m.read_only}});
   return a;
 }
 
@@ -97,7 +100,8 @@ std::vector<VolumeMountRequest> VolumeMountsFromJson(const nlohmann::json& j) {
     auto ro = e.find("read_only");
     if (name == e.end() || !name->is_string() || path == e.end() || !path->is_string()) continue;
     if (ro != e.end() && !ro->is_boolean()) continue;
-    out.push_back({name->get<std::string>(), path->get<std::string>(), ro != e.end() && ro->get<bool>()});
+    out.push_back(
+        {name->get<std::string>(), path->get<std::string>(), ro != e.end() && ro->get<bool>()});
   }
   return out;
 }

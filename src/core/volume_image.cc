@@ -119,7 +119,8 @@ Status UnmountVolume(const std::string& dir) {
 bool IsMountPoint(const std::string& dir) {
   struct statx sx;
   if (statx(AT_FDCWD, dir.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) != 0) return false;
-  return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+  return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+         (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
 Result<VolumeUsage> VolumeUsageOf(const std::string& dir) {

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <spdlog/spdlog.h>
+#include <filesystem>
 
 #include "core/volume_image.h"
 
@@ -49,7 +49,8 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
     const std::string data = e.path().string() + "/data";
     if (IsMountPoint(data)) {
       if (auto st = UnmountVolume(data); !st.ok()) {
-        spdlog::error("volume_dir={} unmount_failed err=\"{}\"", e.path().string(), st.error().message);
+        spdlog::error("volume_dir={} unmount_failed err=\"{}\"", e.path().string(),
+                      st.error().message);
         continue;  // never delete through a mount
       }
     }
@@ -59,7 +60,8 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
   return rep;
 }
 
-asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& name, std::optional<int64_t> size_mb) {
+asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& name,
+                                                            std::optional<int64_t> size_mb) {
   if (auto st = CheckVolumeName(name); !st.ok()) co_return st.error();
   int64_t size = size_mb.value_or(opts_.default_size_mb);
   if (size < 16 || size > opts_.max_size_mb)
@@ -68,8 +70,9 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
   if (volumes_.count(name) || creating_.count(name))
     co_return MakeError(Code::kConflict, "volume " + name + " already exists");
   if (static_cast<int>(volumes_.size() + creating_.size()) >= opts_.max_volumes)
-    co_return MakeError(Code::kCapacityExhausted,
-                        "host is at its limit of " + std::to_string(opts_.max_volumes) + " volumes");
+    co_return MakeError(
+        Code::kCapacityExhausted,
+        "host is at its limit of " + std::to_string(opts_.max_volumes) + " volumes");
   creating_.insert(name);
   const std::string dir = VolumeDir(name);
   auto fail = [&](Error e) {
@@ -86,7 +89,8 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
     co_return fail(ErrnoError("mkdir " + dir));
   if (auto st = co_await CreateVolumeImage(dir + "/volume.img", size, opts_.uid_base); !st.ok())
     co_return fail(st.error());
-  if (auto st = MountVolumeImage(dir + "/volume.img", dir + "/data"); !st.ok()) co_return fail(st.error());
+  if (auto st = MountVolumeImage(dir + "/volume.img", dir + "/data"); !st.ok())
+    co_return fail(st.error());
   VolumeRecord r;
   r.name = name;
   r.size_mb = size;
@@ -102,7 +106,8 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
 
 Result<VolumeRecord> VolumeManager::Get(const std::string& name) const {
   auto it = volumes_.find(name);
-  if (it == volumes_.end()) return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
+  if (it == volumes_.end())
+    return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
   return it->second;
 }
 
@@ -113,11 +118,13 @@ std::vector<VolumeRecord> VolumeManager::List() const {
 }
 
 Status VolumeManager::Delete(const std::string& name) {
-  if (!volumes_.count(name)) return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
+  if (!volumes_.count(name))
+    return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
   // The record goes first: once the delete is acknowledged it must stay
   // deleted; files a crash leaves behind are removed by the next Recover.
   if (store_) {
-    if (auto st = store_->DeleteVolume(name); !st.ok()) return st.error().Context("delete volume " + name);
+    if (auto st = store_->DeleteVolume(name); !st.ok())
+      return st.error().Context("delete volume " + name);
   }
   volumes_.erase(name);
   const std::string dir = VolumeDir(name);
@@ -132,9 +139,11 @@ Status VolumeManager::Delete(const std::string& name) {
 }
 
 Result<std::string> VolumeManager::DataDir(const std::string& name) const {
-  if (!volumes_.count(name)) return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
+  if (!volumes_.count(name))
+    return MakeError(Code::kVolumeNotFound, "volume " + name + " not found");
   std::string data = VolumeDir(name) + "/data";
-  if (!IsMountPoint(data)) return MakeError(Code::kUnavailable, "volume " + name + " is not mounted on the host");
+  if (!IsMountPoint(data))
+    return MakeError(Code::kUnavailable, "volume " + name + " is not mounted on the host");
   return data;
 }
 

@@ -23,8 +23,8 @@ namespace asio = boost::asio;
 namespace hutch {
 
 struct VolumeOptions {
-  std::string dir;            // <state>/volumes
-  uint32_t uid_base = 0;      // host uid of a sandbox's root: owns the volume's root dir
+  std::string dir;        // <state>/volumes
+  uint32_t uid_base = 0;  // host uid of a sandbox's root: owns the volume's root dir
   int64_t default_size_mb = 1024;
   int64_t max_size_mb = 65536;
   int max_volumes = 1000;
@@ -33,7 +33,8 @@ struct VolumeOptions {
 class VolumeManager {
  public:
   // `store` may be null (nothing persists).
-  VolumeManager(VolumeOptions opts, store::StateStore* store) : opts_(std::move(opts)), store_(store) {}
+  VolumeManager(VolumeOptions opts, store::StateStore* store)
+      : opts_(std::move(opts)), store_(store) {}
 
   // At start: loads the records, mounts each volume again (keeping a mount
   // a crashed run left), removes directories that have no record.
@@ -42,7 +43,8 @@ class VolumeManager {
   };
   Result<RecoverReport> Recover();
 
-  asio::awaitable<Result<VolumeRecord>> Create(const std::string& name, std::optional<int64_t> size_mb);
+  asio::awaitable<Result<VolumeRecord>> Create(const std::string& name,
+                                               std::optional<int64_t> size_mb);
   Result<VolumeRecord> Get(const std::string& name) const;
   std::vector<VolumeRecord> List() const;
   // The caller has checked that no sandbox uses it.

@@ -1,5 +1,6 @@
 #include "driver/agent_connection.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -7,7 +8,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 namespace hutch {
 
@@ -29,7 +29,8 @@ AgentStream::AgentStream(asio::any_io_executor ex, std::weak_ptr<AgentConnection
 AgentStream::~AgentStream() {
   auto c = conn_.lock();
   if (!c) return;
-  if (!ended_ && !lost_ && cancel_on_destroy_ && c->alive()) c->SendNoWait(wire::Encode(wire::Type::kCancel, id_, {}));
+  if (!ended_ && !lost_ && cancel_on_destroy_ && c->alive())
+    c->SendNoWait(wire::Encode(wire::Type::kCancel, id_, {}));
   c->Forget(id_);
 }
 
@@ -86,8 +87,9 @@ asio::awaitable<Status> AgentStream::Send(wire::Type type, std::string_view payl
   // The agent drops a connection that sends it a frame over the limit, and
   // with it the sandbox (issue 32): refuse the one request instead.
   if (payload.size() > wire::kMaxPayload)
-    co_return MakeError(Code::kInvalidRequest, "request of " + std::to_string(payload.size()) +
-                                                   " bytes exceeds the 1 MiB limit of one message to the sandbox");
+    co_return MakeError(Code::kInvalidRequest,
+                        "request of " + std::to_string(payload.size()) +
+                            " bytes exceeds the 1 MiB limit of one message to the sandbox");
   auto c = conn_.lock();
   if (!c || !c->alive()) co_return MakeError(Code::kUnavailable, "sandbox agent connection lost");
   co_return co_await c->Send(wire::Encode(type, id_, payload));
@@ -97,7 +99,8 @@ void AgentStream::Consumed(size_t n) {
   pending_credit_ += n;
   if (pending_credit_ < kCreditBatch) return;
   auto c = conn_.lock();
-  if (c && c->alive()) c->SendNoWait(wire::EncodeCredit(id_, static_cast<uint32_t>(pending_credit_)));
+  if (c && c->alive())
+    c->SendNoWait(wire::EncodeCredit(id_, static_cast<uint32_t>(pending_credit_)));
   pending_credit_ = 0;
 }
 
@@ -123,7 +126,8 @@ asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Conne
   if (!wait_hello) {
     // The kernel queued the connection; the agent accepts it and says
     // hello when it is thawed. ReadLoop drops stream-0 frames.
-    asio::co_spawn(ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
+    asio::co_spawn(
+        ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
     co_return conn;
   }
   // The hello is the first frame; read it before starting the loops.
@@ -140,11 +144,12 @@ asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Conne
   char buf[4096];
   wire::Frame f;
   while (!conn->reader_.Next(&f)) {
-    size_t n = co_await conn->sock_.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await conn->sock_.async_read_some(asio::buffer(buf),
+                                                    asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       timer.cancel();
       co_return MakeError(Code::kUnavailable, expired ? "agent did not say hello in time"
-                                                       : "read agent hello: " + ec.message());
+                                                      : "read agent hello: " + ec.message());
     }
     if (auto st = conn->reader_.Feed(buf, n); !st.ok()) {
       timer.cancel();
@@ -153,7 +158,8 @@ asio::awaitable<Result<std::shared_ptr<AgentConnection>>> AgentConnection::Conne
   }
   timer.cancel();
   if (auto st = conn->ApplyHello(f); !st.ok()) co_return st.error();
-  asio::co_spawn(ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
+  asio::co_spawn(
+      ex, [c = conn]() -> asio::awaitable<void> { co_await c->ReadLoop(); }, asio::detached);
   co_return conn;
 }
 
@@ -162,7 +168,8 @@ Status AgentConnection::ApplyHello(const wire::Frame& f) {
   try {
     auto j = nlohmann::json::parse(f.payload);
     if (j.value("version", 0u) != wire::kProtocolVersion)
-      return MakeError(Code::kInternal, "agent speaks protocol " + j.value("version", std::string("?")));
+      return MakeError(Code::kInternal,
+                       "agent speaks protocol " + j.value("version", std::string("?")));
     agent_pid_ = j.value("pid", 0);
     if (auto it = j.find("features"); it != j.end() && it->is_array())
       for (const auto& feat : *it)
@@ -210,7 +217,8 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
       if (final) streams_.erase(stream);
     }
     boost::system::error_code ec;
-    size_t n = co_await sock_.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await sock_.async_read_some(asio::buffer(buf),
+                                              asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (alive_) Fail("agent connection closed: " + ec.message());
       co_return;
@@ -222,7 +230,8 @@ asio::awaitable<void> AgentConnection::ReadLoop() {
   }
 }
 
-asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std::string_view payload) {
+asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type,
+                                                           std::string_view payload) {
   auto self = shared_from_this();
   auto stream = OpenStream();
   if (auto st = co_await stream->Send(type, payload); !st.ok()) co_return st.error();
@@ -234,9 +243,10 @@ asio::awaitable<Result<wire::Frame>> AgentConnection::Call(wire::Type type, std:
 
 Error AgentConnection::AnswerTimeoutError(const std::string& what, const std::string& after) {
   const auto ms = answer_timeout_.count();
-  const std::string t = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
-  return MakeError(Code::kAgentTimeout, "the sandbox's agent did not " + what + " within " + t + after +
-                                            " (the sandbox is stopped or overloaded)");
+  const std::string t =
+      ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+  return MakeError(Code::kAgentTimeout, "the sandbox's agent did not " + what + " within " + t +
+                                            after + " (the sandbox is stopped or overloaded)");
 }
 
 void AgentConnection::SendNoWait(std::string bytes) {
@@ -245,9 +255,10 @@ void AgentConnection::SendNoWait(std::string bytes) {
   outq_.push_back(std::move(bytes));
   if (!writing_) {
     writing_ = true;
-    asio::co_spawn(sock_.get_executor(), [self = shared_from_this()]() -> asio::awaitable<void> {
-      co_await self->WriteLoop();
-    }, asio::detached);
+    asio::co_spawn(
+        sock_.get_executor(),
+        [self = shared_from_this()]() -> asio::awaitable<void> { co_await self->WriteLoop(); },
+        asio::detached);
   }
 }
 
@@ -267,7 +278,8 @@ asio::awaitable<Status> AgentConnection::Send(std::string bytes) {
     if (auto c = w.lock(); c && !ec) c->drained_.cancel();
   });
   while (alive_ && outq_bytes_ > kOutqBound) {
-    if (std::chrono::steady_clock::now() >= deadline) co_return AnswerTimeoutError("take the data sent to it");
+    if (std::chrono::steady_clock::now() >= deadline)
+      co_return AnswerTimeoutError("take the data sent to it");
     boost::system::error_code ec;
     co_await drained_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
@@ -281,7 +293,8 @@ asio::awaitable<void> AgentConnection::WriteLoop() {
     std::string b = std::move(outq_.front());
     outq_.pop_front();
     boost::system::error_code ec;
-    co_await asio::async_write(sock_, asio::buffer(b), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(sock_, asio::buffer(b),
+                               asio::redirect_error(asio::use_awaitable, ec));
     outq_bytes_ -= b.size();
     if (outq_bytes_ <= kOutqBound) drained_.cancel();
     if (ec) {

@@ -41,7 +41,8 @@ class AgentStream {
   // `Interrupt()` was called and no frame is queued.
   asio::awaitable<std::optional<wire::Frame>> Next();
   // Like Next but gives up after `timeout` (returns nullopt, timed_out=true).
-  asio::awaitable<std::optional<wire::Frame>> NextFor(std::chrono::milliseconds timeout, bool* timed_out);
+  asio::awaitable<std::optional<wire::Frame>> NextFor(std::chrono::milliseconds timeout,
+                                                      bool* timed_out);
   // The agent's answer to a request on this stream (its first frame, or
   // the final one after a write): like Next, but a kAgentTimeout error when
   // nothing came within AgentConnection::answer_timeout(). An agent that is

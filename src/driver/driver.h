@@ -32,8 +32,8 @@ class MachineImage {
 };
 
 struct InstanceSpec {
-  std::string id;            // sandbox id, e.g. sb_0123...
-  std::string rootfs;        // template root filesystem (read-only)
+  std::string id;      // sandbox id, e.g. sb_0123...
+  std::string rootfs;  // template root filesystem (read-only)
   // Read-only snapshot layers above the template, topmost first.
   std::vector<std::string> layers;
   std::vector<InstanceMount> mounts;
@@ -60,9 +60,9 @@ struct InstanceStats {
   uint64_t memory_peak = 0;
   uint64_t pids_current = 0;
   uint64_t oom_kills = 0;
-  uint64_t disk_used_bytes = 0;   // the writable layer
+  uint64_t disk_used_bytes = 0;  // the writable layer
   uint64_t disk_limit_bytes = 0;
-  uint64_t net_rx_bytes = 0;      // interfaces other than loopback
+  uint64_t net_rx_bytes = 0;  // interfaces other than loopback
   uint64_t net_tx_bytes = 0;
 };
 
@@ -125,8 +125,9 @@ class Driver {
   // nothing is taken; ReconcileAtStart then removes what is left of it.
   // A sandbox stored as paused is adopted without being woken (paused=true):
   // its processes must not run a single instruction until Resume.
-  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
-                                                                  bool paused) = 0;
+  virtual asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
+                                                                   const std::string& facts,
+                                                                   bool paused) = 0;
   // At start, after adoption: removes everything an earlier run of this
   // state dir left behind (processes, cgroups, sandbox dirs) except the
   // instances in `keep`. Returns how many were removed.

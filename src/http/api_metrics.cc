@@ -10,31 +10,36 @@ const std::vector<double> kCreateBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 }  // namespace
 
 ApiMetrics::ApiMetrics()
-    : sandboxes_running(registry.AddGauge("hutch_sandboxes_running", "Sandboxes running or paused.")),
+    : sandboxes_running(
+          registry.AddGauge("hutch_sandboxes_running", "Sandboxes running or paused.")),
       sandboxes(registry.AddGaugeFamily(
-          "hutch_sandboxes", "Sandboxes known to the manager by state (stopped ones are kept an hour).", {"state"})),
+          "hutch_sandboxes",
+          "Sandboxes known to the manager by state (stopped ones are kept an hour).", {"state"})),
       sandboxes_created(registry.AddCounter("hutch_sandboxes_created_total", "Sandboxes created.")),
-      sandbox_create_failures(
-          registry.AddCounter("hutch_sandbox_create_failures_total", "Sandbox creates that failed.")),
+      sandbox_create_failures(registry.AddCounter("hutch_sandbox_create_failures_total",
+                                                  "Sandbox creates that failed.")),
       sandbox_create_seconds(registry.AddHistogram(
-          "hutch_sandbox_create_seconds", "Time to create a sandbox until it can run commands (successful creates).",
+          "hutch_sandbox_create_seconds",
+          "Time to create a sandbox until it can run commands (successful creates).",
           kCreateBuckets)),
       execs(registry.AddCounter("hutch_execs_total", "Commands started.")),
       open_streams(registry.AddGauge("hutch_open_streams", "Exec event streams in progress.")),
       http_requests(registry.AddCounterFamily("hutch_http_requests_total",
                                               "HTTP requests handled, by method and status class.",
                                               {"method", "status_class"})),
-      http_errors_5xx(registry.AddCounter("hutch_http_errors_5xx_total", "HTTP responses with a 5xx status.")),
-      errors(registry.AddCounterFamily("hutch_errors_total",
-                                       "Errors answered to clients (JSON errors and stream error events) by code.",
-                                       {"code"})),
-      network_slots(registry.AddGaugeFamily(
-          "hutch_network_slots",
-          "Network slots (namespace, veth, rules) by state: warm (ready for a create) or leased (a sandbox's).",
-          {"state"})),
-      rate_limit_buckets(
-          registry.AddGauge("hutch_rate_limit_buckets", "API keys with a partly used rate-limit bucket.")),
-      uptime_seconds(registry.AddGauge("hutch_process_uptime_seconds", "Seconds since hutchd started.")) {}
+      http_errors_5xx(
+          registry.AddCounter("hutch_http_errors_5xx_total", "HTTP responses with a 5xx status.")),
+      errors(registry.AddCounterFamily(
+          "hutch_errors_total",
+          "Errors answered to clients (JSON errors and stream error events) by code.", {"code"})),
+      network_slots(registry.AddGaugeFamily("hutch_network_slots",
+                                            "Network slots (namespace, veth, rules) by state: warm "
+                                            "(ready for a create) or leased (a sandbox's).",
+                                            {"state"})),
+      rate_limit_buckets(registry.AddGauge("hutch_rate_limit_buckets",
+                                           "API keys with a partly used rate-limit bucket.")),
+      uptime_seconds(
+          registry.AddGauge("hutch_process_uptime_seconds", "Seconds since hutchd started.")) {}
 
 void ApiMetrics::CountRequest(std::string_view method, int status) {
   std::string cls = status >= 100 && status <= 599 ? std::to_string(status / 100) + "xx" : "none";

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <string>
 
-#include "http/metrics.h"
 #include "common/result.h"
+#include "http/metrics.h"
 
 namespace hutch::api {
 
@@ -36,7 +36,7 @@ struct ApiMetrics {
   Gauge& open_streams;
   Family<Counter>& http_requests;  // {method, status_class}
   Counter& http_errors_5xx;
-  Family<Counter>& errors;  // {code}
+  Family<Counter>& errors;       // {code}
   Family<Gauge>& network_slots;  // {state}: warm, leased
   Gauge& rate_limit_buckets;
   Gauge& uptime_seconds;

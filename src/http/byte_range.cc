@@ -37,15 +37,17 @@ Result<ByteWindow> FitRange(const ByteRange& r, int64_t size) {
   if (!r.present || (size == 0 && r.suffix)) return w;
   w.partial = true;
   if (r.suffix) {
-    if (r.first == 0) return MakeError(Code::kRangeNotSatisfiable, "a suffix range of 0 bytes selects nothing");
+    if (r.first == 0)
+      return MakeError(Code::kRangeNotSatisfiable, "a suffix range of 0 bytes selects nothing");
     w.length = std::min(r.first, size);
     w.offset = size - w.length;
     return w;
   }
   w.offset = r.first;
   if (w.offset >= size)
-    return MakeError(Code::kRangeNotSatisfiable, "range starts at " + std::to_string(w.offset) + " but the file has " +
-                                                     std::to_string(size) + " bytes");
+    return MakeError(Code::kRangeNotSatisfiable, "range starts at " + std::to_string(w.offset) +
+                                                     " but the file has " + std::to_string(size) +
+                                                     " bytes");
   w.length = (r.last < 0 ? size - 1 : std::min(r.last, size - 1)) - w.offset + 1;
   return w;
 }

@@ -2,14 +2,14 @@
 
 #include <sys/socket.h>
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
+#include <spdlog/spdlog.h>
 #include "common/clock.h"
 #include "common/header_value.h"
-#include <spdlog/spdlog.h>
 
 namespace hutch::api {
 
@@ -28,7 +28,8 @@ bool ValidRequestId(const std::string& s) {
 HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
                          http::request_parser<http::empty_body>& hp)
     : stream_(stream), buf_(buf), hp_(hp), header_(hp.get().base()) {
-  RequestTarget t = ParseRequestTarget(std::string_view(hp_.get().target().data(), hp_.get().target().size()));
+  RequestTarget t =
+      ParseRequestTarget(std::string_view(hp_.get().target().data(), hp_.get().target().size()));
   path_ = std::move(t.path);
   query_ = std::move(t.query);
   query_list_ = std::move(t.query_list);
@@ -72,7 +73,8 @@ asio::awaitable<Result<std::string>> HttpContext::ReadBody(size_t limit) {
   body_read_ = true;
   if (hp_.content_length() && *hp_.content_length() > limit) {
     keep_alive_ = false;
-    co_return MakeError(Code::kPayloadTooLarge, "request body exceeds " + std::to_string(limit) + " bytes");
+    co_return MakeError(Code::kPayloadTooLarge,
+                        "request body exceeds " + std::to_string(limit) + " bytes");
   }
   co_await MaybeContinue();
   http::request_parser<http::string_body> p{std::move(hp_)};
@@ -82,7 +84,8 @@ asio::awaitable<Result<std::string>> HttpContext::ReadBody(size_t limit) {
   co_await http::async_read(stream_, buf_, p, asio::redirect_error(asio::use_awaitable, ec));
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
-    co_return MakeError(Code::kPayloadTooLarge, "request body exceeds " + std::to_string(limit) + " bytes");
+    co_return MakeError(Code::kPayloadTooLarge,
+                        "request body exceeds " + std::to_string(limit) + " bytes");
   }
   if (ec) {
     keep_alive_ = false;
@@ -98,19 +101,22 @@ asio::awaitable<Result<nlohmann::json>> HttpContext::ReadJson(size_t limit) {
   if (body->empty()) co_return nlohmann::json::object();
   try {
     auto j = nlohmann::json::parse(*body);
-    if (!j.is_object()) co_return MakeError(Code::kInvalidRequest, "request body must be a JSON object");
+    if (!j.is_object())
+      co_return MakeError(Code::kInvalidRequest, "request body must be a JSON object");
     co_return j;
   } catch (const nlohmann::json::exception& e) {
     co_return MakeError(Code::kInvalidRequest, std::string("malformed JSON: ") + e.what());
   }
 }
 
-asio::awaitable<Status> HttpContext::StreamBody(std::function<asio::awaitable<Status>(std::string_view)> sink) {
+asio::awaitable<Status> HttpContext::StreamBody(
+    std::function<asio::awaitable<Status>(std::string_view)> sink) {
   if (body_read_) co_return Status{};
   body_read_ = true;
   co_await MaybeContinue();
   http::request_parser<http::buffer_body> p{std::move(hp_)};
-  p.body_limit(std::numeric_limits<std::uint64_t>::max());  // bounded by the sandbox's disk quota instead
+  p.body_limit(
+      std::numeric_limits<std::uint64_t>::max());  // bounded by the sandbox's disk quota instead
   std::vector<char> chunk(256 * 1024);
   while (!p.is_done()) {
     p.get().body().data = chunk.data();
@@ -176,18 +182,21 @@ asio::awaitable<void> HttpContext::SendEmpty(int status) {
   co_await Write(res);
 }
 
-asio::awaitable<void> HttpContext::SendText(int status, const std::string& content_type, std::string body) {
+asio::awaitable<void> HttpContext::SendText(int status, const std::string& content_type,
+                                            std::string body) {
   http::response<http::string_body> res{static_cast<http::status>(status), 11};
   res.set(http::field::content_type, content_type);
   res.body() = std::move(body);
   co_await Write(res);
 }
 
-asio::awaitable<Status> HttpContext::BeginStream(int status, const std::string& content_type, int64_t content_length,
-                                                 const std::vector<std::pair<std::string, std::string>>& headers) {
+asio::awaitable<Status> HttpContext::BeginStream(
+    int status, const std::string& content_type, int64_t content_length,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   responded_ = true;
   status_ = status;
-  sres_ = std::make_unique<http::response<http::buffer_body>>(static_cast<http::status>(status), 11);
+  sres_ =
+      std::make_unique<http::response<http::buffer_body>>(static_cast<http::status>(status), 11);
   auto& res = *sres_;
   res.set(http::field::content_type, content_type);
   for (const auto& [k, v] : headers)
@@ -257,17 +266,18 @@ beast::tcp_stream& HttpContext::TakeStream(int status) {
 void HttpContext::WatchClose(std::function<void()> on_close) {
   watching_ = true;
   auto& sock = stream_.socket();
-  sock.async_wait(asio::ip::tcp::socket::wait_read, [&sock, this, cb = std::move(on_close)](boost::system::error_code ec) {
-    if (ec) return;  // cancelled: the request finished first
-    char c;
-    ssize_t n = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    // 0: orderly close; <0 with a real error: reset. Pipelined bytes (n>0)
-    // mean the client is alive.
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-      keep_alive_ = false;
-      cb();
-    }
-  });
+  sock.async_wait(asio::ip::tcp::socket::wait_read,
+                  [&sock, this, cb = std::move(on_close)](boost::system::error_code ec) {
+                    if (ec) return;  // cancelled: the request finished first
+                    char c;
+                    ssize_t n = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+                    // 0: orderly close; <0 with a real error: reset. Pipelined bytes (n>0)
+                    // mean the client is alive.
+                    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                      keep_alive_ = false;
+                      cb();
+                    }
+                  });
 }
 
 void HttpContext::StopWatchingClose() {

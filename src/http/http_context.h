@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "http/request_target.h"
 #include "common/result.h"
+#include "http/request_target.h"
 
 namespace hutch::api {
 
@@ -26,7 +26,8 @@ namespace http = beast::http;
 
 class HttpContext {
  public:
-  HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf, http::request_parser<http::empty_body>& hp);
+  HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
+              http::request_parser<http::empty_body>& hp);
 
   // --- request
   http::verb method() const { return header_.method(); }
@@ -67,13 +68,16 @@ class HttpContext {
   asio::awaitable<void> SendText(int status, const std::string& content_type, std::string body);
   // Streamed response: header first, then chunks. content_length < 0 means
   // chunked transfer encoding. Extra headers as name/value pairs.
-  asio::awaitable<Status> BeginStream(int status, const std::string& content_type, int64_t content_length,
-                                      const std::vector<std::pair<std::string, std::string>>& headers = {});
+  asio::awaitable<Status> BeginStream(
+      int status, const std::string& content_type, int64_t content_length,
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
   asio::awaitable<Status> WriteChunk(std::string_view data);
   asio::awaitable<Status> EndStream();
   bool responded() const { return responded_; }
   // A header for the response sent next (whole or streamed).
-  void AddHeader(std::string name, std::string value) { extra_headers_.emplace_back(std::move(name), std::move(value)); }
+  void AddHeader(std::string name, std::string value) {
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
   void ClearHeaders() { extra_headers_.clear(); }
 
   // Resolves when the client closes its side (used to cancel work whose

@@ -1,10 +1,10 @@
 #include "http/http_server.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/clock.h"
 
@@ -31,12 +31,15 @@ class CountWhileAlive {
 
 Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port) {
   size_t colon = addr_port.rfind(':');
-  if (colon == std::string::npos) return MakeError(Code::kInvalidRequest, "listen address must be ADDR:PORT");
+  if (colon == std::string::npos)
+    return MakeError(Code::kInvalidRequest, "listen address must be ADDR:PORT");
   std::string host = addr_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(host, ec);
-  if (ec) return MakeError(Code::kInvalidRequest, "bad listen address '" + host + "': " + ec.message());
+  if (ec)
+    return MakeError(Code::kInvalidRequest, "bad listen address '" + host + "': " + ec.message());
   int port = 0;
   try {
     port = std::stoi(addr_port.substr(colon + 1));
@@ -54,7 +57,8 @@ Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port)
 }
 
 void HttpServer::Start() {
-  asio::co_spawn(io_, [this]() -> asio::awaitable<void> { co_await AcceptLoop(); }, asio::detached);
+  asio::co_spawn(
+      io_, [this]() -> asio::awaitable<void> { co_await AcceptLoop(); }, asio::detached);
 }
 
 void HttpServer::Stop() {
@@ -91,7 +95,8 @@ asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
   CountWhileAlive count(refusing_);
   static size_t warned = 0;
   if (warned++ % 1000 == 0)
-    spdlog::warn("connection_refused reason=max_connections open={} max={}", open_, max_connections_);
+    spdlog::warn("connection_refused reason=max_connections open={} max={}", open_,
+                 max_connections_);
   router_->CountMalformedRequest(503, Code::kCapacityExhausted);
   nlohmann::json j = {{"code", "capacity_exhausted"},
                       {"message", "too many open connections (" + std::to_string(max_connections_) +
@@ -115,7 +120,8 @@ asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
   stream.expires_after(std::chrono::seconds(1));
   char sink[1024];
   while (!ec) {
-    co_await stream.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+    co_await stream.async_read_some(asio::buffer(sink),
+                                    asio::redirect_error(asio::use_awaitable, ec));
   }
   stream.close();
 }
@@ -133,22 +139,25 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
     hp.body_limit(std::numeric_limits<std::uint64_t>::max());
     boost::system::error_code ec;
     stream.expires_after(kHeaderTimeout);
-    co_await http::async_read_header(stream, buf, hp, asio::redirect_error(asio::use_awaitable, ec));
+    co_await http::async_read_header(stream, buf, hp,
+                                     asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
-      if (ec == http::error::header_limit || ec == http::error::bad_target || ec == http::error::bad_method ||
-          ec == http::error::bad_version || ec == http::error::bad_field || ec == http::error::bad_value ||
-          ec == http::error::bad_line_ending || ec == http::error::bad_chunk || ec == http::error::bad_content_length ||
-          ec == http::error::bad_transfer_encoding) {
+      if (ec == http::error::header_limit || ec == http::error::bad_target ||
+          ec == http::error::bad_method || ec == http::error::bad_version ||
+          ec == http::error::bad_field || ec == http::error::bad_value ||
+          ec == http::error::bad_line_ending || ec == http::error::bad_chunk ||
+          ec == http::error::bad_content_length || ec == http::error::bad_transfer_encoding) {
         // Malformed or oversized header: a JSON answer, then close.
         bool too_big = ec == http::error::header_limit;
-        router_->CountMalformedRequest(too_big ? 431 : 400, too_big ? Code::kHeadersTooLarge : Code::kInvalidRequest);
+        router_->CountMalformedRequest(too_big ? 431 : 400,
+                                       too_big ? Code::kHeadersTooLarge : Code::kInvalidRequest);
         nlohmann::json j = {{"code", too_big ? "headers_too_large" : "invalid_request"},
                             {"message", "malformed HTTP request: " + ec.message()},
                             {"request_id", "r_" + RandomHex(10)},
                             {"retryable", false}};
-        http::response<http::string_body> res{too_big ? http::status::request_header_fields_too_large
-                                                       : http::status::bad_request,
-                                              11};
+        http::response<http::string_body> res{
+            too_big ? http::status::request_header_fields_too_large : http::status::bad_request,
+            11};
         res.set(http::field::content_type, "application/json");
         res.set(http::field::connection, "close");
         res.body() = j.dump() + "\n";
@@ -164,7 +173,8 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
       co_await router_->Handle(ctx);
     } catch (const std::exception& e) {
       // A bug, not a client error: logged, answered 500 below.
-      spdlog::error("handler exception path={} request_id={} what=\"{}\"", ctx.path(), ctx.request_id(), e.what());
+      spdlog::error("handler exception path={} request_id={} what=\"{}\"", ctx.path(),
+                    ctx.request_id(), e.what());
       failed = true;
     }
     if (failed) {

@@ -21,7 +21,8 @@ bool ValidName(std::string_view s, bool colon_ok) {
   if (s.empty()) return false;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon_ok && c == ':');
+    bool alpha =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon_ok && c == ':');
     bool digit = c >= '0' && c <= '9';
     if (!(alpha || (i > 0 && digit))) return false;
   }
@@ -58,9 +59,12 @@ std::string LabelSet(const std::vector<std::string>& names, const std::vector<st
 
 const char* TypeName(MetricType t) {
   switch (t) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -128,7 +132,8 @@ Registry::Entry& Registry::Add(const std::string& name, const std::string& help,
   for (const auto& e : entries_)
     if (e.name == name) Die("metric '" + name + "' registered twice");
   for (const auto& l : label_names)
-    if (!ValidName(l, false) || l.rfind("__", 0) == 0 || (type == MetricType::kHistogram && l == "le"))
+    if (!ValidName(l, false) || l.rfind("__", 0) == 0 ||
+        (type == MetricType::kHistogram && l == "le"))
       Die("invalid label name '" + l + "' on '" + name + "'");
   entries_.push_back(Entry{name, help, type, nullptr, nullptr, nullptr});
   return entries_.back();
@@ -145,7 +150,8 @@ Gauge& Registry::AddGauge(const std::string& name, const std::string& help) {
 Histogram& Registry::AddHistogram(const std::string& name, const std::string& help,
                                   std::vector<double> upper_bounds) {
   Entry& e = Add(name, help, MetricType::kHistogram, {});
-  e.histograms = std::make_unique<Family<Histogram>>(std::vector<std::string>{}, std::move(upper_bounds));
+  e.histograms =
+      std::make_unique<Family<Histogram>>(std::vector<std::string>{}, std::move(upper_bounds));
   return e.histograms->With({});
 }
 
@@ -171,11 +177,13 @@ std::string Registry::Render() const {
     switch (e.type) {
       case MetricType::kCounter:
         for (const auto& [values, c] : e.counters->children())
-          out += e.name + LabelSet(e.counters->label_names(), values) + " " + std::to_string(c->value()) + "\n";
+          out += e.name + LabelSet(e.counters->label_names(), values) + " " +
+                 std::to_string(c->value()) + "\n";
         break;
       case MetricType::kGauge:
         for (const auto& [values, g] : e.gauges->children())
-          out += e.name + LabelSet(e.gauges->label_names(), values) + " " + FormatSampleValue(g->value()) + "\n";
+          out += e.name + LabelSet(e.gauges->label_names(), values) + " " +
+                 FormatSampleValue(g->value()) + "\n";
         break;
       case MetricType::kHistogram:
         for (const auto& [values, h] : e.histograms->children()) {
@@ -183,11 +191,15 @@ std::string Registry::Render() const {
           uint64_t cumulative = 0;
           for (size_t i = 0; i <= h->upper_bounds().size(); ++i) {
             cumulative += h->bucket_counts()[i];
-            std::string le = i < h->upper_bounds().size() ? FormatSampleValue(h->upper_bounds()[i]) : "+Inf";
-            out += e.name + "_bucket" + LabelSet(names, values, &le) + " " + std::to_string(cumulative) + "\n";
+            std::string le =
+                i < h->upper_bounds().size() ? FormatSampleValue(h->upper_bounds()[i]) : "+Inf";
+            out += e.name + "_bucket" + LabelSet(names, values, &le) + " " +
+                   std::to_string(cumulative) + "\n";
           }
-          out += e.name + "_sum" + LabelSet(names, values) + " " + FormatSampleValue(h->sum()) + "\n";
-          out += e.name + "_count" + LabelSet(names, values) + " " + std::to_string(h->count()) + "\n";
+          out +=
+              e.name + "_sum" + LabelSet(names, values) + " " + FormatSampleValue(h->sum()) + "\n";
+          out +=
+              e.name + "_count" + LabelSet(names, values) + " " + std::to_string(h->count()) + "\n";
         }
         break;
     }

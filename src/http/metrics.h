@@ -82,7 +82,9 @@ class Family {
   M& With(const std::vector<std::string>& values);
   const std::vector<std::string>& label_names() const { return label_names_; }
   // Ordered by label values, so the rendered output is stable.
-  const std::map<std::vector<std::string>, std::unique_ptr<M>>& children() const { return children_; }
+  const std::map<std::vector<std::string>, std::unique_ptr<M>>& children() const {
+    return children_;
+  }
 
  private:
   std::vector<std::string> label_names_;
@@ -97,7 +99,8 @@ class Registry {
   // (a typo in our own code, not an input error).
   Counter& AddCounter(const std::string& name, const std::string& help);
   Gauge& AddGauge(const std::string& name, const std::string& help);
-  Histogram& AddHistogram(const std::string& name, const std::string& help, std::vector<double> upper_bounds);
+  Histogram& AddHistogram(const std::string& name, const std::string& help,
+                          std::vector<double> upper_bounds);
   Family<Counter>& AddCounterFamily(const std::string& name, const std::string& help,
                                     std::vector<std::string> label_names);
   Family<Gauge>& AddGaugeFamily(const std::string& name, const std::string& help,

@@ -50,7 +50,8 @@ RequestTarget ParseRequestTarget(std::string_view target) {
     size_t eq = kv.find('=');
     std::string k, v;
     if (!UrlDecode(kv.substr(0, eq), true, &k) ||
-        !UrlDecode(eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1), true, &v)) {
+        !UrlDecode(eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1), true,
+                   &v)) {
       t.ok = false;
       continue;
     }

@@ -16,10 +16,10 @@ namespace hutch::api {
 bool UrlDecode(std::string_view in, bool plus_is_space, std::string* out);
 
 struct RequestTarget {
-  std::string path;                          // decoded (raw when malformed)
-  std::map<std::string, std::string> query;  // decoded; last one wins
+  std::string path;                                             // decoded (raw when malformed)
+  std::map<std::string, std::string> query;                     // decoded; last one wins
   std::vector<std::pair<std::string, std::string>> query_list;  // every pair, in order
-  bool ok = true;                            // false: a malformed escape somewhere
+  bool ok = true;  // false: a malformed escape somewhere
 };
 RequestTarget ParseRequestTarget(std::string_view target);
 

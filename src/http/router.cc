@@ -55,7 +55,8 @@ asio::awaitable<void> WrongMethod(HttpContext& ctx, const RouteMatch&) {
 }  // namespace
 
 Error MethodNotAllowed(http::verb v) {
-  return MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(v)) + " not allowed here");
+  return MakeError(Code::kMethodNotAllowed,
+                   "method " + std::string(http::to_string(v)) + " not allowed here");
 }
 
 void Router::Add(Route r) {
@@ -100,7 +101,8 @@ const Mount* Router::MountOf(const std::vector<std::string>& seg) const {
     auto parts = PatternParts(m.prefix);
     if (parts.size() > seg.size() || (best && parts.size() <= best_len)) continue;
     bool under = true;
-    for (size_t i = 0; i < parts.size() && under; ++i) under = IsParam(parts[i]) || parts[i] == seg[i];
+    for (size_t i = 0; i < parts.size() && under; ++i)
+      under = IsParam(parts[i]) || parts[i] == seg[i];
     if (under) {
       best = &m;
       best_len = parts.size();
@@ -117,17 +119,20 @@ asio::awaitable<void> Router::Handle(HttpContext& ctx) {
     co_await Dispatch(ctx);
   } catch (const std::exception& e) {
     // A bug, not a client error: logged with the request id, answered 500.
-    spdlog::error("handler_exception path={} request_id={} what=\"{}\"", LogSafe(ctx.path()), ctx.request_id(),
-                  e.what());
+    spdlog::error("handler_exception path={} request_id={} what=\"{}\"", LogSafe(ctx.path()),
+                  ctx.request_id(), e.what());
     threw = true;
   }
   if (threw) {
     if (ctx.responded()) ctx.CloseAfterResponse();  // a response broke off half-way
     else co_await ctx.SendError(MakeError(Code::kInternal, "internal error"));
   }
-  std::string method = ctx.method() == http::verb::unknown ? "other" : std::string(http::to_string(ctx.method()));
+  std::string method =
+      ctx.method() == http::verb::unknown ? "other" : std::string(http::to_string(ctx.method()));
   metrics_.CountRequest(method, ctx.status_sent());
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   const auto seg = ctx.segments();
   std::string sandbox;
   for (const auto& label : labels_) {
@@ -136,8 +141,8 @@ asio::awaitable<void> Router::Handle(HttpContext& ctx) {
       break;
     }
   }
-  spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method, LogSafe(ctx.path()),
-               ctx.status_sent(), ctx.request_id(), sandbox, ms);
+  spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method,
+               LogSafe(ctx.path()), ctx.status_sent(), ctx.request_id(), sandbox, ms);
 }
 
 void Router::CountMalformedRequest(int status, Code code) {
@@ -171,7 +176,8 @@ asio::awaitable<void> Router::Dispatch(HttpContext& ctx) {
   // A relayed target's query (and path after the port) is the sandbox
   // server's business, not checked here.
   if (!ctx.query_ok() && !(route && route->raw))
-    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "malformed percent-encoding in URL"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kInvalidRequest, "malformed percent-encoding in URL"));
   for (const auto& m : matchers_)
     if (!m.raw && m.applies(ctx, seg)) co_return co_await m.handler(ctx, match);
 
@@ -184,7 +190,8 @@ asio::awaitable<void> Router::Dispatch(HttpContext& ctx) {
   }
   if (route) co_return co_await route->handler(ctx, match);
   if (known) {
-    if (mount && mount->method_not_allowed) co_return co_await mount->method_not_allowed(ctx, match);
+    if (mount && mount->method_not_allowed)
+      co_return co_await mount->method_not_allowed(ctx, match);
     co_return co_await WrongMethod(ctx, match);
   }
   if (mount && mount->not_found) co_return co_await mount->not_found(ctx, match);

@@ -76,7 +76,8 @@ struct Matcher {
 };
 
 // The sandbox a request is about, for the access log ("" if none).
-using LogLabel = std::function<std::optional<std::string>(const HttpContext&, const std::vector<std::string>& seg)>;
+using LogLabel = std::function<std::optional<std::string>(const HttpContext&,
+                                                          const std::vector<std::string>& seg)>;
 
 // 405 for a known path asked with the wrong method.
 Error MethodNotAllowed(http::verb v);

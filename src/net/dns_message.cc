@@ -150,7 +150,9 @@ std::vector<uint8_t> BuildUpstreamQuery(const DnsQuery& q, uint16_t id) {
   return ToWire(u.get());
 }
 
-std::vector<uint8_t> BuildDnsReply(const DnsQuery& q, uint8_t rcode) { return Reply(q.pkt.get(), rcode); }
+std::vector<uint8_t> BuildDnsReply(const DnsQuery& q, uint8_t rcode) {
+  return Reply(q.pkt.get(), rcode);
+}
 
 std::optional<DnsUpstreamAnswer> ProcessUpstreamReply(const DnsQuery& q, uint16_t id,
                                                       std::span<const uint8_t> msg, bool for_udp) {

@@ -77,7 +77,7 @@ struct DnsQuery {
 struct DnsDecision {
   enum Kind { kDrop, kReply, kForward };
   Kind kind = kDrop;
-  std::vector<uint8_t> reply;    // kReply: the answer to send
+  std::vector<uint8_t> reply;     // kReply: the answer to send
   std::optional<DnsQuery> query;  // kReply (when parsed) and kForward
   // For logs and counters: "malformed", "unknown_client", "denied",
   // "aaaa", "notimp", "formerr", "class", "forward".

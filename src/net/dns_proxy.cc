@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,7 +14,6 @@
 #include <list>
 #include <map>
 #include <random>
-#include <spdlog/spdlog.h>
 
 #include "common/rate_limiter.h"
 #include "net/dns_message.h"
@@ -123,7 +123,8 @@ class InflightSlot {
 };
 
 asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeUdp(CorePtr self, const DnsQuery& q,
-                                                              Clock::time_point deadline, bool for_udp) {
+                                                              Clock::time_point deadline,
+                                                              bool for_udp) {
   uint16_t id = self->NewId();
   std::vector<uint8_t> wire = BuildUpstreamQuery(q, id);
   if (wire.empty()) co_return std::nullopt;
@@ -141,7 +142,8 @@ asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeUdp(CorePtr self, cons
   if (ec) co_return std::nullopt;
   std::vector<uint8_t> buf(kDnsMaxMessage);
   while (!dl.Expired()) {
-    size_t n = co_await sock->async_receive(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await sock->async_receive(asio::buffer(buf),
+                                            asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return std::nullopt;  // timeout (cancelled) or ICMP unreachable
     auto answer = ProcessUpstreamReply(q, id, std::span<const uint8_t>(buf.data(), n), for_udp);
     if (answer) co_return answer;
@@ -151,7 +153,8 @@ asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeUdp(CorePtr self, cons
 }
 
 asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeTcp(CorePtr self, const DnsQuery& q,
-                                                              Clock::time_point deadline, bool for_udp) {
+                                                              Clock::time_point deadline,
+                                                              bool for_udp) {
   uint16_t id = self->NewId();
   std::vector<uint8_t> wire = BuildUpstreamQuery(q, id);
   if (wire.empty()) co_return std::nullopt;
@@ -165,14 +168,17 @@ asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeTcp(CorePtr self, cons
   co_await sock->async_connect(ep, asio::redirect_error(asio::use_awaitable, ec));
   if (ec || dl.Expired()) co_return std::nullopt;
   std::vector<uint8_t> frame = TcpFrame(wire);
-  co_await asio::async_write(*sock, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(*sock, asio::buffer(frame),
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec || dl.Expired()) co_return std::nullopt;
   uint8_t len[2];
-  co_await asio::async_read(*sock, asio::buffer(len), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_read(*sock, asio::buffer(len),
+                            asio::redirect_error(asio::use_awaitable, ec));
   if (ec || dl.Expired()) co_return std::nullopt;
   size_t n = (size_t{len[0]} << 8) | len[1];
   std::vector<uint8_t> buf(n);
-  co_await asio::async_read(*sock, asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_read(*sock, asio::buffer(buf),
+                            asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return std::nullopt;
   auto answer = ProcessUpstreamReply(q, id, buf, for_udp);
   if (answer && answer->upstream_truncated) co_return std::nullopt;  // TC over TCP: broken upstream
@@ -181,10 +187,12 @@ asio::awaitable<std::optional<DnsUpstreamAnswer>> ExchangeTcp(CorePtr self, cons
 
 // Asks upstream, records the addresses, and returns the client's answer
 // (SERVFAIL when upstream failed or timed out).
-asio::awaitable<std::vector<uint8_t>> Forward(CorePtr self, asio::ip::address client, DnsQuery q, bool for_udp) {
+asio::awaitable<std::vector<uint8_t>> Forward(CorePtr self, asio::ip::address client, DnsQuery q,
+                                              bool for_udp) {
   Clock::time_point deadline = Clock::now() + self->opts.upstream_timeout;
   auto answer = co_await ExchangeUdp(self, q, deadline, for_udp);
-  if (answer && answer->upstream_truncated) answer = co_await ExchangeTcp(self, q, deadline, for_udp);
+  if (answer && answer->upstream_truncated)
+    answer = co_await ExchangeTcp(self, q, deadline, for_udp);
   if (!answer) {
     self->stats.upstream_failures++;
     spdlog::debug("dns upstream failed client={} name={}", client.to_string(), q.name);
@@ -199,7 +207,8 @@ asio::awaitable<std::vector<uint8_t>> Forward(CorePtr self, asio::ip::address cl
   co_return std::move(answer->reply);
 }
 
-asio::awaitable<void> UdpForward(CorePtr self, std::shared_ptr<Listener> l, udp::endpoint from, DnsQuery q) {
+asio::awaitable<void> UdpForward(CorePtr self, std::shared_ptr<Listener> l, udp::endpoint from,
+                                 DnsQuery q) {
   InflightSlot slot(self, from.address());
   std::vector<uint8_t> reply = co_await Forward(self, from.address(), std::move(q), true);
   if (reply.empty() || l->closed) co_return;
@@ -212,8 +221,8 @@ asio::awaitable<void> UdpLoop(CorePtr self, std::shared_ptr<Listener> l) {
   while (!l->closed && !self->stopped) {
     udp::endpoint from;
     boost::system::error_code ec;
-    size_t n = co_await l->udp_sock.async_receive_from(asio::buffer(buf), from,
-                                                       asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await l->udp_sock.async_receive_from(
+        asio::buffer(buf), from, asio::redirect_error(asio::use_awaitable, ec));
     if (l->closed || self->stopped) co_return;
     if (ec) continue;  // e.g. ICMP errors of earlier sends
     // A datagram larger than the buffer arrives cut to kDnsMaxQuery + 1
@@ -228,8 +237,8 @@ asio::awaitable<void> UdpLoop(CorePtr self, std::shared_ptr<Listener> l) {
   }
 }
 
-asio::awaitable<void> TcpSession(CorePtr self, std::shared_ptr<Listener> l, std::shared_ptr<tcp::socket> sock,
-                                 asio::ip::address client) {
+asio::awaitable<void> TcpSession(CorePtr self, std::shared_ptr<Listener> l,
+                                 std::shared_ptr<tcp::socket> sock, asio::ip::address client) {
   struct ConnCount {
     CorePtr self;
     asio::ip::address client;
@@ -246,12 +255,14 @@ asio::awaitable<void> TcpSession(CorePtr self, std::shared_ptr<Listener> l, std:
     {
       Deadline<tcp::socket> dl(self->io, sock, Clock::now() + self->opts.tcp_idle);
       uint8_t len[2];
-      co_await asio::async_read(*sock, asio::buffer(len), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_read(*sock, asio::buffer(len),
+                                asio::redirect_error(asio::use_awaitable, ec));
       if (ec || dl.Expired()) break;
       size_t n = (size_t{len[0]} << 8) | len[1];
       if (n == 0 || n > kDnsMaxQuery) break;
       msg.resize(n);
-      co_await asio::async_read(*sock, asio::buffer(msg), asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_read(*sock, asio::buffer(msg),
+                                asio::redirect_error(asio::use_awaitable, ec));
       if (ec || dl.Expired()) break;
     }
     if (l->closed || self->stopped) break;
@@ -268,7 +279,8 @@ asio::awaitable<void> TcpSession(CorePtr self, std::shared_ptr<Listener> l, std:
     if (l->closed || self->stopped) break;
     std::vector<uint8_t> frame = TcpFrame(reply);
     Deadline<tcp::socket> dl(self->io, sock, Clock::now() + self->opts.tcp_idle);
-    co_await asio::async_write(*sock, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(*sock, asio::buffer(frame),
+                               asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
   }
   sock->close(ec);
@@ -277,7 +289,8 @@ asio::awaitable<void> TcpSession(CorePtr self, std::shared_ptr<Listener> l, std:
 asio::awaitable<void> AcceptLoop(CorePtr self, std::shared_ptr<Listener> l) {
   while (!l->closed && !self->stopped) {
     boost::system::error_code ec;
-    tcp::socket s = co_await l->acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket s =
+        co_await l->acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (l->closed || self->stopped) co_return;
     if (ec) {
       // EMFILE and friends: back off instead of spinning.
@@ -366,7 +379,8 @@ void DnsProxy::Core::Release(const asio::ip::address& client) {
 
 DnsProxy::DnsProxy(asio::io_context& io, DnsProxyOptions options, DnsPolicyLookup policy,
                    DnsResolvedCallback on_resolved)
-    : core_(std::make_shared<Core>(io, std::move(options), std::move(policy), std::move(on_resolved))) {}
+    : core_(std::make_shared<Core>(io, std::move(options), std::move(policy),
+                                   std::move(on_resolved))) {}
 
 DnsProxy::~DnsProxy() { Stop(); }
 
@@ -411,8 +425,8 @@ Result<uint16_t> DnsProxy::AddListener(const asio::ip::address& address, uint16_
     asio::co_spawn(core_->io, AcceptLoop(core_, l), asio::detached);
     return bound;
   }
-  return MakeError(Code::kUnavailable,
-                   "dns proxy listen on " + address.to_string() + ":" + std::to_string(port) + ": " + last_error);
+  return MakeError(Code::kUnavailable, "dns proxy listen on " + address.to_string() + ":" +
+                                           std::to_string(port) + ": " + last_error);
 }
 
 void DnsProxy::RemoveListener(const asio::ip::address& address) {
@@ -422,7 +436,9 @@ void DnsProxy::RemoveListener(const asio::ip::address& address) {
   core_->listeners.erase(it);
 }
 
-void DnsProxy::SetUpstream(const asio::ip::udp::endpoint& upstream) { core_->opts.upstream = upstream; }
+void DnsProxy::SetUpstream(const asio::ip::udp::endpoint& upstream) {
+  core_->opts.upstream = upstream;
+}
 
 void DnsProxy::Stop() {
   if (core_->stopped) return;

@@ -66,16 +66,16 @@ using DnsPolicyLookup = std::function<std::optional<DnsPolicy>(const asio::ip::a
 // on its CNAME chain, `ttl_seconds` the smallest TTL on that chain (may be
 // 0: apply a floor if the set needs one).
 using DnsResolvedCallback = std::function<asio::awaitable<void>(
-    const asio::ip::address& client, const std::string& name, std::vector<asio::ip::address_v4> addrs,
-    uint32_t ttl_seconds)>;
+    const asio::ip::address& client, const std::string& name,
+    std::vector<asio::ip::address_v4> addrs, uint32_t ttl_seconds)>;
 
 // Counters, for metrics and tests.
 struct DnsProxyStats {
-  uint64_t queries = 0;      // messages received (UDP datagrams + TCP frames)
-  uint64_t dropped = 0;      // malformed, oversized, or over a cap
-  uint64_t rate_limited = 0;  // of those: over the client's query rate
-  uint64_t refused = 0;      // unknown client
-  uint64_t denied = 0;       // NXDOMAIN by policy
+  uint64_t queries = 0;        // messages received (UDP datagrams + TCP frames)
+  uint64_t dropped = 0;        // malformed, oversized, or over a cap
+  uint64_t rate_limited = 0;   // of those: over the client's query rate
+  uint64_t refused = 0;        // unknown client
+  uint64_t denied = 0;         // NXDOMAIN by policy
   uint64_t answered_here = 0;  // AAAA, NOTIMP, FORMERR, other classes
   uint64_t forwarded = 0;
   uint64_t upstream_failures = 0;  // timeouts and errors: SERVFAIL

@@ -27,7 +27,8 @@ Result<std::string> ParseDomain(const std::string& raw) {
   // Lower-case, one trailing dot dropped (names as they come on the wire).
   std::string s = raw;
   if (!s.empty() && s.back() == '.') s.pop_back();
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   std::string rest = s;
   bool wild = false;
   if (rest.rfind("*.", 0) == 0) {
@@ -35,14 +36,18 @@ Result<std::string> ParseDomain(const std::string& raw) {
     rest = rest.substr(2);
   }
   auto bad = [&](const std::string& why) {
-    return MakeError(Code::kInvalidRequest, "network rule '" + raw + "' is not a valid domain name (" + why + ")");
+    return MakeError(Code::kInvalidRequest,
+                     "network rule '" + raw + "' is not a valid domain name (" + why + ")");
   };
   if (rest.empty() || rest.size() > 253) return bad("length");
   size_t labels = 0, start = 0;
   while (start <= rest.size()) {
     size_t dot = rest.find('.', start);
-    std::string label = rest.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!ValidLabel(label)) return bad(label.find('*') != std::string::npos ? "'*' only as a leading '*.'" : "label '" + label + "'");
+    std::string label =
+        rest.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!ValidLabel(label))
+      return bad(label.find('*') != std::string::npos ? "'*' only as a leading '*.'"
+                                                      : "label '" + label + "'");
     ++labels;
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -54,23 +59,30 @@ Result<std::string> ParseDomain(const std::string& raw) {
 bool LooksIpv6(const std::string& s) { return s.find(':') != std::string::npos; }
 
 bool LooksIpv4(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) || c == '.' || c == '/'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isdigit(c) || c == '.' || c == '/';
+  });
 }
 
 Status ParseRuleList(const nlohmann::json& j, const char* key, std::vector<Cidr>* cidrs,
                      std::vector<std::string>* domains) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status{};
-  if (!it->is_array()) return MakeError(Code::kInvalidRequest, std::string("'network.") + key + "' must be an array of strings");
-  if (it->size() > kMaxEntries)
+  if (!it->is_array())
     return MakeError(Code::kInvalidRequest,
-                     std::string("'network.") + key + "' holds more than " + std::to_string(kMaxEntries) + " entries");
+                     std::string("'network.") + key + "' must be an array of strings");
+  if (it->size() > kMaxEntries)
+    return MakeError(Code::kInvalidRequest, std::string("'network.") + key + "' holds more than " +
+                                                std::to_string(kMaxEntries) + " entries");
   for (const auto& e : *it) {
-    if (!e.is_string()) return MakeError(Code::kInvalidRequest, std::string("'network.") + key + "' must be an array of strings");
+    if (!e.is_string())
+      return MakeError(Code::kInvalidRequest,
+                       std::string("'network.") + key + "' must be an array of strings");
     auto r = ParseRuleEntry(e.get<std::string>());
     if (!r.ok()) return r.error();
     if (r->cidr) {
-      if (std::find(cidrs->begin(), cidrs->end(), *r->cidr) == cidrs->end()) cidrs->push_back(*r->cidr);
+      if (std::find(cidrs->begin(), cidrs->end(), *r->cidr) == cidrs->end())
+        cidrs->push_back(*r->cidr);
     } else if (std::find(domains->begin(), domains->end(), r->domain) == domains->end()) {
       domains->push_back(r->domain);
     }
@@ -82,7 +94,9 @@ Status ParseRuleList(const nlohmann::json& j, const char* key, std::vector<Cidr>
 
 Result<RuleEntry> ParseRuleEntry(const std::string& s) {
   if (LooksIpv6(s))
-    return MakeError(Code::kNotSupported, "network rule '" + s + "': IPv6 is always blocked for sandboxes; rules are IPv4");
+    return MakeError(
+        Code::kNotSupported,
+        "network rule '" + s + "': IPv6 is always blocked for sandboxes; rules are IPv4");
   RuleEntry r;
   if (LooksIpv4(s)) {
     auto c = ParseCidr(s);
@@ -98,16 +112,19 @@ Result<RuleEntry> ParseRuleEntry(const std::string& s) {
 
 const char* NetModeName(NetMode m) {
   switch (m) {
-    case NetMode::kNone: return "none";
-    case NetMode::kAll: return "all";
-    case NetMode::kPolicy: return "policy";
+    case NetMode::kNone:
+      return "none";
+    case NetMode::kAll:
+      return "all";
+    case NetMode::kPolicy:
+      return "policy";
   }
   return "none";
 }
 
 std::string Ipv4ToString(uint32_t a) {
-  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." + std::to_string((a >> 8) & 255) +
-         "." + std::to_string(a & 255);
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." +
+         std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255);
 }
 
 bool ParseIpv4(const std::string& s, uint32_t* out) {
@@ -122,20 +139,23 @@ bool Cidr::Contains(uint32_t a) const { return (a & Mask(prefix)) == addr; }
 
 Result<Cidr> ParseCidr(const std::string& s) {
   auto bad = [&](const std::string& why) {
-    return MakeError(Code::kInvalidRequest, "network rule '" + s + "' is not a valid IPv4 CIDR (" + why + ")");
+    return MakeError(Code::kInvalidRequest,
+                     "network rule '" + s + "' is not a valid IPv4 CIDR (" + why + ")");
   };
   size_t slash = s.find('/');
   Cidr c;
   if (!ParseIpv4(s.substr(0, slash), &c.addr)) return bad("address");
   if (slash != std::string::npos) {
     const std::string p = s.substr(slash + 1);
-    if (p.empty() || p.size() > 2 || !std::all_of(p.begin(), p.end(), [](unsigned char ch) { return std::isdigit(ch); }))
+    if (p.empty() || p.size() > 2 ||
+        !std::all_of(p.begin(), p.end(), [](unsigned char ch) { return std::isdigit(ch); }))
       return bad("prefix length");
     c.prefix = std::stoi(p);
     if (c.prefix > 32) return bad("prefix length over 32");
   }
   if ((c.addr & Mask(c.prefix)) != c.addr)
-    return bad("host bits set; the network is " + Cidr{c.addr & Mask(c.prefix), c.prefix}.ToString());
+    return bad("host bits set; the network is " +
+               Cidr{c.addr & Mask(c.prefix), c.prefix}.ToString());
   return c;
 }
 
@@ -158,7 +178,8 @@ Result<NetworkPolicy> ParseNetworkPolicy(const nlohmann::json& j) {
   if (!j.is_object()) return MakeError(Code::kInvalidRequest, "'network' must be an object");
   for (const auto& [k, v] : j.items()) {
     if (k != "mode" && k != "default" && k != "allow" && k != "deny")
-      return MakeError(Code::kInvalidRequest, "unknown field 'network." + k + "' (known: mode, default, allow, deny)");
+      return MakeError(Code::kInvalidRequest,
+                       "unknown field 'network." + k + "' (known: mode, default, allow, deny)");
   }
   NetworkPolicy p;
   auto m = j.find("mode");
@@ -168,15 +189,18 @@ Result<NetworkPolicy> ParseNetworkPolicy(const nlohmann::json& j) {
     if (s == "none") p.mode = NetMode::kNone;
     else if (s == "all") p.mode = NetMode::kAll;
     else if (s == "policy") p.mode = NetMode::kPolicy;
-    else return MakeError(Code::kInvalidRequest, "'network.mode' must be none, all or policy, not '" + s + "'");
+    else
+      return MakeError(Code::kInvalidRequest,
+                       "'network.mode' must be none, all or policy, not '" + s + "'");
   } else if (j.contains("allow") || j.contains("deny") || j.contains("default")) {
     p.mode = NetMode::kPolicy;  // rules without a mode mean a policy
   }
   const bool has_rules = j.contains("allow") || j.contains("deny") || j.contains("default");
   if (p.mode != NetMode::kPolicy) {
     if (has_rules)
-      return MakeError(Code::kInvalidRequest, std::string("'network.default/allow/deny' need mode 'policy', not '") +
-                                                  NetModeName(p.mode) + "'");
+      return MakeError(Code::kInvalidRequest,
+                       std::string("'network.default/allow/deny' need mode 'policy', not '") +
+                           NetModeName(p.mode) + "'");
     return p;
   }
   auto d = j.find("default");
@@ -185,8 +209,10 @@ Result<NetworkPolicy> ParseNetworkPolicy(const nlohmann::json& j) {
       return MakeError(Code::kInvalidRequest, "'network.default' must be \"allow\" or \"deny\"");
     p.default_allow = d->get<std::string>() == "allow";
   }
-  if (auto st = ParseRuleList(j, "allow", &p.allow_cidrs, &p.allow_domains); !st.ok()) return st.error();
-  if (auto st = ParseRuleList(j, "deny", &p.deny_cidrs, &p.deny_domains); !st.ok()) return st.error();
+  if (auto st = ParseRuleList(j, "allow", &p.allow_cidrs, &p.allow_domains); !st.ok())
+    return st.error();
+  if (auto st = ParseRuleList(j, "deny", &p.deny_cidrs, &p.deny_domains); !st.ok())
+    return st.error();
   return p;
 }
 

@@ -4,13 +4,13 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/address_v4.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
 #include "common/subprocess.h"
@@ -77,7 +77,11 @@ uint64_t ReadCounter(const std::string& path) {
 
 NetworkManager::NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft,
                                std::unique_ptr<RtNetlink> host_nl)
-    : io_(io), opts_(std::move(opts)), nft_bin_(std::move(nft)), host_nl_(std::move(host_nl)), worker_(io) {
+    : io_(io),
+      opts_(std::move(opts)),
+      nft_bin_(std::move(nft)),
+      host_nl_(std::move(host_nl)),
+      worker_(io) {
   names_.prefix = opts_.tag;
 }
 
@@ -97,15 +101,16 @@ BaseTableOptions NetworkManager::BaseOptions() const {
   return o;
 }
 
-asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(asio::io_context& io,
-                                                                              NetworkOptions opts) {
+asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(
+    asio::io_context& io, NetworkOptions opts) {
   if (opts.tag.empty() || opts.tag.size() > 9)
     co_return MakeError(Code::kInvalidRequest, "network tag must be 1 to 9 characters");
   if (opts.pool.prefix < 16 || opts.pool.prefix > 28)
-    co_return MakeError(Code::kInvalidRequest,
-                        "network pool " + opts.pool.ToString() + " must be between a /16 and a /28");
+    co_return MakeError(Code::kInvalidRequest, "network pool " + opts.pool.ToString() +
+                                                   " must be between a /16 and a /28");
   std::string nft = FindTool("nft");
-  if (nft.empty()) co_return MakeError(Code::kUnavailable, "the nft tool (nftables) is not installed");
+  if (nft.empty())
+    co_return MakeError(Code::kUnavailable, "the nft tool (nftables) is not installed");
   // Sandboxes reach the world through the host: routing between
   // interfaces must be on. (A host-wide setting, left on at exit: other
   // software may rely on it too.)
@@ -113,24 +118,30 @@ asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(a
     std::ofstream fwd("/proc/sys/net/ipv4/ip_forward");
     fwd << "1\n";
     fwd.flush();
-    if (!fwd) co_return MakeError(Code::kUnavailable, "cannot enable IPv4 forwarding (/proc/sys/net/ipv4/ip_forward)");
+    if (!fwd)
+      co_return MakeError(Code::kUnavailable,
+                          "cannot enable IPv4 forwarding (/proc/sys/net/ipv4/ip_forward)");
   }
   if (auto st = PrepareNetnsDir(opts.netns_dir); !st.ok())
-    co_return MakeError(Code::kUnavailable, st.error().message).Context("network namespaces directory");
+    co_return MakeError(Code::kUnavailable, st.error().message)
+        .Context("network namespaces directory");
   auto host_nl = RtNetlink::Open();
   if (!host_nl.ok()) co_return MakeError(Code::kUnavailable, host_nl.error().message);
   auto upstream = opts.dns_upstream ? opts.dns_upstream : HostResolver();
-  std::unique_ptr<NetworkManager> m(
-      new NetworkManager(io, std::move(opts), nft, std::make_unique<RtNetlink>(std::move(host_nl).value())));
+  std::unique_ptr<NetworkManager> m(new NetworkManager(
+      io, std::move(opts), nft, std::make_unique<RtNetlink>(std::move(host_nl).value())));
   // One transaction: the old table (a crashed run's) goes and the new base
   // chains come; no instant without filtering.
   std::string script = "add table inet " + m->names_.table() + "\n" + DeleteTableScript(m->names_) +
                        BaseTableScript(m->names_, m->BaseOptions());
-  if (auto st = co_await m->Nft(script); !st.ok()) co_return st.error().Context("install nftables table");
+  if (auto st = co_await m->Nft(script); !st.ok())
+    co_return st.error().Context("install nftables table");
 
   DnsProxyOptions dopts;
   if (upstream) dopts.upstream = *upstream;
-  else spdlog::warn("net no_dns_upstream (no IPv4 nameserver in /etc/resolv.conf): allowed names get SERVFAIL");
+  else
+    spdlog::warn(
+        "net no_dns_upstream (no IPv4 nameserver in /etc/resolv.conf): allowed names get SERVFAIL");
   NetworkManager* self = m.get();
   std::weak_ptr<bool> alive = m->alive_;
   m->dns_ = std::make_unique<DnsProxy>(
@@ -142,19 +153,22 @@ asio::awaitable<Result<std::unique_ptr<NetworkManager>>> NetworkManager::Start(a
         if (it == self->leased_.end()) return std::nullopt;
         return ToDnsPolicy(it->second);
       },
-      [self, alive](const asio::ip::address& client, const std::string&, std::vector<asio::ip::address_v4> addrs,
+      [self, alive](const asio::ip::address& client, const std::string&,
+                    std::vector<asio::ip::address_v4> addrs,
                     uint32_t ttl) -> asio::awaitable<void> {
         if (alive.expired() || !client.is_v4()) co_return;
         std::vector<uint32_t> a;
         for (const auto& x : addrs) a.push_back(x.to_uint());
         co_await self->OnResolved(client.to_v4().to_uint(), std::move(a), ttl);
       });
-  spdlog::info("net started pool={} table={} dns_upstream={}", m->opts_.pool.ToString(), m->names_.table(),
-               upstream ? upstream->address().to_string() : std::string("none"));
+  spdlog::info("net started pool={} table={} dns_upstream={}", m->opts_.pool.ToString(),
+               m->names_.table(), upstream ? upstream->address().to_string() : std::string("none"));
   co_return m;
 }
 
-std::string NetworkManager::NetnsName(int slot) const { return "hutch-" + opts_.tag + "-" + std::to_string(slot); }
+std::string NetworkManager::NetnsName(int slot) const {
+  return "hutch-" + opts_.tag + "-" + std::to_string(slot);
+}
 
 NetLease NetworkManager::LeaseOf(int slot) const {
   NetLease l;
@@ -192,8 +206,8 @@ std::optional<int> NetworkManager::FreeSlot() const {
 }
 
 asio::awaitable<Result<int>> NetworkManager::MakeAnySlot() {
-  Error last = MakeError(Code::kCapacityExhausted,
-                         "every subnet of the network pool " + opts_.pool.ToString() + " is in use");
+  Error last = MakeError(Code::kCapacityExhausted, "every subnet of the network pool " +
+                                                       opts_.pool.ToString() + " is in use");
   for (int attempt = 0; attempt < 8; ++attempt) {
     auto slot = FreeSlot();
     if (!slot) break;
@@ -293,8 +307,9 @@ asio::awaitable<std::vector<int>> NetworkManager::MakeWarmBatch(int count) {
     else spdlog::warn("net warm_policy_failed slots={} err=\"{}\"", made.size(), r.error().message);
   }
   for (int s : made) making_.erase(s);
-  spdlog::debug("net warm_batch slots={} made={} kernel_ms={:.2f} nft_ms={:.2f} per_slot_ms={:.2f}", batch.size(),
-                made.size(), build_ms, MsSince(t1), MsSince(t0) / static_cast<double>(batch.size()));
+  spdlog::debug("net warm_batch slots={} made={} kernel_ms={:.2f} nft_ms={:.2f} per_slot_ms={:.2f}",
+                batch.size(), made.size(), build_ms, MsSince(t1),
+                MsSince(t0) / static_cast<double>(batch.size()));
   co_return made;
 }
 
@@ -317,12 +332,14 @@ asio::awaitable<void> NetworkManager::RemoveSlot(int slot) {
   if (auto d = co_await worker_.Run(std::move(teardown)); !d.ok())
     spdlog::error("net slot={} remove_failed err=\"{}\"", slot, d.error().message);
   removing_.erase(slot);
-  spdlog::debug("net slot_removed slot={} nft_ms={:.2f} kernel_ms={:.2f}", slot, nft_ms, MsSince(t1));
+  spdlog::debug("net slot_removed slot={} nft_ms={:.2f} kernel_ms={:.2f}", slot, nft_ms,
+                MsSince(t1));
 }
 
 int NetworkManager::WarmTarget() {
   const auto now = std::chrono::steady_clock::now();
-  while (!recent_acquires_.empty() && now - recent_acquires_.front() > kDemandWindow) recent_acquires_.pop_front();
+  while (!recent_acquires_.empty() && now - recent_acquires_.front() > kDemandWindow)
+    recent_acquires_.pop_front();
   const int demand = static_cast<int>(recent_acquires_.size());
   return std::clamp(demand, opts_.warm, opts_.warm * kWarmGrowth);
 }
@@ -340,29 +357,32 @@ void NetworkManager::RefillWarm() {
   if (refilling_ || stopped_ || !WarmNeedsRefill()) return;
   refilling_ = true;
   std::weak_ptr<bool> alive = alive_;
-  asio::co_spawn(io_, [this, alive]() -> asio::awaitable<void> {
-    while (!alive.expired() && !stopped_ && WarmNeedsRefill()) {
-      const int need = WarmTarget() - static_cast<int>(warm_.size() + making_.size());
-      std::vector<int> made = co_await MakeWarmBatch(need);
-      if (alive.expired()) co_return;
-      if (made.empty()) {
-        // The batch failed as a whole: one slot at a time, skipping the
-        // ones that are not ours to take.
-        auto slot = co_await MakeAnySlot();
-        if (alive.expired()) co_return;
-        if (!slot.ok()) {
-          spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
-          break;
+  asio::co_spawn(
+      io_,
+      [this, alive]() -> asio::awaitable<void> {
+        while (!alive.expired() && !stopped_ && WarmNeedsRefill()) {
+          const int need = WarmTarget() - static_cast<int>(warm_.size() + making_.size());
+          std::vector<int> made = co_await MakeWarmBatch(need);
+          if (alive.expired()) co_return;
+          if (made.empty()) {
+            // The batch failed as a whole: one slot at a time, skipping the
+            // ones that are not ours to take.
+            auto slot = co_await MakeAnySlot();
+            if (alive.expired()) co_return;
+            if (!slot.ok()) {
+              spdlog::error("net warm_slot_failed err=\"{}\"", slot.error().message);
+              break;
+            }
+            made.push_back(*slot);
+          }
+          for (int s : made) {
+            if (stopped_) co_await RemoveSlot(s);
+            else warm_.push_back(s);
+          }
         }
-        made.push_back(*slot);
-      }
-      for (int s : made) {
-        if (stopped_) co_await RemoveSlot(s);
-        else warm_.push_back(s);
-      }
-    }
-    if (!alive.expired()) refilling_ = false;
-  }, asio::detached);
+        if (!alive.expired()) refilling_ = false;
+      },
+      asio::detached);
 }
 
 asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& policy) {
@@ -394,7 +414,8 @@ asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& p
 
 asio::awaitable<Status> NetworkManager::SetPolicy(int slot, const NetworkPolicy& policy) {
   auto it = leased_.find(slot);
-  if (it == leased_.end()) co_return MakeError(Code::kInternal, "network slot " + std::to_string(slot) + " is not leased");
+  if (it == leased_.end())
+    co_return MakeError(Code::kInternal, "network slot " + std::to_string(slot) + " is not leased");
   if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok())
     co_return st.error().Context("apply network policy");
   // Looked up again: the map may have changed while nft ran.
@@ -408,10 +429,12 @@ asio::awaitable<void> NetworkManager::Release(int slot) {
 }
 
 asio::awaitable<Result<NetLease>> NetworkManager::Adopt(int slot, const NetworkPolicy& policy) {
-  if (slot < 0 || slot >= max_slots()) co_return MakeError(Code::kInternal, "network slot out of the pool");
+  if (slot < 0 || slot >= max_slots())
+    co_return MakeError(Code::kInternal, "network slot out of the pool");
   NetLease l = LeaseOf(slot);
   if (!fs::exists(l.netns_path) || !fs::exists("/sys/class/net/" + names_.host_if(slot)))
-    co_return MakeError(Code::kNotFound, "network namespace of slot " + std::to_string(slot) + " is gone");
+    co_return MakeError(Code::kNotFound,
+                        "network namespace of slot " + std::to_string(slot) + " is gone");
   leased_[slot] = policy;
   if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok()) {
     leased_.erase(slot);
@@ -435,14 +458,18 @@ asio::awaitable<int> NetworkManager::ReconcileAtStart() {
   auto slot_of = [](const std::string& name, const std::string& prefix) -> int {
     if (name.rfind(prefix, 0) != 0) return -1;
     std::string rest = name.substr(prefix.size());
-    if (rest.empty() || rest.size() > 6 || rest.find_first_not_of("0123456789") != std::string::npos) return -1;
+    if (rest.empty() || rest.size() > 6 ||
+        rest.find_first_not_of("0123456789") != std::string::npos)
+      return -1;
     return std::stoi(rest);
   };
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(opts_.netns_dir, ec))
-    if (int s = slot_of(e.path().filename().string(), ns_prefix); s >= 0 && !leased_.count(s)) leftover.insert(s);
+    if (int s = slot_of(e.path().filename().string(), ns_prefix); s >= 0 && !leased_.count(s))
+      leftover.insert(s);
   for (const auto& e : fs::directory_iterator("/sys/class/net", ec))
-    if (int s = slot_of(e.path().filename().string(), if_prefix); s >= 0 && !leased_.count(s)) leftover.insert(s);
+    if (int s = slot_of(e.path().filename().string(), if_prefix); s >= 0 && !leased_.count(s))
+      leftover.insert(s);
   for (int s : leftover) {
     spdlog::info("net slot={} removed (left by an earlier run)", s);
     co_await RemoveSlot(s);
@@ -458,7 +485,8 @@ asio::awaitable<void> NetworkManager::Shutdown() {
     warm_.pop_front();
     co_await RemoveSlot(s);
   }
-  if (leased_.empty()) (void)co_await Nft("add table inet " + names_.table() + "\n" + DeleteTableScript(names_));
+  if (leased_.empty())
+    (void)co_await Nft("add table inet " + names_.table() + "\n" + DeleteTableScript(names_));
   if (dns_) dns_->Stop();
 }
 
@@ -471,7 +499,8 @@ NetworkManager::SlotCounters NetworkManager::Counters(int slot) const {
   return c;
 }
 
-asio::awaitable<void> NetworkManager::OnResolved(uint32_t client, std::vector<uint32_t> addrs, uint32_t ttl) {
+asio::awaitable<void> NetworkManager::OnResolved(uint32_t client, std::vector<uint32_t> addrs,
+                                                 uint32_t ttl) {
   int slot = SlotOfSandboxAddress(client);
   auto it = leased_.find(slot);
   // Only a policy consults the resolved set; `all` allows every address.

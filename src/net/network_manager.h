@@ -91,7 +91,7 @@ class NetworkManager {
   // Adopt re-applies their policy), and starts the DNS proxy. No slot
   // exists yet.
   static asio::awaitable<Result<std::unique_ptr<NetworkManager>>> Start(asio::io_context& io,
-                                                                       NetworkOptions opts);
+                                                                        NetworkOptions opts);
 
   // A slot for a new sandbox, with `policy` enforced before this returns.
   asio::awaitable<Result<NetLease>> Acquire(const NetworkPolicy& policy);
@@ -122,7 +122,8 @@ class NetworkManager {
   size_t warm() const { return warm_.size(); }
 
  private:
-  NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft, std::unique_ptr<RtNetlink> host_nl);
+  NetworkManager(asio::io_context& io, NetworkOptions opts, std::string nft,
+                 std::unique_ptr<RtNetlink> host_nl);
   NetLease LeaseOf(int slot) const;
   // The base chains' settings (reads the host's interfaces).
   BaseTableOptions BaseOptions() const;
@@ -167,7 +168,7 @@ class NetworkManager {
   // Warm slots whose rules already say mode `all` (the common request, so
   // its create skips the nft run; no process is in a warm slot).
   std::set<int> warm_all_;
-  std::set<int> foreign_;  // failed to make: someone else's (skipped)
+  std::set<int> foreign_;   // failed to make: someone else's (skipped)
   std::set<int> removing_;  // RemoveSlot in flight: not free until it ends
   std::map<int, NetworkPolicy> leased_;
   // When recent Acquires happened (the last kDemandWindow): WarmTarget.

@@ -25,8 +25,10 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   // Priority just before the usual filter chains: whatever another table
   // accepts, a drop here still holds (every base chain on a hook runs).
   s += "add chain " + t + " input { type filter hook input priority filter - 5; policy accept; }\n";
-  s += "add chain " + t + " forward { type filter hook forward priority filter - 5; policy accept; }\n";
-  s += "add chain " + t + " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n";
+  s += "add chain " + t +
+       " forward { type filter hook forward priority filter - 5; policy accept; }\n";
+  s += "add chain " + t +
+       " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n";
   s += "flush chain " + t + " input\n";
   s += "flush chain " + t + " forward\n";
   s += "flush chain " + t + " postrouting\n";
@@ -36,12 +38,15 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   s += "add set " + t + " privok { type ipv4_addr; flags interval; auto-merge; }\n";
   s += "flush set " + t + " nonpublic\n";
   s += "flush set " + t + " privok\n";
-  if (!o.non_public.empty()) s += "add element " + t + " nonpublic { " + Elements(o.non_public) + " }\n";
-  if (!o.allow_private.empty()) s += "add element " + t + " privok { " + Elements(o.allow_private) + " }\n";
+  if (!o.non_public.empty())
+    s += "add element " + t + " nonpublic { " + Elements(o.non_public) + " }\n";
+  if (!o.allow_private.empty())
+    s += "add element " + t + " privok { " + Elements(o.allow_private) + " }\n";
   // Per-sandbox connection counts and rates (dynamic sets keyed by the
   // sandbox's address; an element lives as long as its connections).
   s += "add set " + t + " ctcount { type ipv4_addr; flags dynamic; size 65536; }\n";
-  s += "add set " + t + " ctrate { type ipv4_addr; flags dynamic,timeout; size 65536; timeout 60s; }\n";
+  s += "add set " + t +
+       " ctrate { type ipv4_addr; flags dynamic,timeout; size 65536; timeout 60s; }\n";
   // DNS between a sandbox and its resolver bypasses conntrack: raw
   // priority, before a connection-tracking entry exists.
   s += "add chain " + t + " rawpre { type filter hook prerouting priority raw; policy accept; }\n";
@@ -49,15 +54,19 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   s += "flush chain " + t + " rawpre\n";
   s += "flush chain " + t + " rawout\n";
   for (const char* proto : {"udp", "tcp"}) {
-    s += "add rule " + t + " rawpre iifname " + g + " ip daddr " + p + " " + proto + " dport " + port + " notrack\n";
-    s += "add rule " + t + " rawout oifname " + g + " ip saddr " + p + " " + proto + " sport " + port + " notrack\n";
+    s += "add rule " + t + " rawpre iifname " + g + " ip daddr " + p + " " + proto + " dport " +
+         port + " notrack\n";
+    s += "add rule " + t + " rawout oifname " + g + " ip saddr " + p + " " + proto + " sport " +
+         port + " notrack\n";
   }
   // Into the host from a sandbox: only DNS to the resolver on its
   // gateway address. hutchd's API, sshd, anything listening on any host
   // address (a packet for a local address never reaches `forward`) is
   // dropped here.
-  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " udp dport " + port + " accept\n";
-  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " tcp dport " + port + " accept\n";
+  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " udp dport " + port +
+       " accept\n";
+  s += "add rule " + t + " input iifname " + g + " ip daddr " + p + " tcp dport " + port +
+       " accept\n";
   s += "add rule " + t + " input iifname " + g + " drop\n";
   // Through the host. Always blocked, whatever the policy: IPv6 (the
   // sandbox has no IPv6 address; this is the second wall), "this network",
@@ -65,19 +74,23 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   // broadcast, and every sandbox subnet (neighbours).
   s += "add rule " + t + " forward iifname " + g + " meta nfproto ipv6 drop\n";
   s += "add rule " + t + " forward oifname " + g + " meta nfproto ipv6 drop\n";
-  s += "add rule " + t + " forward iifname " + g + " ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3 } drop\n";
+  s += "add rule " + t + " forward iifname " + g +
+       " ip daddr { 0.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3 } drop\n";
   s += "add rule " + t + " forward iifname " + g + " ip daddr " + p + " drop\n";
-  s += "add rule " + t + " forward iifname " + g + " fib daddr type { broadcast, multicast, local } drop\n";
+  s += "add rule " + t + " forward iifname " + g +
+       " fib daddr type { broadcast, multicast, local } drop\n";
   s += "add rule " + t + " forward iifname " + g + " ip daddr @nonpublic ip daddr != @privok " +
        "reject with icmpx type admin-prohibited\n";
   // A policy change holds for new connections; flows it admitted go on.
   s += "add rule " + t + " forward iifname " + g + " ct state established,related accept\n";
   const std::string refuse = " reject with icmpx type admin-prohibited\n";
   if (o.max_connections > 0)
-    s += "add rule " + t + " forward iifname " + g + " ct state new add @ctcount { ip saddr ct count over " +
+    s += "add rule " + t + " forward iifname " + g +
+         " ct state new add @ctcount { ip saddr ct count over " +
          std::to_string(o.max_connections) + " }" + refuse;
   if (o.new_connections_per_second > 0)
-    s += "add rule " + t + " forward iifname " + g + " ct state new add @ctrate { ip saddr limit rate over " +
+    s += "add rule " + t + " forward iifname " + g +
+         " ct state new add @ctrate { ip saddr limit rate over " +
          std::to_string(o.new_connections_per_second) + "/second burst " +
          std::to_string(2 * o.new_connections_per_second) + " packets }" + refuse;
   s += "add rule " + t + " forward iifname " + g + " iifname vmap @sbx\n";
@@ -87,11 +100,13 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   // to a sandbox (exposed ports go through hutchd, not through here).
   s += "add rule " + t + " forward oifname " + g + " ct state established,related accept\n";
   s += "add rule " + t + " forward oifname " + g + " drop\n";
-  s += "add rule " + t + " postrouting ip saddr " + p + " ip daddr != " + p + " oifname != " + g + " masquerade\n";
+  s += "add rule " + t + " postrouting ip saddr " + p + " ip daddr != " + p + " oifname != " + g +
+       " masquerade\n";
   return s;
 }
 
-std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p, bool flush_resolved) {
+std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p,
+                             bool flush_resolved) {
   const std::string t = "inet " + n.table();
   const std::string k = std::to_string(slot);
   std::string s;
@@ -114,8 +129,10 @@ std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p
       s += "add rule " + t + " s" + k + " accept\n";
       break;
     case NetMode::kPolicy:
-      if (!p.allow_cidrs.empty()) s += "add element " + t + " a" + k + " { " + Elements(p.allow_cidrs) + " }\n";
-      if (!p.deny_cidrs.empty()) s += "add element " + t + " d" + k + " { " + Elements(p.deny_cidrs) + " }\n";
+      if (!p.allow_cidrs.empty())
+        s += "add element " + t + " a" + k + " { " + Elements(p.allow_cidrs) + " }\n";
+      if (!p.deny_cidrs.empty())
+        s += "add element " + t + " d" + k + " { " + Elements(p.deny_cidrs) + " }\n";
       // A deny rule wins over an allow rule; addresses of allowed names
       // count as allowed; then the default.
       s += "add rule " + t + " s" + k + " ip daddr @d" + k + " " + refuse + "\n";
@@ -132,8 +149,9 @@ std::vector<std::string> SlotRemoveCommands(const NftNames& n, int slot) {
   const std::string t = "inet " + n.table();
   const std::string k = std::to_string(slot);
   // The map element first: it references the chain.
-  return {"delete element " + t + " sbx { " + Quote(n.host_if(slot)) + " }", "delete chain " + t + " s" + k,
-          "delete set " + t + " a" + k, "delete set " + t + " d" + k, "delete set " + t + " r" + k};
+  return {"delete element " + t + " sbx { " + Quote(n.host_if(slot)) + " }",
+          "delete chain " + t + " s" + k, "delete set " + t + " a" + k,
+          "delete set " + t + " d" + k, "delete set " + t + " r" + k};
 }
 
 std::string SlotRemoveScript(const NftNames& n, int slot) {
@@ -142,16 +160,18 @@ std::string SlotRemoveScript(const NftNames& n, int slot) {
   return s;
 }
 
-std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs, uint32_t ttl_seconds) {
+std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs,
+                           uint32_t ttl_seconds) {
   if (addrs.empty()) return "";
   const std::string set = "inet " + n.table() + " r" + std::to_string(slot);
   std::string timed, plain;
   for (uint32_t a : addrs) {
-    timed += (timed.empty() ? "" : ", ") + Ipv4ToString(a) + " timeout " + std::to_string(ttl_seconds) + "s";
+    timed += (timed.empty() ? "" : ", ") + Ipv4ToString(a) + " timeout " +
+             std::to_string(ttl_seconds) + "s";
     plain += (plain.empty() ? "" : ", ") + Ipv4ToString(a);
   }
-  return "add element " + set + " { " + timed + " }\ndelete element " + set + " { " + plain + " }\nadd element " +
-         set + " { " + timed + " }\n";
+  return "add element " + set + " { " + timed + " }\ndelete element " + set + " { " + plain +
+         " }\nadd element " + set + " { " + timed + " }\n";
 }
 
 std::string DeleteTableScript(const NftNames& n) { return "delete table inet " + n.table() + "\n"; }

@@ -23,7 +23,7 @@ struct NftNames {
 
 // What the base chains enforce for every sandbox of this server.
 struct BaseTableOptions {
-  Cidr pool;              // every sandbox subnet
+  Cidr pool;               // every sandbox subnet
   uint16_t dns_port = 53;  // where the resolver listens on each subnet's host-side address
   // Destinations no sandbox reaches in any mode (private, shared/CGNAT,
   // cloud fabric and the host's own networks; see NonPublicNetworks)
@@ -46,7 +46,8 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o);
 // Creates slot's chain and sets if missing, hooks its interface to the
 // chain and replaces its rules with `p` (flushing addresses learned by
 // DNS when `flush_resolved`).
-std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p, bool flush_resolved);
+std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p,
+                             bool flush_resolved);
 // Deletes slot's map element, chain and sets (fails if any is missing:
 // callers fall back to SlotRemoveCommands one by one).
 std::string SlotRemoveScript(const NftNames& n, int slot);
@@ -56,7 +57,8 @@ std::vector<std::string> SlotRemoveCommands(const NftNames& n, int slot);
 // timeout: re-adding an element does not extend it, so each is added,
 // deleted and added again in the one transaction; the first add makes the
 // delete safe when the element had just timed out).
-std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs, uint32_t ttl_seconds);
+std::string ResolvedScript(const NftNames& n, int slot, const std::vector<uint32_t>& addrs,
+                           uint32_t ttl_seconds);
 std::string DeleteTableScript(const NftNames& n);
 
 }  // namespace hutch::net

@@ -88,12 +88,14 @@ Result<RtNetlink> RtNetlink::OpenIn(int netns_fd) {
   return RtNetlink(std::move(fd).value());
 }
 
-Result<std::vector<char>> RtNetlink::Exchange(RtRequest& r, const std::string& what, bool want_reply) {
+Result<std::vector<char>> RtNetlink::Exchange(RtRequest& r, const std::string& what,
+                                              bool want_reply) {
   const uint32_t seq = ++seq_;
   const auto& b = r.Finish(seq);
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (sendto(fd_.get(), b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) < 0)
+  if (sendto(fd_.get(), b.data(), b.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
+             sizeof(kernel)) < 0)
     return ErrnoError("netlink send (" + what + ")");
   std::vector<char> reply_msg;
   alignas(nlmsghdr) char reply[16384];
@@ -108,8 +110,8 @@ Result<std::vector<char>> RtNetlink::Exchange(RtRequest& r, const std::string& w
       if (h->nlmsg_seq != seq) continue;  // an answer to an earlier, timed-out request
       if (h->nlmsg_type != NLMSG_ERROR) {
         // A GET's answer comes before its acknowledgement.
-        if (want_reply && reply_msg.empty()) reply_msg.assign(reinterpret_cast<char*>(h),
-                                                              reinterpret_cast<char*>(h) + h->nlmsg_len);
+        if (want_reply && reply_msg.empty())
+          reply_msg.assign(reinterpret_cast<char*>(h), reinterpret_cast<char*>(h) + h->nlmsg_len);
         continue;
       }
       const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));

@@ -13,7 +13,9 @@ Status ConfigureSandboxLink(RtNetlink& nl, const SandboxLinkConfig& c) {
   auto eth = nl.LinkIndex(c.ifname);
   if (!eth.ok()) return eth.error();
   if (auto st = nl.SetUp(*lo, "link set lo up"); !st.ok()) return st;
-  if (auto st = nl.AddAddress(*eth, c.address, c.prefix, "addr add " + Ipv4ToString(c.address)); !st.ok()) return st;
+  if (auto st = nl.AddAddress(*eth, c.address, c.prefix, "addr add " + Ipv4ToString(c.address));
+      !st.ok())
+    return st;
   if (auto st = nl.SetUp(*eth, "link set " + c.ifname + " up"); !st.ok()) return st;
 
   rtmsg r{};

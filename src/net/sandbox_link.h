@@ -18,7 +18,7 @@ struct SandboxLinkConfig {
   std::string ifname = "eth0";  // the veth peer already inside the namespace
   uint32_t address = 0;         // host byte order
   int prefix = 30;
-  uint32_t gateway = 0;         // host byte order
+  uint32_t gateway = 0;  // host byte order
 };
 
 // `in_ns`: a socket opened inside the sandbox's namespace

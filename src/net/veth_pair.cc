@@ -35,7 +35,8 @@ Status CreateVethPair(RtNetlink& nl, const VethPairConfig& c) {
     auto idx = nl.LinkIndex(c.host_name);
     if (!idx.ok()) return idx.error();
     const std::string addr = Ipv4ToString(c.host_address) + "/" + std::to_string(c.prefix);
-    if (auto st = nl.AddAddress(*idx, c.host_address, c.prefix, "addr add " + addr + " dev " + c.host_name);
+    if (auto st = nl.AddAddress(*idx, c.host_address, c.prefix,
+                                "addr add " + addr + " dev " + c.host_name);
         !st.ok())
       return st;
     return nl.SetUp(*idx, "link set " + c.host_name + " up");

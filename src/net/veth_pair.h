@@ -14,10 +14,10 @@
 namespace hutch::net {
 
 struct VethPairConfig {
-  std::string host_name;            // in the host's namespace
-  std::string peer_name = "eth0";   // inside the namespace
-  int peer_netns_fd = -1;           // where the peer is created
-  uint32_t host_address = 0;        // host byte order
+  std::string host_name;           // in the host's namespace
+  std::string peer_name = "eth0";  // inside the namespace
+  int peer_netns_fd = -1;          // where the peer is created
+  uint32_t host_address = 0;       // host byte order
   int prefix = 30;
 };
 

@@ -7,8 +7,8 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       mgr_(mgr),
       creds_(cfg_.api_key_hashes, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
-      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr, &creds_,
-          &router_.metrics(), &ports_),
+      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr,
+          &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
       osb_(mgr, cfg_.json_body_limit, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
@@ -30,15 +30,16 @@ void HutchApi::RegisterProbes() {
   };
   router_.Add(V::get, "/healthz", health);
   router_.Add(V::head, "/healthz", health);
-  router_.Add(V::get, "/metrics", [this](HttpContext& ctx, const RouteMatch&) { return ServeMetrics(ctx); });
+  router_.Add(V::get, "/metrics",
+              [this](HttpContext& ctx, const RouteMatch&) { return ServeMetrics(ctx); });
 }
 
 asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
   // Values owned elsewhere are read at scrape time, so they cannot drift.
   ApiMetrics& metrics = router_.metrics();
   auto by_status = mgr_->CountByStatus();
-  for (auto st : {SandboxStatus::kStarting, SandboxStatus::kRunning, SandboxStatus::kPaused, SandboxStatus::kStopped,
-                  SandboxStatus::kFailed})
+  for (auto st : {SandboxStatus::kStarting, SandboxStatus::kRunning, SandboxStatus::kPaused,
+                  SandboxStatus::kStopped, SandboxStatus::kFailed})
     metrics.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
   metrics.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
   if (const auto* net = mgr_->network()) {

@@ -4,10 +4,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -18,20 +19,19 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
-#include "http/http_server.h"
 #include "common/clock.h"
+#include "common/log_format.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
-#include "common/log_format.h"
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
 #include "driver/agent_connection.h"
 #include "driver/jail/jail_driver.h"
 #include "driver/vm/vm_driver.h"
+#include "http/http_server.h"
 #include "net/network_manager.h"
 #include "server/hutch_api.h"
 #include "store/state_store.h"
@@ -68,7 +68,8 @@ Result<std::vector<std::string>> OperatorKeys(const std::string& keys_file) {
   std::stringstream ss;
   ss << in.rdbuf();
   auto keys = SplitKeys(ss.str(), '\n');
-  if (keys.empty()) return MakeError(Code::kInvalidRequest, "keys file " + keys_file + " holds no key");
+  if (keys.empty())
+    return MakeError(Code::kInvalidRequest, "keys file " + keys_file + " holds no key");
   return keys;
 }
 
@@ -95,7 +96,8 @@ Result<std::vector<std::string>> LoadKeyHashes(const std::string& keys_file, sto
   if (!stored->empty() || !allow_generate) return stored;
   auto key = NewStoredKey(db, "generated at first start");
   if (!key.ok()) return key.error();
-  std::cout << "hutchd: generated an API key. It is shown only this once (the state dir keeps only its hash):\n  "
+  std::cout << "hutchd: generated an API key. It is shown only this once (the state dir keeps only "
+               "its hash):\n  "
             << *key << "\n(make another with: hutchd --state-dir DIR --new-key)" << std::endl;
   return std::vector<std::string>{Sha256Hex(*key)};
 }
@@ -109,10 +111,13 @@ std::string ProbeCriu() {
   if (access(bin, X_OK) != 0) return "not installed";
   asio::io_context io;
   Status result;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    std::vector<std::string> argv = {bin, "check"};
-    result = co_await RunTool(argv, std::chrono::seconds(20));
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        std::vector<std::string> argv = {bin, "check"};
+        result = co_await RunTool(argv, std::chrono::seconds(20));
+      },
+      asio::detached);
   io.run();
   if (result.ok()) return "check passed (not used yet: snapshots hold files only)";
   return "check failed: " + result.error().message;
@@ -146,7 +151,8 @@ int64_t HostMemoryMb() {
 struct Options {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "/var/lib/hutch";
-  std::string keys_file, templates_dir, agent_path, builder, log_level = "info", durability = "normal";
+  std::string keys_file, templates_dir, agent_path, builder, log_level = "info",
+                                                             durability = "normal";
   uint32_t uid_base = 1000000;
   bool new_key = false;
   VolumeOptions vopts;
@@ -157,8 +163,8 @@ struct Options {
   int net_warm = 8;
   std::vector<std::string> net_allow_private;
   int net_max_connections = 4096, net_new_connections = 500;
-  std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest", vm_accel = "auto", vm_user,
-              vm_init_path;
+  std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest",
+              vm_accel = "auto", vm_user, vm_init_path;
   bool no_network = false;
   bool no_vm_snapshots = false;
   double agent_timeout_s = 60;
@@ -170,21 +176,30 @@ struct Options {
 void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--listen", o.listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
-  app.add_option("--keys-file", o.keys_file, "File with API keys, one per line (HUTCH_API_KEY overrides)");
-  app.add_flag("--new-key", o.new_key, "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd to load it)");
-  app.add_option("--templates-dir", o.templates_dir, "Directory of templates (default <state-dir>/templates)");
+  app.add_option("--keys-file", o.keys_file,
+                 "File with API keys, one per line (HUTCH_API_KEY overrides)");
+  app.add_flag("--new-key", o.new_key,
+               "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd "
+               "to load it)");
+  app.add_option("--templates-dir", o.templates_dir,
+                 "Directory of templates (default <state-dir>/templates)");
   app.add_option("--agent", o.agent_path, "hutch-agent binary (default: beside hutchd)");
-  app.add_option("--driver", o.default_driver, "Driver of sandboxes created without \"driver\": jail or vm")
+  app.add_option("--driver", o.default_driver,
+                 "Driver of sandboxes created without \"driver\": jail or vm")
       ->check(CLI::IsMember({"jail", "vm"}))
       ->capture_default_str();
-  app.add_option("--vm-guest-dir", o.vm_guest_dir, "The vm driver's guest kernel (scripts/vm-guest DIR makes it)")
+  app.add_option("--vm-guest-dir", o.vm_guest_dir,
+                 "The vm driver's guest kernel (scripts/vm-guest DIR makes it)")
       ->capture_default_str();
-  app.add_option("--vm-accel", o.vm_accel, "auto (KVM only where stock guest kernels run), tcg or kvm")
+  app.add_option("--vm-accel", o.vm_accel,
+                 "auto (KVM only where stock guest kernels run), tcg or kvm")
       ->check(CLI::IsMember({"auto", "tcg", "kvm"}))
       ->capture_default_str();
-  app.add_flag("--no-vm-snapshots", o.no_vm_snapshots,
-               "Cold-boot every vm sandbox (default: boot once per template and size, restore the rest)");
-  app.add_option("--vm-user", o.vm_user, "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
+  app.add_flag(
+      "--no-vm-snapshots", o.no_vm_snapshots,
+      "Cold-boot every vm sandbox (default: boot once per template and size, restore the rest)");
+  app.add_option("--vm-user", o.vm_user,
+                 "User QEMU runs as (default: hutch-vm if it exists, else nobody)");
   app.add_option("--vm-init", o.vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
   app.add_option("--template-builder", o.builder, "Script that builds the base template");
   app.add_option("--uid-base", o.uid_base, "First host uid of the range sandboxes map to");
@@ -194,54 +209,73 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
   app.add_option("--max-ttl", o.mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
   app.add_option("--pids-max", o.mopts.pids_max, "Processes per sandbox");
-  app.add_option("--default-volume-mb", o.vopts.default_size_mb, "Size of a volume created without size_mb")
+  app.add_option("--default-volume-mb", o.vopts.default_size_mb,
+                 "Size of a volume created without size_mb")
       ->capture_default_str();
-  app.add_option("--max-volume-mb", o.vopts.max_size_mb, "Largest size_mb of a volume")->capture_default_str();
-  app.add_option("--exec-output-limit-mb", o.output_cap_mb, "Per-stream output kept by blocking exec");
+  app.add_option("--max-volume-mb", o.vopts.max_size_mb, "Largest size_mb of a volume")
+      ->capture_default_str();
+  app.add_option("--exec-output-limit-mb", o.output_cap_mb,
+                 "Per-stream output kept by blocking exec");
   app.add_option("--agent-timeout", o.agent_timeout_s,
-                 "Seconds a sandbox's agent may take to answer a request (file, exec or process start), or to "
+                 "Seconds a sandbox's agent may take to answer a request (file, exec or process "
+                 "start), or to "
                  "accept queued upload data, before the request fails with agent_timeout (504)")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  app.add_option("--max-connections", o.max_connections,
-                 "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
-                 "kept for sandboxes, or half of a limit below 2048)");
-  app.add_option("--durability", o.durability, "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
+  app.add_option(
+      "--max-connections", o.max_connections,
+      "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
+      "kept for sandboxes, or half of a limit below 2048)");
+  app.add_option("--durability", o.durability,
+                 "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
-  app.add_option("--net-pool", o.net_pool, "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
+  app.add_option("--net-pool", o.net_pool,
+                 "IPv4 network sandbox subnets (/30 each) are taken from (/16 to /28)")
       ->capture_default_str();
   app.add_option("--dns-upstream", o.dns_upstream,
-                 "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's /etc/resolv.conf)");
-  app.add_option("--net-warm", o.net_warm, "Network namespaces kept ready for creates (during a burst up to 4x this, following demand)")->capture_default_str();
+                 "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's "
+                 "/etc/resolv.conf)");
+  app.add_option("--net-warm", o.net_warm,
+                 "Network namespaces kept ready for creates (during a burst up to 4x this, "
+                 "following demand)")
+      ->capture_default_str();
   app.add_option("--net-allow-private", o.net_allow_private,
-                 "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the host's own networks "
+                 "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the "
+                 "host's own networks "
                  "are refused by default; repeatable)");
   app.add_option("--net-max-connections", o.net_max_connections,
-                 "Connections one sandbox may have tracked at once (the host's conntrack table is shared; 0: no limit)")
+                 "Connections one sandbox may have tracked at once (the host's conntrack table is "
+                 "shared; 0: no limit)")
       ->capture_default_str();
   app.add_option("--net-new-connections", o.net_new_connections,
                  "New connections a second one sandbox may open, burst twice that (0: no limit)")
       ->capture_default_str();
-  app.add_flag("--no-network", o.no_network, "No sandbox networking: only network mode none (loopback) is served");
+  app.add_flag("--no-network", o.no_network,
+               "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
   app.add_option("--opensandbox-images", o.osb_images,
-                 "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to templates (over the defaults)");
-  app.add_option("--rate-limit", o.acfg.rate_limit_rps,
-                 "Requests a second per API key, whichever dialect or credential they use (0: no limit)")
+                 "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to "
+                 "templates (over the defaults)");
+  app.add_option(
+         "--rate-limit", o.acfg.rate_limit_rps,
+         "Requests a second per API key, whichever dialect or credential they use (0: no limit)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  app.add_option("--rate-burst", o.acfg.rate_limit_burst, "Requests an API key may send at once (bucket size)")
+  app.add_option("--rate-burst", o.acfg.rate_limit_burst,
+                 "Requests an API key may send at once (bucket size)")
       ->check(CLI::Range(1.0, 1e9))
       ->capture_default_str();
-  app.add_option("--log-format", o.log_format, "text (ts level event k=v ...) or json (one object per line)")
+  app.add_option("--log-format", o.log_format,
+                 "text (ts level event k=v ...) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 }
 
 // Process-wide settings: agent answer timeout, logging, SIGPIPE.
 void ConfigureProcess(const Options& o) {
-  AgentConnection::set_answer_timeout(std::chrono::milliseconds(static_cast<int64_t>(o.agent_timeout_s * 1000)));
+  AgentConnection::set_answer_timeout(
+      std::chrono::milliseconds(static_cast<int64_t>(o.agent_timeout_s * 1000)));
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   LogFormat lf = LogFormat::kText;
   ParseLogFormat(o.log_format, &lf);
@@ -253,7 +287,9 @@ void ConfigureProcess(const Options& o) {
 Status PrepareStateDir(Options& o) {
   std::error_code ec;
   fs::create_directories(o.state_dir, ec);
-  if (ec) return MakeError(Code::kInternal, "cannot create state dir " + o.state_dir + ": " + ec.message());
+  if (ec)
+    return MakeError(Code::kInternal,
+                     "cannot create state dir " + o.state_dir + ": " + ec.message());
   chmod(o.state_dir.c_str(), 0700);
   o.state_dir = fs::canonical(o.state_dir).string();
   return {};
@@ -266,7 +302,8 @@ Status PrepareStateDir(Options& o) {
 Result<UniqueFd> LockStateDir(const std::string& state_dir) {
   UniqueFd lock(open((state_dir + "/hutchd.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   bool locked = false;
-  for (int i = 0; lock && i < 100 && !(locked = flock(lock.get(), LOCK_EX | LOCK_NB) == 0); ++i) usleep(30 * 1000);
+  for (int i = 0; lock && i < 100 && !(locked = flock(lock.get(), LOCK_EX | LOCK_NB) == 0); ++i)
+    usleep(30 * 1000);
   if (!locked) return MakeError(Code::kConflict, "another hutchd is using state dir " + state_dir);
   // An address file left by a crashed run would point clients at nothing.
   std::error_code ec;
@@ -376,36 +413,39 @@ Result<NetworkOrWhy> StartNetwork(asio::io_context& io, const Options& o, const 
       host.resize(c);
     }
     uint32_t a;
-    if (!net::ParseIpv4(host, &a) || port == 0) return MakeError(Code::kInvalidRequest, "--dns-upstream must be IPv4[:port]");
+    if (!net::ParseIpv4(host, &a) || port == 0)
+      return MakeError(Code::kInvalidRequest, "--dns-upstream must be IPv4[:port]");
     nopts.dns_upstream = asio::ip::udp::endpoint(asio::ip::address_v4(a), port);
   }
   bool done = false;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    auto m = co_await net::NetworkManager::Start(io, nopts);
-    if (m.ok()) out.manager = std::move(m).value();
-    else out.why = m.error().message;
-    done = true;
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto m = co_await net::NetworkManager::Start(io, nopts);
+        if (m.ok()) out.manager = std::move(m).value();
+        else out.why = m.error().message;
+        done = true;
+      },
+      asio::detached);
   while (!done && io.run_one() > 0) {
   }
   io.restart();
-  if (!out.manager) spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", out.why);
+  if (!out.manager)
+    spdlog::warn("net unavailable err=\"{}\" (only network mode none is served)", out.why);
   return out;
 }
 
 // What this server can do, as /healthz reports it.
-nlohmann::json Capabilities(const Options& o, int cgroup_version, const VmDriverOrWhy& vm, const NetworkOrWhy& net) {
+nlohmann::json Capabilities(const Options& o, int cgroup_version, const VmDriverOrWhy& vm,
+                            const NetworkOrWhy& net) {
   std::string criu = ProbeCriu();
   spdlog::info("criu={}", criu);
   nlohmann::json drivers = nlohmann::json::array({"jail"});
   if (vm.driver) drivers.push_back("vm");
-  nlohmann::json caps = {{"driver", o.default_driver},
-                         {"drivers", drivers},
-                         {"cgroup_version", cgroup_version},
-                         {"memory_snapshots", false},
-                         {"criu", criu},
-                         {"volumes", true},
-                         {"network", net.manager != nullptr}};
+  nlohmann::json caps = {
+      {"driver", o.default_driver},       {"drivers", drivers}, {"cgroup_version", cgroup_version},
+      {"memory_snapshots", false},        {"criu", criu},       {"volumes", true},
+      {"network", net.manager != nullptr}};
   if (!net.manager) caps["network_unavailable"] = net.why;
   if (vm.driver) {
     caps["vm_accel"] = vm.driver->accel().why;
@@ -426,7 +466,8 @@ void SetConnectionLimit(api::HttpServer& server, size_t max_connections) {
     setrlimit(RLIMIT_NOFILE, &rl);
     getrlimit(RLIMIT_NOFILE, &rl);
   }
-  const size_t nofile = rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+  const size_t nofile =
+      rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
   if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
   server.set_max_connections(max_connections);
   spdlog::info("connections max={} nofile={}", max_connections, nofile);
@@ -454,7 +495,8 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   auto driver = MakeJailDriver(o, tag);
   if (!driver.ok()) return driver.error();
   VmDriverOrWhy vm = MakeVmDriver(o, tag);
-  if (o.default_driver == "vm" && !vm.driver) return MakeError(Code::kInvalidRequest, "--driver vm: " + vm.why);
+  if (o.default_driver == "vm" && !vm.driver)
+    return MakeError(Code::kInvalidRequest, "--driver vm: " + vm.why);
   o.mopts.snapshots_dir = o.state_dir + "/snapshots";
   std::error_code ec;
   fs::create_directories(o.mopts.snapshots_dir, ec);
@@ -486,32 +528,35 @@ Result<int> Serve(Options& o, store::StateStore* db) {
 
   // Recovery runs before the first request is accepted: a client never
   // sees a sandbox the server has not yet decided to adopt or drop.
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    auto vrep = volumes.Recover();
-    if (!vrep.ok()) {
-      std::cerr << "hutchd: " << vrep.error().message << "\n";
-      exit_code = 2;
-      io.stop();
-      co_return;
-    }
-    spdlog::info("volumes_recovered mounted={} kept={} removed={} broken={}", vrep->mounted, vrep->kept,
-                 vrep->removed, vrep->broken);
-    auto rep = co_await mgr.Recover();
-    if (!rep.ok()) {
-      std::cerr << "hutchd: " << rep.error().message << "\n";
-      exit_code = 2;
-      io.stop();
-      co_return;
-    }
-    spdlog::info("recovered adopted={} lost={} expired={} forgotten={} removed={}", rep->adopted, rep->lost,
-                 rep->expired, rep->forgotten, rep->removed);
-    server.Start();
-    mgr.StartReaper(io.get_executor());
-    PublishAddress(o.state_dir, addr);
-    spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr, o.state_dir,
-                 o.default_driver, (*driver)->cgroup_version(), tag);
-    std::cout << "hutchd listening on http://" << addr << std::endl;
-  }, asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto vrep = volumes.Recover();
+        if (!vrep.ok()) {
+          std::cerr << "hutchd: " << vrep.error().message << "\n";
+          exit_code = 2;
+          io.stop();
+          co_return;
+        }
+        spdlog::info("volumes_recovered mounted={} kept={} removed={} broken={}", vrep->mounted,
+                     vrep->kept, vrep->removed, vrep->broken);
+        auto rep = co_await mgr.Recover();
+        if (!rep.ok()) {
+          std::cerr << "hutchd: " << rep.error().message << "\n";
+          exit_code = 2;
+          io.stop();
+          co_return;
+        }
+        spdlog::info("recovered adopted={} lost={} expired={} forgotten={} removed={}",
+                     rep->adopted, rep->lost, rep->expired, rep->forgotten, rep->removed);
+        server.Start();
+        mgr.StartReaper(io.get_executor());
+        PublishAddress(o.state_dir, addr);
+        spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr,
+                     o.state_dir, o.default_driver, (*driver)->cgroup_version(), tag);
+        std::cout << "hutchd listening on http://" << addr << std::endl;
+      },
+      asio::detached);
 
   // SIGINT/SIGTERM: stop accepting, stop the sandboxes' machinery, exit.
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -519,23 +564,28 @@ Result<int> Serve(Options& o, store::StateStore* db) {
     if (e) return;
     spdlog::info("signal={} shutting down", sig);
     server.Stop();
-    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      co_await mgr.Shutdown();
-      if (network->manager) co_await network->manager->Shutdown();
-      volumes.Shutdown();
-      io.stop();
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          co_await mgr.Shutdown();
+          if (network->manager) co_await network->manager->Shutdown();
+          volumes.Shutdown();
+          io.stop();
+        },
+        asio::detached);
   });
   // SIGHUP reloads the API keys (keys file, or keys added with --new-key).
   asio::signal_set hup(io, SIGHUP);
-  std::function<void(boost::system::error_code, int)> on_hup = [&](boost::system::error_code e, int) {
+  std::function<void(boost::system::error_code, int)> on_hup = [&](boost::system::error_code e,
+                                                                   int) {
     if (e) return;
     auto reloaded = LoadKeyHashes(o.keys_file, db, false);
     if (reloaded.ok() && !reloaded->empty()) {
       api.SetKeyHashes(*reloaded);
       spdlog::info("keys_reloaded count={}", reloaded->size());
     } else {
-      spdlog::error("keys_reload_failed err=\"{}\"", reloaded.ok() ? "no key" : reloaded.error().message);
+      spdlog::error("keys_reload_failed err=\"{}\"",
+                    reloaded.ok() ? "no key" : reloaded.error().message);
     }
     hup.async_wait(on_hup);
   };
@@ -565,8 +615,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto st = PrepareStateDir(o); !st.ok()) return Fail(st.error());
-  auto db = store::StateStore::Open(o.state_dir + "/state.db",
-                                    o.durability == "full" ? store::Durability::kFull : store::Durability::kNormal);
+  auto db = store::StateStore::Open(o.state_dir + "/state.db", o.durability == "full"
+                                                                   ? store::Durability::kFull
+                                                                   : store::Durability::kNormal);
   if (!db.ok()) return Fail(db.error());
   if (o.new_key) {
     auto key = NewStoredKey(db->get(), "hutchd --new-key");

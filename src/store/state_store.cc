@@ -14,27 +14,34 @@ Error DbError(sqlite3* db, const std::string& what) {
   // A full disk under the state dir is the operator's to fix, and clients
   // should see it for what it is (507 storage_full), not as a hutch bug.
   const int ext = db ? sqlite3_extended_errcode(db) : 0;
-  const bool full = db && ((ext & 0xff) == SQLITE_FULL || ext == SQLITE_IOERR_WRITE || ext == SQLITE_IOERR_FSYNC);
-  return MakeError(full ? Code::kStorageFull : Code::kInternal, "state store: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+  const bool full =
+      db && ((ext & 0xff) == SQLITE_FULL || ext == SQLITE_IOERR_WRITE || ext == SQLITE_IOERR_FSYNC);
+  return MakeError(full ? Code::kStorageFull : Code::kInternal,
+                   "state store: " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
 }
 
 // A prepared statement, finalized on scope exit. Binds are 1-based.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
+  }
   ~Stmt() { sqlite3_finalize(st_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
   bool ok() const { return rc_ == SQLITE_OK && st_ != nullptr; }
-  void Bind(int i, const std::string& s) { sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT); }
+  void Bind(int i, const std::string& s) {
+    sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
   void Bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(st_); }
   std::string Text(int col) const {
     const unsigned char* p = sqlite3_column_text(st_, col);
     int n = sqlite3_column_bytes(st_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n))
+             : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(st_, col); }
 
@@ -97,12 +104,12 @@ const char* const kMigrations[] = {
     )sql",
 };
 
-
 }  // namespace
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path, Durability d) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Error e = DbError(db, "open " + path);
     sqlite3_close(db);
@@ -137,8 +144,9 @@ Status StateStore::Migrate() {
   }
   const int64_t known = static_cast<int64_t>(std::size(kMigrations));
   if (version > known)
-    return MakeError(Code::kInternal, "state store " + path_ + " has schema version " + std::to_string(version) +
-                                          ", newer than this hutchd (" + std::to_string(known) + ")");
+    return MakeError(Code::kInternal, "state store " + path_ + " has schema version " +
+                                          std::to_string(version) + ", newer than this hutchd (" +
+                                          std::to_string(known) + ")");
   for (int64_t v = version; v < known; ++v) {
     std::string sql = std::string("BEGIN IMMEDIATE;") + kMigrations[v] +
                       "PRAGMA user_version=" + std::to_string(v + 1) + "; COMMIT;";
@@ -151,7 +159,9 @@ Status StateStore::Migrate() {
 }
 
 Status StateStore::PutSandbox(const SandboxRow& row) {
-  Stmt st(db_, "INSERT OR REPLACE INTO sandboxes (id, status, expires_at_ms, record, instance) VALUES (?,?,?,?,?)");
+  Stmt st(db_,
+          "INSERT OR REPLACE INTO sandboxes (id, status, expires_at_ms, record, instance) VALUES "
+          "(?,?,?,?,?)");
   st.Bind(1, row.id);
   st.Bind(2, row.status);
   st.Bind(3, row.expires_at_ms);
@@ -180,7 +190,8 @@ Result<std::vector<SandboxRow>> StateStore::LoadSandboxes() {
 
 Status StateStore::PutIdempotency(const IdempotencyRow& row) {
   Stmt st(db_,
-          "INSERT OR REPLACE INTO idempotency (scope, key, body_hash, sandbox_id, created_at_ms) VALUES (?,?,?,?,?)");
+          "INSERT OR REPLACE INTO idempotency (scope, key, body_hash, sandbox_id, created_at_ms) "
+          "VALUES (?,?,?,?,?)");
   st.Bind(1, row.scope);
   st.Bind(2, row.key);
   st.Bind(3, row.body_hash);

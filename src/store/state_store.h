@@ -44,7 +44,8 @@ struct IdempotencyRow {
 class StateStore {
  public:
   // Opens (creating if needed) <path>, applies the schema migrations.
-  static Result<std::unique_ptr<StateStore>> Open(const std::string& path, Durability d = Durability::kNormal);
+  static Result<std::unique_ptr<StateStore>> Open(const std::string& path,
+                                                  Durability d = Durability::kNormal);
   ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;

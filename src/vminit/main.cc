@@ -56,7 +56,8 @@ constexpr rlim_t kSandboxNofile = 4096;
   _exit(1);
 }
 
-void MountOrDie(const char* src, const char* dst, const char* type, unsigned long flags, const char* data) {
+void MountOrDie(const char* src, const char* dst, const char* type, unsigned long flags,
+                const char* data) {
   mkdir(dst, 0755);
   if (mount(src, dst, type, flags, data) != 0) Die(std::string("mount ") + type + " on " + dst);
 }
@@ -130,13 +131,15 @@ void LockSysctl(const char* path, const char* value) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) return;
   const ssize_t len = static_cast<ssize_t>(std::strlen(value));
-  if (fd < 0 || write(fd, value, static_cast<size_t>(len)) != len) Die(std::string("write ") + path);
+  if (fd < 0 || write(fd, value, static_cast<size_t>(len)) != len)
+    Die(std::string("write ") + path);
   close(fd);
 }
 
 void WriteOrDie(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) Die("write " + path);
+  if (fd < 0 || write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size()))
+    Die("write " + path);
   close(fd);
 }
 
@@ -204,7 +207,8 @@ void NetworkUp() {
   unlink("/etc/resolv.conf");
   const std::string conf = "nameserver 192.0.0.1\noptions edns0\n";
   int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || write(fd, conf.data(), conf.size()) != static_cast<ssize_t>(conf.size())) Die("write /etc/resolv.conf");
+  if (fd < 0 || write(fd, conf.data(), conf.size()) != static_cast<ssize_t>(conf.size()))
+    Die("write /etc/resolv.conf");
   close(fd);
 }
 
@@ -234,7 +238,8 @@ int main() {
   MountOrDie("/dev/vdb", "/disk", "ext4", MS_NODEV, nullptr);
   mkdir("/disk/upper", 0755);
   mkdir("/disk/work", 0755);
-  MountOrDie("overlay", "/newroot", "overlay", 0, "lowerdir=/lower,upperdir=/disk/upper,workdir=/disk/work");
+  MountOrDie("overlay", "/newroot", "overlay", 0,
+             "lowerdir=/lower,upperdir=/disk/upper,workdir=/disk/work");
   const std::string port = FindPort(kPortName);
   int agent = open("/hutch-agent", O_RDONLY | O_CLOEXEC);
   if (agent < 0) Die("open /hutch-agent");
@@ -242,9 +247,11 @@ int main() {
   for (const char* m : {"dev", "proc", "sys"}) {
     std::string dst = std::string("/newroot/") + m;
     mkdir(dst.c_str(), 0755);
-    if (mount((std::string("/") + m).c_str(), dst.c_str(), nullptr, MS_MOVE, nullptr) != 0) Die("move /" + std::string(m));
+    if (mount((std::string("/") + m).c_str(), dst.c_str(), nullptr, MS_MOVE, nullptr) != 0)
+      Die("move /" + std::string(m));
   }
-  MountOrDie("devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5");
+  MountOrDie("devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+             "newinstance,ptmxmode=0666,mode=0620,gid=5");
   MountOrDie("shm", "/newroot/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   // switch_root: the overlay becomes /. The initramfs stays in memory
   // beneath it (a few MB: the agent binary is executed from it).

@@ -114,7 +114,8 @@ Status FrameReader::ParseAvailable() {
     uint8_t type = static_cast<uint8_t>(h[4]);
     if (len > kMaxPayload) {
       failed_ = true;
-      return MakeError(Code::kInternal, "frame payload of " + std::to_string(len) + " bytes exceeds limit");
+      return MakeError(Code::kInternal,
+                       "frame payload of " + std::to_string(len) + " bytes exceeds limit");
     }
     if (!IsKnownType(type)) {
       failed_ = true;

@@ -33,30 +33,32 @@ enum class Type : uint8_t {
   kHello = 1,
 
   // host -> agent
-  kExecStart = 10,   // JSON ExecSpec (docs/wire.md)
-  kStdin = 11,       // raw bytes for the process's stdin
-  kStdinClose = 12,  // close the process's stdin
-  kSignal = 13,      // JSON {"signal":N}: sent to the process group
-  kCredit = 14,      // u32 LE: host consumed that many more data bytes
-  kCancel = 15,      // kill the process group / abort the file operation
-  kFsRequest = 16,   // JSON FsRequest (docs/wire.md)
-  kFsWriteData = 17, // raw bytes appended to the file of a "write" request
-  kFsWriteEnd = 18,  // the upload is complete: close the file and answer
+  kExecStart = 10,    // JSON ExecSpec (docs/wire.md)
+  kStdin = 11,        // raw bytes for the process's stdin
+  kStdinClose = 12,   // close the process's stdin
+  kSignal = 13,       // JSON {"signal":N}: sent to the process group
+  kCredit = 14,       // u32 LE: host consumed that many more data bytes
+  kCancel = 15,       // kill the process group / abort the file operation
+  kFsRequest = 16,    // JSON FsRequest (docs/wire.md)
+  kFsWriteData = 17,  // raw bytes appended to the file of a "write" request
+  kFsWriteEnd = 18,   // the upload is complete: close the file and answer
   // Background processes (docs/wire.md "Background processes"). Each is a
   // request on a fresh stream; all but kProcAttach are answered by exactly
   // one kProcResult or kError.
-  kProcStart = 19,   // JSON ExecSpec (+ "meta", "stdin_data", "buffer_bytes"); -> kProcResult {process}
+  kProcStart =
+      19,  // JSON ExecSpec (+ "meta", "stdin_data", "buffer_bytes"); -> kProcResult {process}
   kProcList = 20,    // JSON {}; -> kProcResult {"processes":[...]}
   kProcStatus = 21,  // JSON {"pid":N}; -> kProcResult {process}
   kProcAttach = 22,  // JSON {"pid":N,"from":N}; -> kStarted {process}, output..., kExit
-  kProcStdin = 23,   // u32 LE pid | u8 flags (1: close stdin after) | bytes; -> kProcResult {process}
+  kProcStdin =
+      23,  // u32 LE pid | u8 flags (1: close stdin after) | bytes; -> kProcResult {process}
   kProcSignal = 24,  // JSON {"pid":N,"signal":N}; -> kProcResult {process}
   // Terminals (docs/wire.md "PTY").
   kPtyStart = 25,   // JSON PtySpec; -> kStarted {"pid":N}, kStdout..., kExit
   kPtyResize = 26,  // JSON {"cols":N,"rows":N} on a pty stream
   // A vm sandbox restored from a snapshot or forked: the guest takes its
   // new identity (docs/wire.md "Identify"). -> kIdentifyResult or kError.
-  kIdentify = 27,   // JSON {"hostname":s,"realtime_ns":N,"entropy":hex}
+  kIdentify = 27,  // JSON {"hostname":s,"realtime_ns":N,"entropy":hex}
 
   // agent -> host
   kStarted = 30,     // JSON {"pid":N}
@@ -67,8 +69,10 @@ enum class Type : uint8_t {
   kFsResult = 35,    // JSON result; ends stream
   kFsReadData = 36,  // raw bytes of a "read" request (counted against credit)
   kProcResult = 37,  // JSON answer to a kProc* request; ends stream
-  kProcDropped = 38, // JSON {"from":N,"oldest":N,"dropped_bytes":N}: output skipped on an attach stream
-  kIdentifyResult = 39,  // JSON {"hostname":s,"clock_set":b,"entropy_bytes":N,"reseeded":b}; ends stream
+  kProcDropped =
+      38,  // JSON {"from":N,"oldest":N,"dropped_bytes":N}: output skipped on an attach stream
+  kIdentifyResult =
+      39,  // JSON {"hostname":s,"clock_set":b,"entropy_bytes":N,"reseeded":b}; ends stream
 };
 
 bool IsKnownType(uint8_t t);

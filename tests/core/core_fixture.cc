@@ -94,10 +94,13 @@ void CoreTest::TearDown() {
 
 void CoreTest::Run(asio::awaitable<void> a) {
   bool done = false;
-  asio::co_spawn(io, [](asio::awaitable<void> a, bool* done) -> asio::awaitable<void> {
-    co_await std::move(a);
-    *done = true;
-  }(std::move(a), &done), asio::detached);
+  asio::co_spawn(
+      io,
+      [](asio::awaitable<void> a, bool* done) -> asio::awaitable<void> {
+        co_await std::move(a);
+        *done = true;
+      }(std::move(a), &done),
+      asio::detached);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!done) {
     io.restart();
@@ -167,10 +170,12 @@ void CoreTest::BreakStoreWrites(const std::string& table) {
                               " BEGIN SELECT RAISE(ABORT, 'injected write failure'); END;");
 }
 
-void CoreTest::FixStoreWrites(const std::string& table) { Exec(dir + "/state.db", "DROP TRIGGER fail_" + table); }
+void CoreTest::FixStoreWrites(const std::string& table) {
+  Exec(dir + "/state.db", "DROP TRIGGER fail_" + table);
+}
 
-TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string& start, const std::string& ready,
-                                     int64_t ready_timeout_seconds) {
+TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string& start,
+                                     const std::string& ready, int64_t ready_timeout_seconds) {
   TemplateRecord r;
   r.name = name;
   r.hash = "h" + name;
@@ -190,7 +195,9 @@ TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string&
 size_t CoreTest::CountEntries(const std::string& d) {
   std::error_code ec;
   size_t n = 0;
-  for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
+  for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    ++n;
   return n;
 }
 
@@ -206,7 +213,8 @@ void CoreTest::ExpectNothingHeld() {
   EXPECT_EQ(by[SandboxStatus::kStarting], 0u);
   EXPECT_EQ(by[SandboxStatus::kRunning], 0u);
   EXPECT_EQ(by[SandboxStatus::kPaused], 0u);
-  for (const auto& [id, st] : StoredSandboxes()) EXPECT_TRUE(st == "stopped" || st == "failed") << id << " " << st;
+  for (const auto& [id, st] : StoredSandboxes())
+    EXPECT_TRUE(st == "stopped" || st == "failed") << id << " " << st;
   EXPECT_EQ(CountEntries(dir + "/sockets"), 0u) << "agent sockets left";
 }
 

@@ -78,8 +78,8 @@ class CoreTest : public ::testing::Test {
   void BreakStoreWrites(const std::string& table);
   void FixStoreWrites(const std::string& table);
   // Registers a built template with a layer dir under the builds dir.
-  TemplateRecord AddTemplate(const std::string& name, const std::string& start = "", const std::string& ready = "",
-                             int64_t ready_timeout_seconds = 0);
+  TemplateRecord AddTemplate(const std::string& name, const std::string& start = "",
+                             const std::string& ready = "", int64_t ready_timeout_seconds = 0);
   // Entries in a directory (0 if it is missing).
   static size_t CountEntries(const std::string& dir);
   // Nothing of any create is left: no instance, no slot, no row, no agent
@@ -107,9 +107,12 @@ T CoreTest::Run(asio::awaitable<T> a) {
 
 template <typename T>
 void CoreTest::Spawn(asio::awaitable<T> a, std::optional<T>* out) {
-  asio::co_spawn(io, [](asio::awaitable<T> a, std::optional<T>* out) -> asio::awaitable<void> {
-    out->emplace(co_await std::move(a));
-  }(std::move(a), out), asio::detached);
+  asio::co_spawn(
+      io,
+      [](asio::awaitable<T> a, std::optional<T>* out) -> asio::awaitable<void> {
+        out->emplace(co_await std::move(a));
+      }(std::move(a), out),
+      asio::detached);
 }
 
 }  // namespace hutch::testing

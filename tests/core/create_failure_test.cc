@@ -57,7 +57,8 @@ TEST_F(CreateFailureTest, Validation) {
   };
   const std::vector<Case> cases = {
       {"ttl zero", [](CreateOptions& o) { o.ttl_seconds = 0; }, Code::kInvalidRequest},
-      {"ttl over max", [&](CreateOptions& o) { o.ttl_seconds = opts.max_ttl_seconds + 1; }, Code::kInvalidRequest},
+      {"ttl over max", [&](CreateOptions& o) { o.ttl_seconds = opts.max_ttl_seconds + 1; },
+       Code::kInvalidRequest},
       {"cpu", [](CreateOptions& o) { o.cpu = 0; }, Code::kInvalidRequest},
       {"memory", [](CreateOptions& o) { o.memory_mb = 8; }, Code::kInvalidRequest},
       {"disk", [](CreateOptions& o) { o.disk_mb = 1 << 30; }, Code::kInvalidRequest},
@@ -65,9 +66,16 @@ TEST_F(CreateFailureTest, Validation) {
       {"driver unknown", [](CreateOptions& o) { o.driver = "nope"; }, Code::kInvalidRequest},
       {"driver unavailable", [](CreateOptions& o) { o.driver = "vm"; }, Code::kNotSupported},
       {"template", [](CreateOptions& o) { o.template_name = "missing"; }, Code::kTemplateNotFound},
-      {"volume path", [](CreateOptions& o) { o.volumes.push_back({"data", "relative", false}); },
+      {"volume path",
+       [](CreateOptions& o) {
+         o.volumes.push_back({"data", "relative", false});
+       },
        Code::kInvalidRequest},
-      {"no volumes", [](CreateOptions& o) { o.volumes.push_back({"data", "/data", false}); }, Code::kNotSupported},
+      {"no volumes",
+       [](CreateOptions& o) {
+         o.volumes.push_back({"data", "/data", false});
+       },
+       Code::kNotSupported},
       {"auto pause", [](CreateOptions& o) { o.auto_pause_seconds = -1; }, Code::kInvalidRequest},
       {"memory cap", [](CreateOptions& o) { o.memory_mb = 2048; }, Code::kCapacityExhausted},
   };
@@ -119,7 +127,8 @@ TEST_F(CreateFailureTest, CommittedMemoryCap) {
   auto r = Create(big);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Code::kCapacityExhausted);
-  EXPECT_NE(r.error().message.find("768 of 1024 MB committed"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("768 of 1024 MB committed"), std::string::npos)
+      << r.error().message;
   CreateOptions small;
   small.memory_mb = 256;
   auto b = MustCreate(small);

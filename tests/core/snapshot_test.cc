@@ -138,7 +138,7 @@ TEST_F(CoreTest, ForkMakesChildrenOnAnInternalSnapshot) {
     EXPECT_TRUE(fs::exists(k.layers[0] + "/fake-layer"));
     slots.insert(k.net_slot);
   }
-  EXPECT_EQ(slots.size(), 3u);  // each child its own subnet
+  EXPECT_EQ(slots.size(), 3u);                // each child its own subnet
   EXPECT_TRUE(mgr->ListSnapshots().empty());  // internal: not listed
   const std::string layer = (*kids)[0].layers[0];
   for (const auto& k : *kids) ASSERT_TRUE(Run(mgr->Delete(k.id)).ok());
@@ -152,7 +152,8 @@ TEST_F(CoreTest, ForkIsAllOrNothing) {
   driver->fail_create_skip = 1;  // the first child starts, the second fails
   auto kids = Run(mgr->Fork(parent.id, 3, ""));
   ASSERT_FALSE(kids.ok());
-  EXPECT_NE(kids.error().message.find("fork child 2 of 3"), std::string::npos) << kids.error().message;
+  EXPECT_NE(kids.error().message.find("fork child 2 of 3"), std::string::npos)
+      << kids.error().message;
   EXPECT_EQ(driver->live(), std::set<std::string>{parent.id});
   EXPECT_EQ(mgr->running_count(), 1u);
   EXPECT_EQ(CountEntries(opts.snapshots_dir), 0u);

@@ -65,7 +65,6 @@ pid_t AgentPid(const std::string& id) {
   return -1;
 }
 
-
 }  // namespace
 
 TEST(Faults, AgentDeathFailsTheSandboxEndsItsStreamAndDeleteCleansUp) {
@@ -87,12 +86,13 @@ TEST(Faults, AgentDeathFailsTheSandboxEndsItsStreamAndDeleteCleansUp) {
   std::vector<SseEvent> events;
   std::atomic<bool> ticking{false};
   std::thread killer([&] {
-    for (int i = 0; i < 200 && !ticking; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 200 && !ticking; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     kill(agent, SIGKILL);
   });
   auto c = s.Client();
-  auto r = c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "while :; do echo tick; sleep 0.1; done"}},
-                 [&](const SseEvent& e) {
+  auto r = c.Sse("/v1/sandboxes/" + id + "/exec/stream",
+                 {{"cmd", "while :; do echo tick; sleep 0.1; done"}}, [&](const SseEvent& e) {
                    events.push_back(e);
                    if (e.event == "stdout") ticking = true;
                    return true;
@@ -188,7 +188,8 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
     auto c2 = s.Client();
     json body = slow;
     body["env"] = {{"MARK", "a"}};
-    blocking = Bounded(c2, std::chrono::seconds(60), [&] { return c2.Json("POST", base + "/exec", body); });
+    blocking = Bounded(c2, std::chrono::seconds(60),
+                       [&] { return c2.Json("POST", base + "/exec", body); });
   });
   std::thread stream_reader([&] {
     auto c3 = s.Client();
@@ -223,13 +224,21 @@ TEST(Faults, AgentThatStopsAnsweringFailsRequestsWithAgentTimeoutAndRecovers) {
     EXPECT_TRUE(j.is_object() && j.value("retryable", false)) << what << ": " << r.body;
   };
   const auto limit = std::chrono::seconds(30);
-  expect_timeout("file read", Bounded(c, limit, [&] { return c.Request("GET", base + "/fs?path=/tmp/f"); }));
-  expect_timeout("list", Bounded(c, limit, [&] { return c.Request("GET", base + "/fs/list?path=/tmp"); }));
-  expect_timeout("upload", Bounded(c, limit, [&] { return c.Request("PUT", base + "/fs?path=/tmp/g", "data"); }));
-  expect_timeout("exec", Bounded(c, limit, [&] { return c.Json("POST", base + "/exec", {{"cmd", "touch /tmp/x"}}); }));
-  expect_timeout("process start",
-                 Bounded(c, limit, [&] { return c.Json("POST", base + "/processes", {{"cmd", "touch /tmp/y"}}); }));
-  expect_timeout("process list", Bounded(c, limit, [&] { return c.Request("GET", base + "/processes"); }));
+  expect_timeout("file read",
+                 Bounded(c, limit, [&] { return c.Request("GET", base + "/fs?path=/tmp/f"); }));
+  expect_timeout("list",
+                 Bounded(c, limit, [&] { return c.Request("GET", base + "/fs/list?path=/tmp"); }));
+  expect_timeout("upload", Bounded(c, limit, [&] {
+                   return c.Request("PUT", base + "/fs?path=/tmp/g", "data");
+                 }));
+  expect_timeout("exec", Bounded(c, limit, [&] {
+                   return c.Json("POST", base + "/exec", {{"cmd", "touch /tmp/x"}});
+                 }));
+  expect_timeout("process start", Bounded(c, limit, [&] {
+                   return c.Json("POST", base + "/processes", {{"cmd", "touch /tmp/y"}});
+                 }));
+  expect_timeout("process list",
+                 Bounded(c, limit, [&] { return c.Request("GET", base + "/processes"); }));
 
   blocking_reader.join();
   stream_reader.join();
@@ -318,7 +327,10 @@ TEST(Faults, StateDirDiskFullFailsCreatesClearlyAndKeepsRunningSandboxes) {
   // The running sandbox keeps working, files included.
   EXPECT_EQ(s.Exec(id, "echo during")["stdout"], "during\n");
   EXPECT_EQ(c.Request("PUT", "/v1/sandboxes/" + id + "/fs?path=/tmp/x", "data",
-                      {{"Content-Type", "application/octet-stream"}}).status / 100, 2);
+                      {{"Content-Type", "application/octet-stream"}})
+                    .status /
+                100,
+            2);
   EXPECT_EQ(c.Request("GET", "/v1/sandboxes/" + id + "/fs?path=/tmp/x").body, "data");
 
   // Space comes back: creates work again without a restart.
@@ -346,30 +358,31 @@ TEST(Faults, Kill9UnderLoadLosesNothingAcknowledgedAndLeaksNothing) {
       auto c = s.Client();
       std::string deleting;  // a delete whose answer the crash may have eaten
       for (int i = 0; !stop; ++i) try {
-        auto r = c.Json("POST", "/v1/sandboxes", json::object());
-        if (r.status != 201) continue;
-        std::string id = r.json().value("id", ""s);
-        {
-          std::lock_guard<std::mutex> l(mu);
-          acked_alive.insert(id);
-          ever.insert(id);
-        }
-        c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "echo " + std::to_string(t) + " > /tmp/mark"}});
-        deleting = i % 2 == 0 ? id : "";
-        if (i % 2 == 0 && c.Request("DELETE", "/v1/sandboxes/" + id).status == 204) {
-          std::lock_guard<std::mutex> l(mu);
-          acked_alive.erase(id);
-          acked_deleted.insert(id);
-        }
-        deleting.clear();
-      } catch (const std::exception&) {
-        c.Close();  // the server died under us: expected once
-        if (!deleting.empty()) {  // sent, unanswered: either outcome is right
-          std::lock_guard<std::mutex> l(mu);
-          acked_alive.erase(deleting);
+          auto r = c.Json("POST", "/v1/sandboxes", json::object());
+          if (r.status != 201) continue;
+          std::string id = r.json().value("id", ""s);
+          {
+            std::lock_guard<std::mutex> l(mu);
+            acked_alive.insert(id);
+            ever.insert(id);
+          }
+          c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                 {{"cmd", "echo " + std::to_string(t) + " > /tmp/mark"}});
+          deleting = i % 2 == 0 ? id : "";
+          if (i % 2 == 0 && c.Request("DELETE", "/v1/sandboxes/" + id).status == 204) {
+            std::lock_guard<std::mutex> l(mu);
+            acked_alive.erase(id);
+            acked_deleted.insert(id);
+          }
           deleting.clear();
+        } catch (const std::exception&) {
+          c.Close();                // the server died under us: expected once
+          if (!deleting.empty()) {  // sent, unanswered: either outcome is right
+            std::lock_guard<std::mutex> l(mu);
+            acked_alive.erase(deleting);
+            deleting.clear();
+          }
         }
-      }
     });
   }
   std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -402,7 +415,8 @@ TEST(Faults, Kill9UnderLoadLosesNothingAcknowledgedAndLeaksNothing) {
   }
   // (a deleted sandbox may stay listed as stopped, never as running)
   for (const auto& id : acked_deleted)
-    EXPECT_TRUE(!listed.count(id) || listed[id] == "stopped") << id << " came back after its delete: " << listed[id];
+    EXPECT_TRUE(!listed.count(id) || listed[id] == "stopped")
+        << id << " came back after its delete: " << listed[id];
   // The host holds exactly what the server lists as running.
   std::set<std::string> running;
   for (const auto& [id, st] : listed)

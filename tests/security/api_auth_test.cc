@@ -115,10 +115,12 @@ std::vector<Route> EnvdRoutes() {
       {"GET", "/e2b/files?path=/etc/hostname"},
       {"POST", "/e2b/files?path=/tmp/pwned", "x"},
   };
-  for (const char* m : {"Start", "Connect", "List", "SendInput", "StreamInput", "SendSignal", "CloseStdin", "Update"})
-    r.push_back({"POST", "/e2b/process.Process/"s + m, R"({"process":{"cmd":"touch","args":["/tmp/pwned"]}})"});
-  for (const char* m : {"Stat", "ListDir", "MakeDir", "Move", "Remove", "CreateWatcher", "GetWatcherEvents",
-                        "RemoveWatcher", "WatchDir"})
+  for (const char* m : {"Start", "Connect", "List", "SendInput", "StreamInput", "SendSignal",
+                        "CloseStdin", "Update"})
+    r.push_back({"POST", "/e2b/process.Process/"s + m,
+                 R"({"process":{"cmd":"touch","args":["/tmp/pwned"]}})"});
+  for (const char* m : {"Stat", "ListDir", "MakeDir", "Move", "Remove", "CreateWatcher",
+                        "GetWatcherEvents", "RemoveWatcher", "WatchDir"})
     r.push_back({"POST", "/e2b/filesystem.Filesystem/"s + m, p});
   return r;
 }
@@ -126,8 +128,8 @@ std::vector<Route> EnvdRoutes() {
 // The route with its placeholders filled: the real sandbox and volume, or
 // (for the controls) names that do not exist.
 std::string Fill(std::string path, bool real, const std::string& id) {
-  const std::vector<std::pair<std::string, std::string>> fills = {{"{id}", real ? id : "sb_doesnotexist"},
-                                                                  {"{vol}", real ? "authvol" : "vol_doesnotexist"}};
+  const std::vector<std::pair<std::string, std::string>> fills = {
+      {"{id}", real ? id : "sb_doesnotexist"}, {"{vol}", real ? "authvol" : "vol_doesnotexist"}};
   for (const auto& [ph, value] : fills) {
     size_t at = path.find(ph);
     if (at != std::string::npos) path.replace(at, ph.size(), value);
@@ -190,8 +192,10 @@ TEST_F(Api, EveryV1RouteWithoutAKeyIs401) {
   for (const auto& r : V1Routes()) {
     for (const std::string& key : {""s, "wrong-key"s, server().key() + "x"}) {
       auto res = Send(r, true, {}, key);
-      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " key '" << key << "': " << res.body;
-      EXPECT_EQ(res.json().is_object() ? res.json().value("code", "") : "", "unauthorized") << res.body;
+      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " key '" << key
+                                 << "': " << res.body;
+      EXPECT_EQ(res.json().is_object() ? res.json().value("code", "") : "", "unauthorized")
+          << res.body;
     }
     // The E2B key header is no key for /v1.
     auto e2b_header = Send(r, true, {{"X-API-Key", server().key()}});
@@ -210,7 +214,8 @@ TEST_F(Api, EveryE2bControlRouteWithoutAKeyIs401) {
       std::map<std::string, std::string> h;
       if (!key.empty()) h["X-API-Key"] = key;
       auto res = Send(r, true, h);
-      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " key '" << key << "': " << res.body;
+      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " key '" << key
+                                 << "': " << res.body;
     }
     // A /v1 bearer key is no X-API-Key.
     EXPECT_EQ(Send(r, true, {}, server().key()).status, 401) << r.method << " " << r.path;
@@ -233,7 +238,8 @@ TEST_F(Api, EveryEnvdRouteWithoutTheSandboxTokenIs401) {
           r.path.find("WatchDir") != std::string::npos)
         h["Content-Type"] = "application/connect+json";
       auto res = Send(r, true, h, server().key());
-      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " token '" << tok << "': " << res.body;
+      EXPECT_EQ(res.status, 401) << r.method << " " << r.path << " token '" << tok
+                                 << "': " << res.body;
     }
   }
   // Control: the right token reads a file.
@@ -265,12 +271,14 @@ TEST_F(Api, AgentInternalRoutesAreNeverReachableFromOutside) {
   // No HTTP route speaks the agent protocol or proxies its socket.
   auto c = server().Client();
   const std::string sb = "/v1/sandboxes/" + sandbox();
-  for (const std::string& p : std::vector<std::string>{"/agent", "/v1/agent", sb + "/agent", sb + "/agent.sock",
-                                                       sb + "/frames", "/e2b/agent", "/internal"}) {
+  for (const std::string& p :
+       std::vector<std::string>{"/agent", "/v1/agent", sb + "/agent", sb + "/agent.sock",
+                                sb + "/frames", "/e2b/agent", "/internal"}) {
     for (const char* m : {"GET", "POST"}) {
       auto r = c.Request(m, p, "");
       // 404, or 401 where the dialect checks its own key first (/e2b).
-      EXPECT_TRUE(r.status == 404 || r.status == 401) << m << " " << p << ": " << r.status << " " << r.body;
+      EXPECT_TRUE(r.status == 404 || r.status == 401)
+          << m << " " << p << ": " << r.status << " " << r.body;
     }
   }
   // The agent has no TCP listener: inside the sandbox no socket listens
@@ -285,10 +293,13 @@ TEST_F(Api, AgentInternalRoutesAreNeverReachableFromOutside) {
   ASSERT_EQ(lstat(sock.c_str(), &st), 0) << sock;
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   bool closed_to_others = false;
-  for (std::string p = sock; p.size() > server().state_dir().size(); p = p.substr(0, p.rfind('/'))) {
+  for (std::string p = sock; p.size() > server().state_dir().size();
+       p = p.substr(0, p.rfind('/'))) {
     struct stat d;
-    if (stat(p.c_str(), &d) == 0 && (d.st_mode & 0007) == 0 && d.st_uid == getuid()) closed_to_others = true;
+    if (stat(p.c_str(), &d) == 0 && (d.st_mode & 0007) == 0 && d.st_uid == getuid())
+      closed_to_others = true;
   }
-  EXPECT_TRUE(closed_to_others) << HostSh("ls -ld " + sock + " $(dirname " + sock + ") " + server().state_dir() +
-                                          "/state " + server().state_dir() + "/state/sandboxes");
+  EXPECT_TRUE(closed_to_others) << HostSh("ls -ld " + sock + " $(dirname " + sock + ") " +
+                                          server().state_dir() + "/state " + server().state_dir() +
+                                          "/state/sandboxes");
 }

@@ -33,7 +33,8 @@ class Escape : public hutch::testing::SharedServerTest {
   // Writes a core_pattern-style payload to `path` from inside; returns what
   // the shell reported (WROTE or FAILED).
   static std::string TryWrite(const std::string& path) {
-    return Sh("if printf '%s\\n' '|/tmp/pwn %p' > "s + path + "; then echo WROTE; else echo FAILED; fi");
+    return Sh("if printf '%s\\n' '|/tmp/pwn %p' > "s + path +
+              "; then echo WROTE; else echo FAILED; fi");
   }
   // On vm: the guest kernel takes the write (it is the sandbox's own), the
   // guest reads back what it wrote, and the host's file keeps its value.
@@ -56,7 +57,8 @@ TEST_F(Escape, ProcSysCorePatternIsNotWritable) {
     ExpectGuestOnlyWrite("/proc/sys/kernel/core_pattern");
     // A crashing process in the guest runs nothing on the host: the host's
     // pattern is not the guest's, and the guest's kernel is not the host's.
-    EXPECT_NE(Sh("cat /proc/sys/kernel/random/boot_id"), ReadFile("/proc/sys/kernel/random/boot_id"));
+    EXPECT_NE(Sh("cat /proc/sys/kernel/random/boot_id"),
+              ReadFile("/proc/sys/kernel/random/boot_id"));
     Exec("echo core > /proc/sys/kernel/core_pattern");
     return;
   }
@@ -100,7 +102,8 @@ TEST_F(Escape, ProcSysrqTriggerIsNotWritable) {
       if (!seen) usleep(50000);
     }
     EXPECT_TRUE(seen) << "the guest's sysrq answer is not on its console: " << GuestConsole();
-    EXPECT_EQ(HostSh("dmesg 2>/dev/null | grep -c 'sysrq: HELP'"), host_log) << "the host's kernel took the key";
+    EXPECT_EQ(HostSh("dmesg 2>/dev/null | grep -c 'sysrq: HELP'"), host_log)
+        << "the host's kernel took the key";
     EXPECT_EQ(Sh("echo alive"), "alive\n");
     return;
   }
@@ -125,7 +128,8 @@ TEST_F(Escape, SysIsEmptyAndReadOnly) {
     Exec("printf '' > /sys/kernel/uevent_helper");
     return;
   }
-  for (const char* f : {"/sys/kernel/uevent_helper", "/sys/fs/cgroup/x", "/sys/x", "/sys/power/state"})
+  for (const char* f :
+       {"/sys/kernel/uevent_helper", "/sys/fs/cgroup/x", "/sys/x", "/sys/power/state"})
     EXPECT_EQ(TryWrite(f), "FAILED\n") << f;
   EXPECT_EQ(Sh("mkdir /sys/d 2>/dev/null; echo rc=$?; ls -A /sys | wc -l"), "rc=1\n0\n");
   EXPECT_EQ(Sh("grep -E ' /sys ro,' /proc/self/mountinfo | wc -l"), "1\n");
@@ -149,7 +153,8 @@ TEST_F(Escape, HostSideProcessExeIsNotWritable) {
       "    fd = os.open('/proc/1/exe', flags); os.write(fd, b'x'); print('WROTE')\n"
       "  except OSError as e:\n"
       "    print('FAILED', e.errno)\n"
-      "\"; readlink /proc/1/exe || echo NO-EXE-LINK; ls /proc/1/fd/4/ 2>/dev/null || echo NO-LAYER-FD");
+      "\"; readlink /proc/1/exe || echo NO-EXE-LINK; ls /proc/1/fd/4/ 2>/dev/null || echo "
+      "NO-LAYER-FD");
   const std::string out = StdoutOf(r);
   EXPECT_EQ(out.find("WROTE"), std::string::npos) << out;
   std::istringstream in(out);
@@ -167,7 +172,9 @@ TEST_F(Escape, HostSideProcessExeIsNotWritable) {
   } else {
     // The agent is non-dumpable: its exe link and its fds (fd 4 is the
     // sandbox's writable layer, kept for snapshots) are out of reach.
-    EXPECT_TRUE(out.find("memfd:") != std::string::npos || out.find("NO-EXE-LINK") != std::string::npos) << out;
+    EXPECT_TRUE(out.find("memfd:") != std::string::npos ||
+                out.find("NO-EXE-LINK") != std::string::npos)
+        << out;
     EXPECT_NE(out.find("NO-LAYER-FD"), std::string::npos) << out;
   }
   EXPECT_EQ(Sh("echo still"), "still\n");
@@ -187,7 +194,8 @@ TEST_F(Escape, NoHostFdLeaksIntoTheSandbox) {
     } else {
       // A background process (the processes API): same promise.
       auto c = server().Client();
-      auto p = c.Json("POST", "/v1/sandboxes/" + sandbox() + "/processes", {{"cmd", "{ " + cmd + "; } > /tmp/fds.txt"}});
+      auto p = c.Json("POST", "/v1/sandboxes/" + sandbox() + "/processes",
+                      {{"cmd", "{ " + cmd + "; } > /tmp/fds.txt"}});
       ASSERT_EQ(p.status, 201) << p.body;
       for (int i = 0; i < 100; ++i) {
         out = Sh("cat /tmp/fds.txt 2>/dev/null");
@@ -203,13 +211,16 @@ TEST_F(Escape, NoHostFdLeaksIntoTheSandbox) {
     while (in >> fd) fds.insert(fd);
     EXPECT_EQ(fds, (std::set<int>{0, 1, 2, 3})) << via << ": " << out;
     // Through exec, stdin is /dev/null; a background process's is a pipe.
-    EXPECT_EQ(out.substr(out.find("---") + 4), std::string(via) == "exec" ? "2\n" : "1\n") << via << ": " << out;
+    EXPECT_EQ(out.substr(out.find("---") + 4), std::string(via) == "exec" ? "2\n" : "1\n")
+        << via << ": " << out;
   }
   // Nothing inside names a host path: every open fd of every process the
   // sandbox can see points at a pipe, a socket, /dev or a sandbox path.
   // (The agent's own fds are hidden: it is non-dumpable.)
   const std::string state = server().state_dir();
-  auto all = Sh("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null; done | grep -- '->' | sed 's/.*-> //' | sort -u");
+  auto all =
+      Sh("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null; done | grep -- '->' | sed 's/.*-> //' "
+         "| sort -u");
   EXPECT_EQ(all.find(state), std::string::npos) << all;
   EXPECT_EQ(all.find("hutchd"), std::string::npos) << all;
 }

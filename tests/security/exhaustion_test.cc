@@ -67,7 +67,8 @@ void ExpectQemuWithinItsCgroup(const Footprint& f, const std::string& id) {
   for (const auto& dir : f.cgroups) {
     // cgroup v2 names, else v1's (one dir per controller there).
     uint64_t max = CgroupValue(dir + "/memory.max");
-    uint64_t peak = std::max(CgroupValue(dir + "/memory.peak"), CgroupValue(dir + "/memory.current"));
+    uint64_t peak =
+        std::max(CgroupValue(dir + "/memory.peak"), CgroupValue(dir + "/memory.current"));
     if (max == 0) {
       max = CgroupValue(dir + "/memory.limit_in_bytes");
       peak = CgroupValue(dir + "/memory.max_usage_in_bytes");
@@ -85,7 +86,9 @@ void ExpectQemuWithinItsCgroup(const Footprint& f, const std::string& id) {
 
 // Processes of a sandbox as its own `ps` counts them: in a guest, the
 // kernel's threads (kthreadd, pid 2, and its children) are left out.
-std::string ProcCountCmd() { return OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ps -e | wc -l"; }
+std::string ProcCountCmd() {
+  return OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ps -e | wc -l";
+}
 
 }  // namespace
 
@@ -118,7 +121,8 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
   // (On vm, a TTL that ends a guest which stops answering in minutes, not
   // the default five: hutchd has no deadline of its own for a request to
   // an agent that no longer gets the guest's CPU.)
-  std::string bomb = s.CreateSandbox(OnVm() ? json{{"memory_mb", 256}, {"ttl_seconds", 600}} : json{{"memory_mb", 256}});
+  std::string bomb = s.CreateSandbox(OnVm() ? json{{"memory_mb", 256}, {"ttl_seconds", 600}}
+                                            : json{{"memory_mb", 256}});
   if (OnVm()) {
     // The guest's pids.events as a regular file the files API can read
     // (it serves a file by its size; cgroupfs files have none), copied
@@ -132,21 +136,30 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
         "  open('/tmp/pe.tmp', 'w').write(open('/sys/fs/cgroup/sandbox/pids.events').read())\n"
         "  os.rename('/tmp/pe.tmp', '/tmp/pids.events')\n"
         "  time.sleep(0.5)\n";
-    ASSERT_EQ(s.Client().Request("PUT", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pe.py", copier).status, 201);
-    ASSERT_EQ(StartDetached(s, bomb,
-                            "sh -c 'echo -1000 > /proc/self/oom_score_adj; exec nice -n -20 python3 /tmp/pe.py'")["_status"],
-              200);
+    ASSERT_EQ(
+        s.Client().Request("PUT", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pe.py", copier).status,
+        201);
+    ASSERT_EQ(
+        StartDetached(
+            s, bomb,
+            "sh -c 'echo -1000 > /proc/self/oom_score_adj; exec nice -n -20 python3 /tmp/pe.py'")
+            ["_status"],
+        200);
     // Running before the bomb starts: a process still starting when 500
     // others compete for the guest's one vCPU would take minutes to.
     bool copying = false;
     for (int i = 0; i < 600 && !copying; ++i) {
-      copying = s.Client().Request("GET", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pids.events").status == 200;
+      copying =
+          s.Client().Request("GET", "/v1/sandboxes/" + bomb + "/fs?path=/tmp/pids.events").status ==
+          200;
       if (!copying) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     ASSERT_TRUE(copying) << "the pids.events copier never ran";
   }
-  auto running = std::async(std::launch::async, [&] { return s.Exec(bomb, "bash -c ':(){ :|:& };:'", 5); });
-  ASSERT_EQ(running.wait_for(std::chrono::seconds(40)), std::future_status::ready) << "the fork bomb exec never returned";
+  auto running =
+      std::async(std::launch::async, [&] { return s.Exec(bomb, "bash -c ':(){ :|:& };:'", 5); });
+  ASSERT_EQ(running.wait_for(std::chrono::seconds(40)), std::future_status::ready)
+      << "the fork bomb exec never returned";
   r = running.get();
   EXPECT_EQ(r["_status"], 200) << r.dump();
   // Proof that the bomb hit the limit (its process count at any instant is
@@ -185,8 +198,8 @@ TEST(Exhaustion, ForkBombHitsThePidsLimit) {
         if (key == "max") refused += n;
     }
   }
-  std::cout << "fork bomb: " << raging.procs.size() << " processes in the sandbox's cgroup, " << refused
-            << " forks refused\n";
+  std::cout << "fork bomb: " << raging.procs.size() << " processes in the sandbox's cgroup, "
+            << refused << " forks refused\n";
   EXPECT_GT(refused, 0u) << "no fork was refused by the pids limit";
   EXPECT_LE(raging.procs.size(), 512u) << "pids limit not enforced";
   // The host still forks, the server serves, the neighbour and a new
@@ -218,7 +231,8 @@ namespace {
 // kernel): the second balloon then leaves the guest's OOM killer no
 // victim but the agent, and the guest (its PID 1 gone) dies, the sandbox
 // with it; only that sandbox.
-void MemoryBalloonOnVm(TestServer& s, const std::string& id, const std::string& neighbour, size_t rss_before) {
+void MemoryBalloonOnVm(TestServer& s, const std::string& id, const std::string& neighbour,
+                       size_t rss_before) {
   auto c = s.Client();
   // 16 MB at a time, every byte written: the guest kernel refuses one
   // 400 MB allocation outright (more than its RAM: MemoryError, no OOM),
@@ -231,7 +245,8 @@ void MemoryBalloonOnVm(TestServer& s, const std::string& id, const std::string& 
   EXPECT_EQ(direct.json()["oom_killed"], true) << direct.body;
   auto again = s.Exec(id, "echo ok");
   EXPECT_EQ(StdoutOf(again), "ok\n") << again.dump();
-  EXPECT_EQ(StdoutOf(s.Exec(id, "grep -c . /proc/vmstat >/dev/null; grep oom_kill /proc/vmstat")).rfind("oom_kill 0", 0),
+  EXPECT_EQ(StdoutOf(s.Exec(id, "grep -c . /proc/vmstat >/dev/null; grep oom_kill /proc/vmstat"))
+                .rfind("oom_kill 0", 0),
             std::string::npos)
       << "the guest kernel counted no OOM kill";
   ExpectQemuWithinItsCgroup(FootprintOf(s, id), id);
@@ -239,7 +254,9 @@ void MemoryBalloonOnVm(TestServer& s, const std::string& id, const std::string& 
   EXPECT_LT(s.RssBytes(), rss_before + 64 * kMiB);
   // The immune balloon.
   auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
-                  {{"argv", {"sh", "-c", "echo -1000 > /proc/self/oom_score_adj; exec python3 -c \"$0\"", balloon}},
+                  {{"argv",
+                    {"sh", "-c", "echo -1000 > /proc/self/oom_score_adj; exec python3 -c \"$0\"",
+                     balloon}},
                    {"timeout_seconds", 120}})
                .json();
   std::cout << "immune balloon in a guest: " << r.dump() << "\n";
@@ -270,7 +287,8 @@ TEST(Exhaustion, MemoryBalloonIsOomKilledInsideItsSandbox) {
     return;
   }
   auto c = s.Client();
-  const std::string balloon = "b=bytearray(400*1024*1024); [b.__setitem__(i,1) for i in range(0,len(b),4096)]";
+  const std::string balloon =
+      "b=bytearray(400*1024*1024); [b.__setitem__(i,1) for i in range(0,len(b),4096)]";
   // A balloon run without a shell is reported as OOM-killed.
   auto direct = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
                        {{"argv", {"python3", "-c", balloon}}, {"timeout_seconds", 60}});
@@ -296,8 +314,9 @@ TEST(Exhaustion, MemoryBalloonIsOomKilledInsideItsSandbox) {
   // A command cannot make itself immune to the OOM killer (-1000 is
   // OOM_SCORE_ADJ_MIN): lowering its score must fail, or the next balloon
   // would have no victim but the agent.
-  r = s.Exec(id, "if echo -1000 > /proc/self/oom_score_adj; then echo LOWERED; else echo FAILED; fi; "
-                 "cat /proc/self/oom_score_adj");
+  r = s.Exec(id,
+             "if echo -1000 > /proc/self/oom_score_adj; then echo LOWERED; else echo FAILED; fi; "
+             "cat /proc/self/oom_score_adj");
   EXPECT_EQ(StdoutOf(r), "FAILED\n0\n") << r.dump();
   r = s.Exec(id, "echo -1000 > /proc/self/oom_score_adj; exec python3 -c \"" + balloon + "\"", 30);
   EXPECT_EQ(r["oom_killed"], true) << r.dump();
@@ -393,10 +412,13 @@ TEST(Exhaustion, CpuBurnLeavesTheNeighbourServed) {
   auto burning = latencies(20);
   // The figures go to the log (timing is bench/'s business, not a test's
   // verdict on a shared machine).
-  std::cout << "neighbour exec latency (ms), median/max: idle " << idle[idle.size() / 2] << "/" << idle.back()
-            << ", during a 4-loop CPU burn " << burning[burning.size() / 2] << "/" << burning.back() << "\n";
-  ::testing::Test::RecordProperty("neighbour_exec_ms_idle_median", static_cast<int>(idle[idle.size() / 2]));
-  ::testing::Test::RecordProperty("neighbour_exec_ms_burn_median", static_cast<int>(burning[burning.size() / 2]));
+  std::cout << "neighbour exec latency (ms), median/max: idle " << idle[idle.size() / 2] << "/"
+            << idle.back() << ", during a 4-loop CPU burn " << burning[burning.size() / 2] << "/"
+            << burning.back() << "\n";
+  ::testing::Test::RecordProperty("neighbour_exec_ms_idle_median",
+                                  static_cast<int>(idle[idle.size() / 2]));
+  ::testing::Test::RecordProperty("neighbour_exec_ms_burn_median",
+                                  static_cast<int>(burning[burning.size() / 2]));
   // The burner is throttled to its one CPU: its cgroup's usage over a
   // second stays near one CPU-second.
   auto m1 = s.Client().Request("GET", "/v1/sandboxes/" + burner + "/metrics").json();
@@ -430,8 +452,8 @@ TEST(Exhaustion, FdExhaustionStopsAtTheSandboxLimit) {
   long soft = 0, hard = 0, opened = 0;
   int err = 0;
   ASSERT_TRUE(in >> soft >> hard >> opened >> err) << r.dump();
-  std::cout << "sandbox RLIMIT_NOFILE " << soft << "/" << hard << "; opened " << opened << " fds before errno "
-            << err << "\n";
+  std::cout << "sandbox RLIMIT_NOFILE " << soft << "/" << hard << "; opened " << opened
+            << " fds before errno " << err << "\n";
   EXPECT_EQ(err, EMFILE) << r.dump();
   EXPECT_GE(opened + 3, hard - 8) << "stopped before its limit: " << r.dump();
   EXPECT_LE(opened, hard) << r.dump();
@@ -465,8 +487,8 @@ TEST(Exhaustion, ConnectionsBeyondTheServersLimitGet503AndTheServerKeepsServing)
   auto p = c.Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", "sleep 3600"}});
   ASSERT_EQ(p.status, 201) << p.body;
   c.Close();
-  const std::string target =
-      "/v1/sandboxes/" + id + "/processes/" + std::to_string(p.json()["pid"].get<int>()) + "/stream";
+  const std::string target = "/v1/sandboxes/" + id + "/processes/" +
+                             std::to_string(p.json()["pid"].get<int>()) + "/stream";
   std::vector<int> socks;
   std::map<int, int> statuses;
   for (int i = 0; i < 100; ++i) {

@@ -89,7 +89,8 @@ class FilePath : public hutch::testing::SharedServerTest {
     // The same links in the sandbox (/home/user/links) and in the volume
     // (/links of the volume): absolute, to /proc/1/root and friends, `..`.
     const std::string links =
-        "ln -s " + marker_ + " abs && ln -s / slash && ln -s /proc/1/root p1 && ln -s /proc/self/root pself && "
+        "ln -s " + marker_ +
+        " abs && ln -s / slash && ln -s /proc/1/root p1 && ln -s /proc/self/root pself && "
         "ln -s /proc/1/cwd cwd1 && ln -s ../../../../../../.. up && echo ok";
     if (OnVm()) {
       auto r = server().Exec(id, "mkdir -p /home/user/links && cd /home/user/links && " + links);
@@ -97,8 +98,8 @@ class FilePath : public hutch::testing::SharedServerTest {
       return;
     }
     auto r = server().Exec(id, "mkdir -p /home/user/links " + std::string(kVolumeMount) +
-                                    "/links && cd /home/user/links && " + links + " && cd " + kVolumeMount +
-                                    "/links && " + links);
+                                   "/links && cd /home/user/links && " + links + " && cd " +
+                                   kVolumeMount + "/links && " + links);
     ready_ = StdoutOf(r) == "ok\nok\n";
   }
   static void TearDownTestSuite() {
@@ -121,7 +122,8 @@ class FilePath : public hutch::testing::SharedServerTest {
     const std::string vol = "/v1/volumes/"s + kVolume + "/fs";
     auto v1 = [] { return server().Client(); };
     auto envd = [id] {
-      return std::map<std::string, std::string>{{"E2b-Sandbox-Id", id}, {"X-Access-Token", token_e2b_}};
+      return std::map<std::string, std::string>{{"E2b-Sandbox-Id", id},
+                                                {"X-Access-Token", token_e2b_}};
     };
     auto rpc = [envd](const std::string& method, const json& body) {
       HttpClient c("127.0.0.1", server().port());
@@ -137,18 +139,25 @@ class FilePath : public hutch::testing::SharedServerTest {
       const std::string tag = volume ? "v1 volume " : "v1 sandbox ";
       // A file of our own to move onto the path.
       const std::string src = volume ? "/mv-src" : "/home/user/mv-src";
-      apis.push_back({tag + "read", volume, [=](const std::string& p) { return v1().Request("GET", base + "?path=" + p); }});
-      apis.push_back({tag + "write", volume,
-                      [=](const std::string& p) { return v1().Request("PUT", base + "?path=" + p + "-w", payload); }});
-      apis.push_back({tag + "list", volume,
-                      [=](const std::string& p) { return v1().Request("GET", base + "/list?path=" + p + "&depth=2"); }});
-      apis.push_back({tag + "stat", volume,
-                      [=](const std::string& p) { return v1().Request("GET", base + "/stat?path=" + p); }});
-      apis.push_back({tag + "mkdir", volume,
-                      [=](const std::string& p) { return v1().Json("POST", base + "/mkdir", {{"path", p + "-d"}}); }});
-      apis.push_back({tag + "move from", volume, [=](const std::string& p) {
-                        return v1().Json("POST", base + "/move", {{"from", p}, {"to", src + "-moved"}});
+      apis.push_back({tag + "read", volume, [=](const std::string& p) {
+                        return v1().Request("GET", base + "?path=" + p);
                       }});
+      apis.push_back({tag + "write", volume, [=](const std::string& p) {
+                        return v1().Request("PUT", base + "?path=" + p + "-w", payload);
+                      }});
+      apis.push_back({tag + "list", volume, [=](const std::string& p) {
+                        return v1().Request("GET", base + "/list?path=" + p + "&depth=2");
+                      }});
+      apis.push_back({tag + "stat", volume, [=](const std::string& p) {
+                        return v1().Request("GET", base + "/stat?path=" + p);
+                      }});
+      apis.push_back({tag + "mkdir", volume, [=](const std::string& p) {
+                        return v1().Json("POST", base + "/mkdir", {{"path", p + "-d"}});
+                      }});
+      apis.push_back(
+          {tag + "move from", volume, [=](const std::string& p) {
+             return v1().Json("POST", base + "/move", {{"from", p}, {"to", src + "-moved"}});
+           }});
       apis.push_back({tag + "move to", volume, [=](const std::string& p) {
                         v1().Request("PUT", base + "?path=" + src, payload);
                         return v1().Json("POST", base + "/move", {{"from", src}, {"to", p + "-m"}});
@@ -167,30 +176,42 @@ class FilePath : public hutch::testing::SharedServerTest {
                       h["Content-Type"] = "application/octet-stream";
                       return c.Request("POST", "/e2b/files?path=" + p + "-e", payload, h);
                     }});
-    apis.push_back({"e2b Stat", false, [=](const std::string& p) { return rpc("Stat", {{"path", p}}); }});
-    apis.push_back(
-        {"e2b ListDir", false, [=](const std::string& p) { return rpc("ListDir", {{"path", p}, {"depth", 2}}); }});
-    apis.push_back({"e2b MakeDir", false, [=](const std::string& p) { return rpc("MakeDir", {{"path", p + "-ed"}}); }});
+    apis.push_back({"e2b Stat", false, [=](const std::string& p) {
+                      return rpc("Stat", {{"path", p}});
+                    }});
+    apis.push_back({"e2b ListDir", false, [=](const std::string& p) {
+                      return rpc("ListDir", {{"path", p}, {"depth", 2}});
+                    }});
+    apis.push_back({"e2b MakeDir", false, [=](const std::string& p) {
+                      return rpc("MakeDir", {{"path", p + "-ed"}});
+                    }});
     apis.push_back({"e2b Move from", false, [=](const std::string& p) {
                       return rpc("Move", {{"source", p}, {"destination", "/home/user/e2b-moved"}});
                     }});
-    apis.push_back({"e2b Move to", false, [=](const std::string& p) {
-                      v1().Request("PUT", sb + "?path=/home/user/e2b-src", payload);
-                      return rpc("Move", {{"source", "/home/user/e2b-src"}, {"destination", p + "-em"}});
+    apis.push_back(
+        {"e2b Move to", false, [=](const std::string& p) {
+           v1().Request("PUT", sb + "?path=/home/user/e2b-src", payload);
+           return rpc("Move", {{"source", "/home/user/e2b-src"}, {"destination", p + "-em"}});
+         }});
+    apis.push_back({"e2b CreateWatcher", false, [=](const std::string& p) {
+                      return rpc("CreateWatcher", {{"path", p}, {"recursive", true}});
                     }});
-    apis.push_back({"e2b CreateWatcher", false,
-                    [=](const std::string& p) { return rpc("CreateWatcher", {{"path", p}, {"recursive", true}}); }});
-    apis.push_back({"e2b Remove", false, [=](const std::string& p) { return rpc("Remove", {{"path", p}}); }});
+    apis.push_back({"e2b Remove", false, [=](const std::string& p) {
+                      return rpc("Remove", {{"path", p}});
+                    }});
     return apis;
   }
 
   // The link directory of an API, as that API names it.
-  static std::string Links(const FileApi& api) { return api.volume ? "/links" : "/home/user/links"; }
+  static std::string Links(const FileApi& api) {
+    return api.volume ? "/links" : "/home/user/links";
+  }
 
   // One answer: never the host's secret, never a host-only name, never a
   // server fault.
   static void ExpectContained(const FileApi& api, const std::string& path, const Response& r) {
-    EXPECT_EQ(r.body.find(secret_), std::string::npos) << api.name << " " << path << " returned the host file";
+    EXPECT_EQ(r.body.find(secret_), std::string::npos)
+        << api.name << " " << path << " returned the host file";
     EXPECT_EQ(r.body.find("hutch-host-only-" + token_), std::string::npos)
         << api.name << " " << path << " listed the host's /tmp: " << r.body;
     EXPECT_LT(r.status, 500) << api.name << " " << path << ": " << r.body;
@@ -225,13 +246,15 @@ class FilePath : public hutch::testing::SharedServerTest {
     std::error_code ec;
     for (const char* dir : {"/tmp", "/", "/root", "/home"})
       for (auto& e : fs::directory_iterator(dir, ec))
-        if (e.path().filename().string().find(token_) != std::string::npos) found.push_back(e.path().string());
+        if (e.path().filename().string().find(token_) != std::string::npos)
+          found.push_back(e.path().string());
     std::sort(found.begin(), found.end());
     EXPECT_EQ(found, (std::vector<std::string>{host_only_, marker_})) << when;  // sorted
     EXPECT_EQ(ReadHostFile(marker_), secret_) << when;
     EXPECT_TRUE(fs::is_empty(host_only_, ec)) << when;
     const std::string volume = OnVm() ? "" : kVolumeMount;
-    EXPECT_EQ(Sh("grep -rl " + secret_ + " /home /tmp /root " + volume + " 2>/dev/null | wc -l"), "0\n")
+    EXPECT_EQ(Sh("grep -rl " + secret_ + " /home /tmp /root " + volume + " 2>/dev/null | wc -l"),
+              "0\n")
         << when << ": the secret got into the sandbox";
   }
 
@@ -257,8 +280,8 @@ TEST_F(FilePath, DotDotNeverLeavesTheRoot) {
   // volume's root for the volume API.
   EXPECT_EQ(Sh("cat /tmp/" + n + "-w"), "SANDBOX-WRITE-" + token_);
   if (OnVm()) return;
-  EXPECT_EQ(Sh("cat "s + kVolumeMount + "/tmp/" + n + "-w 2>/dev/null || cat " + kVolumeMount + "/" + n +
-                      "-w"),
+  EXPECT_EQ(Sh("cat "s + kVolumeMount + "/tmp/" + n + "-w 2>/dev/null || cat " + kVolumeMount +
+               "/" + n + "-w"),
             "SANDBOX-WRITE-" + token_);
 }
 
@@ -272,7 +295,8 @@ TEST_F(FilePath, AbsoluteSymlinkResolvesInsideTheRoot) {
   EXPECT_GT(calls, OnVm() ? 45 : 60);
   ExpectHostUntouched("after absolute symlinks");
   // The sandbox's own /etc/hostname is what a read through `slash` gives.
-  auto r = server().Client().Request("GET", "/v1/sandboxes/" + sandbox() + "/fs?path=/home/user/links/slash/etc/hostname");
+  auto r = server().Client().Request(
+      "GET", "/v1/sandboxes/" + sandbox() + "/fs?path=/home/user/links/slash/etc/hostname");
   if (r.status == 200) {
     EXPECT_EQ(r.body, Sh("cat /etc/hostname"));
   }
@@ -306,13 +330,17 @@ TEST_F(FilePath, SymlinkSwappedDuringTheOperationNeverEscapes) {
       "libc = ctypes.CDLL(None, use_errno=True)\n"
       "while True:\n"
       "  for other in (b'race.dir', b'race.proc', b'race.dir', b'race.proc'):\n"
-      "    if libc.renameat2(-100, b'race', -100, other, 2) != 0: raise OSError(ctypes.get_errno(), 'renameat2')\n";
+      "    if libc.renameat2(-100, b'race', -100, other, 2) != 0: raise "
+      "OSError(ctypes.get_errno(), 'renameat2')\n";
   auto c = server().Client();
-  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + sandbox() + "/fs?path=/home/user/flip.py", flipper).status, 201);
+  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + sandbox() + "/fs?path=/home/user/flip.py", flipper)
+                .status,
+            201);
   std::vector<std::string> flip_dirs = {"/home/user/links"};
   if (!OnVm()) flip_dirs.push_back(kVolumeMount + "/links"s);
   for (const std::string& dir : flip_dirs) {
-    auto r = hutch::testing::StartDetached(server(), sandbox(), "timeout 120 python3 /home/user/flip.py " + dir);
+    auto r = hutch::testing::StartDetached(server(), sandbox(),
+                                           "timeout 120 python3 /home/user/flip.py " + dir);
     ASSERT_EQ(r["_status"], 200) << r.dump();
   }
   const std::string count = "ps -eo args | grep -c '^python3 /home/user/flip.py'";

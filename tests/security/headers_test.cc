@@ -32,7 +32,8 @@ class Headers : public hutch::testing::SharedServerTest {
   static void SetUpTestSuite() {
     SharedServerTest::SetUpTestSuite();
     if (sandbox().empty()) return;
-    auto t = server().Client().Request("GET", "/e2b/sandboxes/" + sandbox(), "", {{"X-API-Key", server().key()}});
+    auto t = server().Client().Request("GET", "/e2b/sandboxes/" + sandbox(), "",
+                                       {{"X-API-Key", server().key()}});
     token_ = t.json().is_object() ? t.json().value("envdAccessToken", "") : "";
   }
   // Makes /home/user/<name> from inside the sandbox (as a workload would)
@@ -66,7 +67,8 @@ TEST_F(Headers, AFileNameWithCrLfInjectsNoHeaderIntoAnE2bDownload) {
   EXPECT_EQ(cd.find('\r'), std::string::npos) << cd;
   EXPECT_EQ(cd.find('\n'), std::string::npos) << cd;
   // The name round-trips, byte for byte, in filename*.
-  EXPECT_NE(cd.find("filename*=UTF-8''a%0D%0ASet-Cookie%3A%20x%3D1%0D%0AX-Injected%3A%20yes"), std::string::npos)
+  EXPECT_NE(cd.find("filename*=UTF-8''a%0D%0ASet-Cookie%3A%20x%3D1%0D%0AX-Injected%3A%20yes"),
+            std::string::npos)
       << cd;
   EXPECT_NE(cd.find("filename=\"a__Set-Cookie: x=1__X-Injected: yes\""), std::string::npos) << cd;
 }

@@ -37,9 +37,10 @@ TEST_F(Messages, ListingAHugeDirectoryDoesNotEndTheSandbox) {
   const std::string id = server().CreateSandbox();
   ASSERT_FALSE(id.empty());
   // 5000 names of 200 bytes: about 1.5 MB of JSON in one answer.
-  auto made = server().Exec(id,
-                            "mkdir -p /tmp/big && cd /tmp/big && python3 -c \"\n"
-                            "for i in range(5000): open('%05d' % i + 'n' * 195, 'w').close()\" && ls | wc -l");
+  auto made = server().Exec(
+      id,
+      "mkdir -p /tmp/big && cd /tmp/big && python3 -c \"\n"
+      "for i in range(5000): open('%05d' % i + 'n' * 195, 'w').close()\" && ls | wc -l");
   ASSERT_EQ(hutch::testing::StdoutOf(made), "5000\n") << made.dump().substr(0, 300);
   auto r = server().Client().Request("GET", "/v1/sandboxes/" + id + "/fs/list?path=/tmp/big");
   // Either the whole listing or a clear refusal; never the sandbox's end.

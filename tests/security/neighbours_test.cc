@@ -61,13 +61,16 @@ TEST_F(Neighbour, ProcessesAreInvisible) {
   ASSERT_TRUE(WaitInB("pgrep -xc sleep", "1\n")) << "control: B's sleep is not running";
   if (OnVm()) {
     // B's process lives in B's guest kernel: not a host process at all.
-    EXPECT_EQ(HostSh("ps -eo args").find("sleep 1234"), std::string::npos) << "a guest process on the host";
+    EXPECT_EQ(HostSh("ps -eo args").find("sleep 1234"), std::string::npos)
+        << "a guest process on the host";
   } else {
-    EXPECT_NE(HostSh("ps -eo args").find("sleep 1234"), std::string::npos) << "control: the host sees it";
+    EXPECT_NE(HostSh("ps -eo args").find("sleep 1234"), std::string::npos)
+        << "control: the host sees it";
   }
   // (In a guest, /proc also lists its kernel's threads: kthreadd, pid 2,
   // and its children are left out of the count.)
-  const std::string count = OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ls /proc | grep -c '^[0-9]'";
+  const std::string count =
+      OnVm() ? "ps -N --ppid 2 -p 2 -o pid= | wc -l" : "ls /proc | grep -c '^[0-9]'";
   const std::string out = Sh("ps -eo comm,args; echo ---; " + count);
   EXPECT_EQ(out.find("sleep 1234"), std::string::npos) << out;
   EXPECT_EQ(out.find("hutchd"), std::string::npos) << out;
@@ -85,7 +88,8 @@ TEST_F(Neighbour, ProcessesAreInvisible) {
 TEST_F(Neighbour, FilesAreInvisible) {
   const std::string token = RandomHex(16);
   ASSERT_EQ(ShB("echo secret > /home/user/b-" + token + " && echo ok"), "ok\n");
-  EXPECT_EQ(Sh("find / -path /proc -prune -o -name '*" + token + "*' -print 2>/dev/null | wc -l"), "0\n");
+  EXPECT_EQ(Sh("find / -path /proc -prune -o -name '*" + token + "*' -print 2>/dev/null | wc -l"),
+            "0\n");
   // B's host directory (under the server's state dir) is not in A's tree.
   const std::string b_dir = hutch::testing::probe::SandboxDirOf(server(), b_);
   EXPECT_EQ(HostSh("test -d " + b_dir + " && echo yes"), "yes\n") << "control: " << b_dir;
@@ -129,7 +133,8 @@ TEST_F(Neighbour, MemoryIsUnreachable) {
       "      if needle in f.read(hi - lo): hits.append(pid + '/mem')\n"
       "    except (OSError, OverflowError, ValueError): pass\n"
       "print('hits', len(hits), 'scanned', scanned, *hits)\n"
-      "\" " + reversed;
+      "\" " +
+      reversed;
   // Control: the same scan in B finds it.
   auto in_b = server().Exec(b_, scan);
   EXPECT_EQ(StdoutOf(in_b).rfind("hits 0 ", 0), std::string::npos) << "control: " << in_b.dump();
@@ -148,9 +153,10 @@ TEST_F(Neighbour, MemoryIsUnreachable) {
 TEST_F(Neighbour, NetworkIsUnreachable) {
   // B listens on its loopback; B reaches it, A (its own network namespace)
   // does not.
-  ASSERT_EQ(StartDetached(server(), b_,
-                          "python3 -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1', 7777)); "
-                          "s.listen(8); time.sleep(600)\"")["_status"],
+  ASSERT_EQ(StartDetached(
+                server(), b_,
+                "python3 -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1', 7777)); "
+                "s.listen(8); time.sleep(600)\"")["_status"],
             200);
   const std::string connect =
       "python3 -c \"import socket; s=socket.socket(); s.settimeout(3)\n"
@@ -163,14 +169,17 @@ TEST_F(Neighbour, NetworkIsUnreachable) {
 TEST_F(Neighbour, AgentSocketIsUnreachable) {
   const std::string sock = hutch::testing::probe::SandboxDirOf(server(), b_) + "/agent.sock";
   EXPECT_EQ(HostSh("test -S " + sock + " && echo yes"), "yes\n") << "control: " << sock;
-  auto r = Exec("python3 -c \"\n"
-                "import socket\n"
-                "s = socket.socket(socket.AF_UNIX)\n"
-                "try:\n"
-                "  s.connect('" + sock + "'); print('CONNECTED')\n"
-                "except OSError as e:\n"
-                "  print('FAILED', e.errno)\n"
-                "\"");
+  auto r = Exec(
+      "python3 -c \"\n"
+      "import socket\n"
+      "s = socket.socket(socket.AF_UNIX)\n"
+      "try:\n"
+      "  s.connect('" +
+      sock +
+      "'); print('CONNECTED')\n"
+      "except OSError as e:\n"
+      "  print('FAILED', e.errno)\n"
+      "\"");
   EXPECT_EQ(StdoutOf(r), "FAILED 2\n") << r.dump();  // ENOENT: no such path in A
   // A's socket table lists its own agent socket at most, never B's; no
   // abstract socket leads to another sandbox either (separate net ns).
@@ -182,7 +191,8 @@ TEST_F(Neighbour, ForksGetTheirOwnIdsHostnamesAndRandomState) {
   ASSERT_EQ(Sh("echo parent-state > /home/user/fork-marker && echo ok"), "ok\n");
   auto c = server().Client();
   auto f = c.Json("POST", "/v1/sandboxes/" + sandbox() + "/fork", {{"count", 2}});
-  if (OnVm() && f.status == 501) GTEST_SKIP() << "fork of a vm sandbox is not supported yet (501): " << f.body;
+  if (OnVm() && f.status == 501)
+    GTEST_SKIP() << "fork of a vm sandbox is not supported yet (501): " << f.body;
   ASSERT_EQ(f.status, 201) << f.body;
   std::vector<std::string> ids = {sandbox()};
   const json forks = f.json();
@@ -199,7 +209,8 @@ TEST_F(Neighbour, ForksGetTheirOwnIdsHostnamesAndRandomState) {
     const std::string boot_id = sh("cat /proc/sys/kernel/random/boot_id");
     EXPECT_EQ(boot_id.size(), 37u) << id << ": " << boot_id;
     EXPECT_NE(boot_id, host_boot_id) << id << " sees the host's boot_id";
-    EXPECT_EQ(sh("cat /proc/sys/kernel/random/boot_id"), boot_id) << id << ": boot_id must be stable";
+    EXPECT_EQ(sh("cat /proc/sys/kernel/random/boot_id"), boot_id)
+        << id << ": boot_id must be stable";
     boot_ids.insert(boot_id);
     random.insert(sh("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
   }
@@ -208,5 +219,6 @@ TEST_F(Neighbour, ForksGetTheirOwnIdsHostnamesAndRandomState) {
   EXPECT_EQ(machine_ids.size(), 3u);
   EXPECT_EQ(boot_ids.size(), 3u);
   EXPECT_EQ(random.size(), 3u);
-  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + ids[i]).status, 204);
+  for (size_t i = 1; i < ids.size(); ++i)
+    EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + ids[i]).status, 204);
 }

@@ -95,20 +95,24 @@ struct Attempt {
 class Network : public hutch::testing::SharedServerTest {
  protected:
   // TCP connects from inside the sandbox, 3 s each.
-  static std::vector<Attempt> ConnectFromInside(const std::vector<std::pair<std::string, int>>& targets) {
+  static std::vector<Attempt> ConnectFromInside(
+      const std::vector<std::pair<std::string, int>>& targets) {
     std::string list = "[";
     for (const auto& [h, p] : targets) list += "('" + h + "', " + std::to_string(p) + "),";
     list += "]";
-    auto r = Exec("python3 -c \"\n"
-                  "import socket\n"
-                  "for h, p in " + list + ":\n"
-                  "  fam = socket.AF_INET6 if ':' in h else socket.AF_INET\n"
-                  "  s = socket.socket(fam); s.settimeout(3)\n"
-                  "  try:\n"
-                  "    s.connect((h, p)); print(h, p, 'CONNECTED', 0)\n"
-                  "  except OSError as e:\n"
-                  "    print(h, p, 'FAILED', e.errno or 0)\n"
-                  "\"");
+    auto r = Exec(
+        "python3 -c \"\n"
+        "import socket\n"
+        "for h, p in " +
+        list +
+        ":\n"
+        "  fam = socket.AF_INET6 if ':' in h else socket.AF_INET\n"
+        "  s = socket.socket(fam); s.settimeout(3)\n"
+        "  try:\n"
+        "    s.connect((h, p)); print(h, p, 'CONNECTED', 0)\n"
+        "  except OSError as e:\n"
+        "    print(h, p, 'FAILED', e.errno or 0)\n"
+        "\"");
     std::vector<Attempt> out;
     std::istringstream in(StdoutOf(r));
     Attempt a;
@@ -123,12 +127,15 @@ class Network : public hutch::testing::SharedServerTest {
 TEST_F(Network, ModeNoneHasOnlyLoopback) {
   // Interfaces (IPv4 and IPv6) and routes: lo, and nothing else.
   EXPECT_EQ(Sh("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"), "lo\n");
-  EXPECT_EQ(Sh("awk '{print $6}' /proc/net/if_inet6 2>/dev/null | sort -u | grep -v '^lo$' | wc -l"), "0\n");
+  EXPECT_EQ(
+      Sh("awk '{print $6}' /proc/net/if_inet6 2>/dev/null | sort -u | grep -v '^lo$' | wc -l"),
+      "0\n");
   EXPECT_EQ(Sh("tail -n +2 /proc/net/route | wc -l"), "0\n");
   // Loopback works inside (the control for the failures below).
-  EXPECT_EQ(Sh("python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
-               "c=socket.create_connection(s.getsockname()); print('ok')\""),
-            "ok\n");
+  EXPECT_EQ(
+      Sh("python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
+         "c=socket.create_connection(s.getsockname()); print('ok')\""),
+      "ok\n");
 }
 
 TEST_F(Network, HostPortsAreUnreachable) {
@@ -140,7 +147,8 @@ TEST_F(Network, HostPortsAreUnreachable) {
   const auto addrs = HostAddresses();
   for (const auto& ip : addrs) EXPECT_TRUE(HostConnect(ip, l.port())) << ip;
   l.Drain();
-  std::vector<std::pair<std::string, int>> targets = {{"127.0.0.1", server().port()}, {"127.0.0.1", l.port()}};
+  std::vector<std::pair<std::string, int>> targets = {{"127.0.0.1", server().port()},
+                                                      {"127.0.0.1", l.port()}};
   for (const auto& ip : addrs) targets.push_back({ip, l.port()});
   for (const auto& a : ConnectFromInside(targets)) {
     EXPECT_EQ(a.verdict, "FAILED") << a.host << ":" << a.port;
@@ -161,8 +169,11 @@ TEST_F(Network, HostPortsAreUnreachable) {
 }
 
 TEST_F(Network, LinkLocalAndMetadataAddressAreUnreachable) {
-  for (const auto& a : ConnectFromInside({{"169.254.169.254", 80}, {"169.254.0.1", 80}, {"10.0.2.2", 80},
-                                          {"fe80::1", 80}, {"2001:db8::1", 80}})) {
+  for (const auto& a : ConnectFromInside({{"169.254.169.254", 80},
+                                          {"169.254.0.1", 80},
+                                          {"10.0.2.2", 80},
+                                          {"fe80::1", 80},
+                                          {"2001:db8::1", 80}})) {
     EXPECT_EQ(a.verdict, "FAILED") << a.host;
     EXPECT_TRUE(a.err == ENETUNREACH || a.err == EINVAL || a.err == EADDRNOTAVAIL)
         << a.host << ": errno " << a.err;

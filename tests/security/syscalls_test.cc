@@ -75,7 +75,8 @@ class Syscall : public hutch::testing::SharedServerTest {
   static void ExpectDenied(const std::string& name, int want = EPERM) {
     ProbeResult p = Probe(name);
     EXPECT_EQ(p.rc, -1) << name << ": " << p.raw;
-    EXPECT_EQ(p.err, want) << name << " failed with errno " << p.err << " (want " << want << "): " << p.raw;
+    EXPECT_EQ(p.err, want) << name << " failed with errno " << p.err << " (want " << want
+                           << "): " << p.raw;
   }
   // On vm: the call runs against the guest kernel (whatever it answers,
   // the probe gets an answer back), and afterwards the guest still
@@ -183,9 +184,10 @@ TEST_F(Syscall, PtraceOfTheAgentIsDenied) {
     // (there is no seccomp filter to stop it in a guest): reading the
     // agent's memory for real is what Yama refuses.
     ExpectGuestOnly("process_vm_readv");
-    EXPECT_EQ(Sh("python3 -c \"\nimport errno\ntry:\n  open('/proc/1/mem', 'rb').read(1); print('READ')\n"
-                 "except OSError as e:\n  print(errno.errorcode[e.errno])\n\""),
-              "EACCES\n");  // proc's answer to a denied ptrace access check
+    EXPECT_EQ(
+        Sh("python3 -c \"\nimport errno\ntry:\n  open('/proc/1/mem', 'rb').read(1); print('READ')\n"
+           "except OSError as e:\n  print(errno.errorcode[e.errno])\n\""),
+        "EACCES\n");  // proc's answer to a denied ptrace access check
   } else {
     ExpectDenied("process_vm_readv");
   }
@@ -240,8 +242,8 @@ TEST_F(Syscall, OrdinaryProcessCreationStillWorks) {
   // fallback work as usual.
   auto r = Exec(
       "python3 -c 'import os,subprocess,threading; t=threading.Thread(target=lambda: None); "
-                         "t.start(); t.join(); print(subprocess.run([\"echo\",\"child\"],capture_output=True)"
-                         ".stdout.decode().strip(), os.fork() and \"parent\" or os._exit(0))'");
+      "t.start(); t.join(); print(subprocess.run([\"echo\",\"child\"],capture_output=True)"
+      ".stdout.decode().strip(), os.fork() and \"parent\" or os._exit(0))'");
   EXPECT_EQ(StdoutOf(r), "child parent\n") << r.dump();
 }
 
@@ -252,8 +254,9 @@ TEST_F(Syscall, OrdinaryProcessCreationStillWorks) {
 // built into this kernel".
 TEST_F(Syscall, SocketFamiliesBeyondUnixInetAndRouteNetlinkAreRefused) {
   if (!OnVm()) {
-    for (const char* probe : {"socket_vsock", "socket_vsock_high", "socket_packet", "socket_key", "socket_alg",
-                              "socket_netlink_audit", "socket_netlink_uevent", "socketpair_vsock"})
+    for (const char* probe :
+         {"socket_vsock", "socket_vsock_high", "socket_packet", "socket_key", "socket_alg",
+          "socket_netlink_audit", "socket_netlink_uevent", "socketpair_vsock"})
       ExpectDenied(probe, EAFNOSUPPORT);
   }
   // The controls: what workloads use still works, on both drivers.
@@ -262,7 +265,9 @@ TEST_F(Syscall, SocketFamiliesBeyondUnixInetAndRouteNetlinkAreRefused) {
     ProbeResult p = Probe(probe);
     EXPECT_GE(p.rc, 0) << probe << ": " << p.raw;
   }
-  auto r = Exec("python3 -c 'import socket; s=socket.socketpair(); s[0].send(b\"ok\"); print(s[1].recv(2).decode())'");
+  auto r = Exec(
+      "python3 -c 'import socket; s=socket.socketpair(); s[0].send(b\"ok\"); "
+      "print(s[1].recv(2).decode())'");
   EXPECT_EQ(StdoutOf(r), "ok\n") << r.dump();
 }
 
@@ -281,8 +286,9 @@ TEST_F(Syscall, SyscallsTheTableDoesNotNameAnswerEnosys) {
 // with CAP_SYS_PTRACE).
 TEST_F(Syscall, CallsDockerRefusesAreRefused) {
   if (OnVm()) GTEST_SKIP() << "no seccomp filter in a guest: its kernel answers for itself";
-  for (const char* probe : {"mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
-                            "personality_noaslr", "sysfs", "ustat", "process_madvise"})
+  for (const char* probe :
+       {"mbind", "set_mempolicy", "get_mempolicy", "migrate_pages", "move_pages",
+        "personality_noaslr", "sysfs", "ustat", "process_madvise"})
     ExpectDenied(probe);
   // The personalities Docker allows still work: the query, and PER_LINUX32
   // (`linux32`, `setarch i686`).
@@ -298,10 +304,12 @@ TEST_F(Syscall, CallsDockerRefusesAreRefused) {
 TEST_F(Syscall, EverydayToolsStillRunUnderTheAllowList) {
   auto py = Exec(
       "python3 -c \"\n"
-      "import hashlib, json, multiprocessing, os, socket, subprocess, sys, tempfile, threading, time\n"
+      "import hashlib, json, multiprocessing, os, socket, subprocess, sys, tempfile, threading, "
+      "time\n"
       "t = threading.Thread(target=time.sleep, args=(0.01,)); t.start(); t.join()\n"
       "with multiprocessing.Pool(2) as p: assert p.map(abs, [-1, -2]) == [1, 2]\n"
-      "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname())\n"
+      "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = "
+      "socket.create_connection(s.getsockname())\n"
       "a, _ = s.accept(); c.sendall(b'hi'); assert a.recv(2) == b'hi'\n"
       "u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.close()\n"
       "assert subprocess.run(['true']).returncode == 0\n"

@@ -31,7 +31,8 @@ TEST_F(UserIds, OutOfRangeNumericUsersAreRefusedByProcesses) {
 }
 
 TEST_F(UserIds, OutOfRangeNumericUsersAreRefusedByFileOperations) {
-  auto r = server().Client().Request("GET", "/v1/sandboxes/" + sandbox() + "/fs?path=/etc/hostname&user=4294967295");
+  auto r = server().Client().Request(
+      "GET", "/v1/sandboxes/" + sandbox() + "/fs?path=/etc/hostname&user=4294967295");
   EXPECT_EQ(r.status, 400) << r.body;
 }
 

@@ -24,7 +24,9 @@ namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 class Sha256 {
  public:
@@ -86,8 +88,9 @@ void StdoutFloodWithSlowReader(uint64_t bytes) {
   EXPECT_EQ(got, bytes);
   EXPECT_EQ(last_event, "exit");
   EXPECT_EQ(exit.is_object() ? exit.value("exit_code", -1) : -1, 0) << exit.dump();
-  std::cout << bytes / kMiB << " MiB of stdout through a slow reader: " << events << " events in " << secs
-            << " s; hutchd RSS " << rss_before / kMiB << " MiB before, peak " << watch.max() / kMiB << " MiB\n";
+  std::cout << bytes / kMiB << " MiB of stdout through a slow reader: " << events << " events in "
+            << secs << " s; hutchd RSS " << rss_before / kMiB << " MiB before, peak "
+            << watch.max() / kMiB << " MiB\n";
   ::testing::Test::RecordProperty("hutchd_rss_before_mb", static_cast<int>(rss_before / kMiB));
   ::testing::Test::RecordProperty("hutchd_rss_peak_mb", static_cast<int>(watch.max() / kMiB));
   EXPECT_TRUE(RssWithinBound(rss_before, watch.max()))
@@ -143,13 +146,14 @@ void UploadDownloadRoundTrip(uint64_t bytes) {
   EXPECT_EQ(received, bytes);
   EXPECT_EQ(got_hash.Hex(), want);
   EXPECT_GT(watch.samples(), 5);
-  std::cout << bytes / kMiB << " MiB up in " << up_secs << " s, down in " << down_secs << " s; hutchd RSS "
-            << rss_before / kMiB << " MiB before, peak " << watch.max() / kMiB << " MiB over " << watch.samples()
-            << " samples\n";
+  std::cout << bytes / kMiB << " MiB up in " << up_secs << " s, down in " << down_secs
+            << " s; hutchd RSS " << rss_before / kMiB << " MiB before, peak " << watch.max() / kMiB
+            << " MiB over " << watch.samples() << " samples\n";
   ::testing::Test::RecordProperty("hutchd_rss_before_mb", static_cast<int>(rss_before / kMiB));
   ::testing::Test::RecordProperty("hutchd_rss_peak_mb", static_cast<int>(watch.max() / kMiB));
   EXPECT_TRUE(RssWithinBound(rss_before, watch.max()))
-      << "hutchd RSS peaked at " << watch.max() / kMiB << " MiB (before: " << rss_before / kMiB << " MiB)";
+      << "hutchd RSS peaked at " << watch.max() / kMiB << " MiB (before: " << rss_before / kMiB
+      << " MiB)";
   auto r = s.Exec(id, "sha256sum /home/user/big.bin", 600);
   EXPECT_EQ(StdoutOf(r).substr(0, 64), want) << r.dump();
 }
@@ -158,7 +162,8 @@ int OpenSseStream(int port, const std::string& key, const std::string& target, i
   *status = 0;
   int fd = RawConnect(port);
   if (fd < 0) return -1;
-  const std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key +
+  const std::string req = "GET " + target +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key +
                           "\r\nAccept: text/event-stream\r\n\r\n";
   if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
     close(fd);
@@ -167,7 +172,8 @@ int OpenSseStream(int port, const std::string& key, const std::string& target, i
   std::string got;
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (got.find("\r\n\r\n") == std::string::npos) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd p{fd, POLLIN, 0};
     if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
     char buf[2048];
@@ -199,10 +205,11 @@ void ManyOpenSseStreams(int n) {
   std::string id = s.CreateSandbox();
   std::string neighbour = s.CreateSandbox();
   auto c = s.Client();
-  auto p = c.Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", "echo started; sleep 3600"}});
+  auto p =
+      c.Json("POST", "/v1/sandboxes/" + id + "/processes", {{"cmd", "echo started; sleep 3600"}});
   ASSERT_EQ(p.status, 201) << p.body;
-  const std::string target = "/v1/sandboxes/" + id + "/processes/" + std::to_string(p.json()["pid"].get<int>()) +
-                             "/stream";
+  const std::string target = "/v1/sandboxes/" + id + "/processes/" +
+                             std::to_string(p.json()["pid"].get<int>()) + "/stream";
   const size_t fds_before = FdCount(s.pid());
   const size_t rss_before = s.RssBytes();
   std::vector<int> socks;
@@ -218,11 +225,14 @@ void ManyOpenSseStreams(int n) {
   EXPECT_EQ(statuses[200], n) << "statuses: " << ::testing::PrintToString(statuses);
   const size_t fds_open = FdCount(s.pid());
   const size_t rss_open = s.RssBytes();
-  std::cout << n << " SSE streams open in " << open_secs << " s; hutchd fds " << fds_before << " -> " << fds_open
-            << ", RSS " << rss_before / kMiB << " -> " << rss_open / kMiB << " MiB ("
-            << (rss_open > rss_before ? (rss_open - rss_before) / static_cast<size_t>(n) : 0) << " bytes/stream)\n";
+  std::cout << n << " SSE streams open in " << open_secs << " s; hutchd fds " << fds_before
+            << " -> " << fds_open << ", RSS " << rss_before / kMiB << " -> " << rss_open / kMiB
+            << " MiB ("
+            << (rss_open > rss_before ? (rss_open - rss_before) / static_cast<size_t>(n) : 0)
+            << " bytes/stream)\n";
   ::testing::Test::RecordProperty("streams", n);
-  ::testing::Test::RecordProperty("hutchd_rss_delta_mb", static_cast<int>((rss_open - std::min(rss_open, rss_before)) / kMiB));
+  ::testing::Test::RecordProperty(
+      "hutchd_rss_delta_mb", static_cast<int>((rss_open - std::min(rss_open, rss_before)) / kMiB));
   // hutchd keeps serving everything else meanwhile.
   EXPECT_EQ(c.Request("GET", "/healthz").status, 200);
   EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
@@ -237,8 +247,10 @@ void ManyOpenSseStreams(int n) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     fds_after = FdCount(s.pid());
   }
-  EXPECT_LE(fds_after, fds_before + 8) << "hutchd fds: " << fds_before << " before, " << fds_after << " after";
-  EXPECT_EQ(StdoutOf(s.Exec(id, "pgrep -xc sleep")), "1\n") << "the followed process must outlive its readers";
+  EXPECT_LE(fds_after, fds_before + 8)
+      << "hutchd fds: " << fds_before << " before, " << fds_after << " after";
+  EXPECT_EQ(StdoutOf(s.Exec(id, "pgrep -xc sleep")), "1\n")
+      << "the followed process must outlive its readers";
 }
 
 }  // namespace hutch::testing

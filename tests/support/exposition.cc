@@ -33,7 +33,8 @@ bool ParseValue(const std::string& tok, double* out) {
     *out = std::strtod(tok.c_str(), &end);
     // strtod also takes "inf"/"nan"/hex floats, which Prometheus does not.
     for (char c : tok)
-      if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) return false;
+      if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
+        return false;
     if (*end != '\0') return false;
   }
   return true;
@@ -46,7 +47,8 @@ std::string Family(const std::string& name, const std::map<std::string, std::str
     if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
       std::string base = name.substr(0, name.size() - sfx.size());
       auto it = types.find(base);
-      if (it != types.end() && (it->second == "histogram" || (it->second == "summary" && sfx != "_bucket")))
+      if (it != types.end() &&
+          (it->second == "histogram" || (it->second == "summary" && sfx != "_bucket")))
         return base;
     }
   }
@@ -65,7 +67,8 @@ std::string ParseSample(const std::string& line, PromSample* s) {
       }
       std::string lname;
       if (!ReadName(line, &i, false, &lname)) return "bad label name";
-      if (i + 1 >= line.size() || line[i] != '=' || line[i + 1] != '"') return "expected =\" after label name";
+      if (i + 1 >= line.size() || line[i] != '=' || line[i + 1] != '"')
+        return "expected =\" after label name";
       i += 2;
       std::string value;
       bool closed = false;
@@ -93,7 +96,8 @@ std::string ParseSample(const std::string& line, PromSample* s) {
       else return "expected , or } after label";
     }
   }
-  if (i >= line.size() || (line[i] != ' ' && line[i] != '\t')) return "expected a blank before the value";
+  if (i >= line.size() || (line[i] != ' ' && line[i] != '\t'))
+    return "expected a blank before the value";
   while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
   size_t end = line.find_first_of(" \t", i);
   std::string tok = line.substr(i, end == std::string::npos ? std::string::npos : end - i);
@@ -103,7 +107,8 @@ std::string ParseSample(const std::string& line, PromSample* s) {
     if (t != std::string::npos) {
       std::string ts = line.substr(t);
       for (size_t k = 0; k < ts.size(); ++k)
-        if (!((ts[k] >= '0' && ts[k] <= '9') || (k == 0 && ts[k] == '-'))) return "bad timestamp '" + ts + "'";
+        if (!((ts[k] >= '0' && ts[k] <= '9') || (k == 0 && ts[k] == '-')))
+          return "bad timestamp '" + ts + "'";
     }
   }
   return "";
@@ -160,7 +165,8 @@ PromParse ParseExposition(const std::string& text) {
     p.error = "text does not end with a line feed";
     return p;
   }
-  static const std::set<std::string> kTypes = {"counter", "gauge", "histogram", "summary", "untyped"};
+  static const std::set<std::string> kTypes = {"counter", "gauge", "histogram", "summary",
+                                               "untyped"};
   std::set<std::string> sampled, helped;
   std::set<std::pair<std::string, std::map<std::string, std::string>>> seen;
   size_t pos = 0;
@@ -176,7 +182,8 @@ PromParse ParseExposition(const std::string& text) {
     };
     if (line.empty()) continue;
     if (line[0] == '#') {
-      if (line.rfind("# HELP ", 0) != 0 && line.rfind("# TYPE ", 0) != 0) continue;  // a plain comment
+      if (line.rfind("# HELP ", 0) != 0 && line.rfind("# TYPE ", 0) != 0)
+        continue;  // a plain comment
       bool is_type = line[2] == 'T';
       size_t i = 7;
       std::string name;
@@ -194,10 +201,10 @@ PromParse ParseExposition(const std::string& text) {
       } else {
         if (!helped.insert(name).second) return fail("second HELP for " + name);
         for (size_t k = 0; k < rest.size(); ++k)
-          if (rest[k] == '\\' && (k + 1 >= rest.size() || (rest[k + 1] != '\\' && rest[k + 1] != 'n')))
+          if (rest[k] == '\\' &&
+              (k + 1 >= rest.size() || (rest[k + 1] != '\\' && rest[k + 1] != 'n')))
             return fail("invalid escape in HELP");
-          else if (rest[k] == '\\')
-            ++k;
+          else if (rest[k] == '\\') ++k;
       }
       continue;
     }

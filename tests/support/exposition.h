@@ -25,7 +25,8 @@ struct PromParse {
   std::string error;                         // empty when the whole text is valid
   bool ok() const { return error.empty(); }
   // The value of the sample with exactly these labels, if present.
-  std::optional<double> Value(const std::string& name, const std::map<std::string, std::string>& labels = {}) const;
+  std::optional<double> Value(const std::string& name,
+                              const std::map<std::string, std::string>& labels = {}) const;
 };
 
 PromParse ParseExposition(const std::string& text);

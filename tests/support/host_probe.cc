@@ -63,7 +63,8 @@ bool StillRunning(const HostProc& p) {
 
 std::vector<std::string> CgroupDirsOf(const std::string& id) {
   std::vector<std::string> out;
-  std::istringstream in(HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '*" + id + "*' 2>/dev/null"));
+  std::istringstream in(
+      HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '*" + id + "*' 2>/dev/null"));
   std::string line;
   while (std::getline(in, line))
     if (!line.empty()) out.push_back(line);
@@ -133,11 +134,13 @@ void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_p
 void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footprint& before) {
   for (const auto& p : before.procs)
     EXPECT_FALSE(StillRunning(p)) << id << ": pid " << p.pid << " (" << p.name << ") survived";
-  for (const auto& p : ProcsOf(id)) ADD_FAILURE() << id << ": process left in its cgroup: " << p.pid << " " << p.name;
+  for (const auto& p : ProcsOf(id))
+    ADD_FAILURE() << id << ": process left in its cgroup: " << p.pid << " " << p.name;
   for (const auto& d : CgroupDirsOf(id)) ADD_FAILURE() << id << ": cgroup left: " << d;
   for (const auto& m : MountsOf(id)) ADD_FAILURE() << id << ": mount left: " << m;
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
-  EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id)) << id << ": vm sandbox dir left";
+  EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id))
+      << id << ": vm sandbox dir left";
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/pids/" + id)) << id << ": vm pid file left";
 }
 
@@ -153,7 +156,8 @@ std::string TagOf(const TestServer& s) {
 // Sandbox ids that have a cgroup of this server on the host.
 std::set<std::string> CgroupIdsOf(const std::string& tag) {
   std::set<std::string> ids;
-  std::istringstream in(HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '" + tag + "-*' 2>/dev/null"));
+  std::istringstream in(
+      HostSh("find /sys/fs/cgroup -maxdepth 8 -type d -name '" + tag + "-*' 2>/dev/null"));
   std::string line;
   while (std::getline(in, line)) {
     std::string base = fs::path(line).filename().string();

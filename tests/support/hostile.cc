@@ -13,8 +13,12 @@ namespace hutch::testing {
 
 using nlohmann::json;
 
-std::string StdoutOf(const json& r) { return r.is_object() ? r.value("stdout", std::string()) : std::string(); }
-std::string StderrOf(const json& r) { return r.is_object() ? r.value("stderr", std::string()) : std::string(); }
+std::string StdoutOf(const json& r) {
+  return r.is_object() ? r.value("stdout", std::string()) : std::string();
+}
+std::string StderrOf(const json& r) {
+  return r.is_object() ? r.value("stderr", std::string()) : std::string();
+}
 
 json StartDetached(const TestServer& s, const std::string& id, const std::string& cmd) {
   auto c = s.Client();

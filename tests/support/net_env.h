@@ -42,19 +42,24 @@ inline NetEnv MakeNetEnv(std::vector<std::string> extra = {}) {
 // each prints its result or "FAIL <exception>".
 inline std::string HttpGet(const std::string& url) {
   return "python3 -c \"import urllib.request,sys\ntry:\n print(urllib.request.urlopen('" + url +
-         "',timeout=4).read().decode().strip())\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
+         "',timeout=4).read().decode().strip())\nexcept Exception as e:\n "
+         "print('FAIL',type(e).__name__)\"";
 }
 inline std::string Resolve(const std::string& name) {
   return "python3 -c \"import socket\ntry:\n print(socket.gethostbyname('" + name +
          "'))\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
 }
 inline std::string Connect(const std::string& addr, int port) {
-  return "python3 -c \"import socket\ntry:\n socket.create_connection(('" + addr + "'," + std::to_string(port) +
-         "),timeout=3); print('CONNECTED')\nexcept Exception as e:\n print('FAIL',type(e).__name__)\"";
+  return "python3 -c \"import socket\ntry:\n socket.create_connection(('" + addr + "'," +
+         std::to_string(port) +
+         "),timeout=3); print('CONNECTED')\nexcept Exception as e:\n "
+         "print('FAIL',type(e).__name__)\"";
 }
 // Waits (up to 30 s) until something listens on 127.0.0.1:8000 inside.
 inline std::string WaitLocal8000() {
-  return "python3 -c \"import socket,time\nfor i in range(300):\n try:\n  socket.create_connection(('127.0.0.1',8000),timeout=1); break\n except OSError: time.sleep(0.1)\"";
+  return "python3 -c \"import socket,time\nfor i in range(300):\n try:\n  "
+         "socket.create_connection(('127.0.0.1',8000),timeout=1); break\n except OSError: "
+         "time.sleep(0.1)\"";
 }
 
 inline std::string Trim(std::string s) {
@@ -67,16 +72,19 @@ inline std::string Trim(std::string s) {
 // answers, the denied one does not resolve, its server's raw IP does not
 // connect; after PUT …/network also allows denied.test, it answers at
 // once, without restarting anything.
-inline void ExpectNamedPolicyHoldsAndChangesLive(TestServer& s, const NetWorld& w, const std::string& id) {
-  auto out = [&](const std::string& cmd) { return Trim(s.Exec(id, cmd).value("stdout", std::string())); };
+inline void ExpectNamedPolicyHoldsAndChangesLive(TestServer& s, const NetWorld& w,
+                                                 const std::string& id) {
+  auto out = [&](const std::string& cmd) {
+    return Trim(s.Exec(id, cmd).value("stdout", std::string()));
+  };
   EXPECT_EQ(out(HttpGet("http://allowed.test:8080/")), "allowed-server");
   EXPECT_EQ(out(Resolve("denied.test")), "FAIL gaierror");
   // By raw IP: no allowed name resolved to it.
   EXPECT_EQ(out(HttpGet("http://" + w.Addr(3) + ":8080/")).rfind("FAIL", 0), 0u);
-  auto put = s.Client().Json("PUT", "/v1/sandboxes/" + id + "/network",
-                             nlohmann::json{{"mode", "policy"},
-                                            {"default", "deny"},
-                                            {"allow", {"allowed.test", "denied.test"}}});
+  auto put = s.Client().Json(
+      "PUT", "/v1/sandboxes/" + id + "/network",
+      nlohmann::json{
+          {"mode", "policy"}, {"default", "deny"}, {"allow", {"allowed.test", "denied.test"}}});
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(out(HttpGet("http://denied.test:8080/")), "denied-server");
 }
@@ -88,7 +96,8 @@ inline std::vector<std::string> NetnsOf(const std::string& tag) {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/run/netns", ec))
-    if (e.path().filename().string().rfind("hutch-" + tag + "-", 0) == 0) out.push_back(e.path().filename());
+    if (e.path().filename().string().rfind("hutch-" + tag + "-", 0) == 0)
+      out.push_back(e.path().filename());
   return out;
 }
 inline std::vector<std::string> VethsOf(const std::string& tag) {

@@ -50,12 +50,9 @@ int main() {
     return 1;
   }
   const std::string pool = "198.18." + std::to_string(index) + ".0/24";
-  const nlohmann::json line = {{"index", index},
-                               {"net_pool", pool},
-                               {"dns", world->Dns()},
-                               {"allowed", world->Addr(2)},
-                               {"denied", world->Addr(3)},
-                               {"world_net", world->Addr(0) + "/24"}};
+  const nlohmann::json line = {{"index", index},           {"net_pool", pool},
+                               {"dns", world->Dns()},      {"allowed", world->Addr(2)},
+                               {"denied", world->Addr(3)}, {"world_net", world->Addr(0) + "/24"}};
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
   // Until a stop signal; the parent's end sends one (PR_SET_PDEATHSIG),

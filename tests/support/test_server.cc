@@ -1,10 +1,10 @@
 #include "tests/support/test_server.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,8 +80,9 @@ void TestServer::Launch(bool append_log) {
   const char* bin = getenv("HUTCHD_BIN");
   const char* tpl = getenv("HUTCH_TEMPLATES_DIR");
   port_ = 0;
-  std::vector<std::string> args = {bin, "--listen", "127.0.0.1:0", "--state-dir", state_dir_ + "/state",
-                                   "--templates-dir", tpl, "--log-level", "info"};
+  std::vector<std::string> args = {
+      bin, "--listen",    "127.0.0.1:0", "--state-dir", state_dir_ + "/state", "--templates-dir",
+      tpl, "--log-level", "info"};
   // The per-key rate limit is off unless a test sets it: a test that
   // happens to send requests fast must not pass or fail by machine speed.
   if (std::find(extra_args_.begin(), extra_args_.end(), "--rate-limit") == extra_args_.end()) {
@@ -101,12 +102,14 @@ void TestServer::Launch(bool append_log) {
   }
   // The vm driver's guest kernel (a ctest fixture runs scripts/vm-guest).
   if (const char* g = getenv("HUTCH_VM_GUEST_DIR");
-      g && *g && std::find(extra_args_.begin(), extra_args_.end(), "--vm-guest-dir") == extra_args_.end()) {
+      g && *g &&
+      std::find(extra_args_.begin(), extra_args_.end(), "--vm-guest-dir") == extra_args_.end()) {
     args.push_back("--vm-guest-dir");
     args.push_back(g);
   }
   // The vm variants: every create that names no driver boots a VM.
-  if (OnVm() && std::find(extra_args_.begin(), extra_args_.end(), "--driver") == extra_args_.end()) {
+  if (OnVm() &&
+      std::find(extra_args_.begin(), extra_args_.end(), "--driver") == extra_args_.end()) {
     args.push_back("--driver");
     args.push_back("vm");
     // Under TCG a test spends minutes where a jail's takes seconds: its
@@ -229,9 +232,11 @@ std::string TestServer::CreateSandbox(const nlohmann::json& body) {
   return j["id"].get<std::string>();
 }
 
-nlohmann::json TestServer::Exec(const std::string& id, const std::string& cmd, int timeout_seconds) {
+nlohmann::json TestServer::Exec(const std::string& id, const std::string& cmd,
+                                int timeout_seconds) {
   auto c = Client();
-  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", cmd}, {"timeout_seconds", timeout_seconds}});
+  auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                  {{"cmd", cmd}, {"timeout_seconds", timeout_seconds}});
   auto j = r.json();
   if (!j.is_object()) j = nlohmann::json::object();
   j["_status"] = r.status;

@@ -32,7 +32,8 @@ std::string CreateVm(TestServer& s, json body = json::object()) {
 
 std::string Status(TestServer& s, const std::string& id) {
   auto r = s.Client().Request("GET", "/v1/sandboxes/" + id);
-  return r.status == 200 ? r.json()["status"].get<std::string>() : "http " + std::to_string(r.status);
+  return r.status == 200 ? r.json()["status"].get<std::string>()
+                         : "http " + std::to_string(r.status);
 }
 
 }  // namespace
@@ -46,15 +47,18 @@ TEST(VmLifecycle, ExecStreamFilesTimeoutCancelDelete) {
 
   // Exec: env, cwd, stdin, exit codes.
   auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
-                  {{"cmd", "echo $FOO; pwd; cat"}, {"env", {{"FOO", "bar"}}}, {"cwd", "/tmp"}, {"stdin", "in\n"}});
+                  {{"cmd", "echo $FOO; pwd; cat"},
+                   {"env", {{"FOO", "bar"}}},
+                   {"cwd", "/tmp"},
+                   {"stdin", "in\n"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["stdout"], "bar\n/tmp\nin\n");
 
   // Stream: events in order, ending with exit.
   std::vector<std::string> names;
   std::string out;
-  auto sr = c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "for i in 1 2 3; do echo $i; done"}},
-                  [&](const SseEvent& e) {
+  auto sr = c.Sse("/v1/sandboxes/" + id + "/exec/stream",
+                  {{"cmd", "for i in 1 2 3; do echo $i; done"}}, [&](const SseEvent& e) {
                     names.push_back(e.event);
                     if (e.event == "stdout") out += json::parse(e.data).value("text", "");
                     return true;
@@ -76,16 +80,18 @@ TEST(VmLifecycle, ExecStreamFilesTimeoutCancelDelete) {
   EXPECT_TRUE(down.body == big) << "download differs (" << down.body.size() << " bytes)";
 
   // Per-exec timeout kills the command.
-  auto t = c.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "sleep 100"}, {"timeout_seconds", 2}});
+  auto t = c.Json("POST", "/v1/sandboxes/" + id + "/exec",
+                  {{"cmd", "sleep 100"}, {"timeout_seconds", 2}});
   EXPECT_EQ(t.status, 200) << t.body;
   EXPECT_EQ(t.json()["timed_out"], true) << t.body;
 
   // Cancel: a stream the client walks away from kills its command.
   bool saw = false;
-  c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "echo started; exec sleep 300"}}, [&](const SseEvent& e) {
-    if (e.event == "stdout") saw = true;
-    return !saw;
-  });
+  c.Sse("/v1/sandboxes/" + id + "/exec/stream", {{"cmd", "echo started; exec sleep 300"}},
+        [&](const SseEvent& e) {
+          if (e.event == "stdout") saw = true;
+          return !saw;
+        });
   EXPECT_TRUE(saw);
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {
@@ -162,7 +168,8 @@ TEST(VmLifecycle, Kill9RestartAdoptsVmsAndLeavesNoOrphanQemu) {
   EXPECT_TRUE(QemuGone(qc)) << "the unacknowledged create's QEMU " << qc << " is an orphan";
   EXPECT_EQ(Status(s, a), "running");
   EXPECT_EQ(Status(s, b), "paused");
-  EXPECT_EQ(s.Exec(a, "cat /tmp/k; pgrep -x sleep >/dev/null && echo proc")["stdout"], "kept\nproc\n");
+  EXPECT_EQ(s.Exec(a, "cat /tmp/k; pgrep -x sleep >/dev/null && echo proc")["stdout"],
+            "kept\nproc\n");
   EXPECT_EQ(s.Client().Request("POST", "/v1/sandboxes/" + b + "/resume").status, 200);
   EXPECT_EQ(s.Exec(b, "echo b")["stdout"], "b\n");
 

@@ -32,8 +32,10 @@ json VmBody(const json& network) {
 
 // Starts `python3 -m http.server 8000` inside and waits until it listens.
 void ServeHttp(TestServer& s, const std::string& id) {
-  s.Exec(id, "cd /tmp && echo hello-from-" + id + " > index.html && nohup python3 -m http.server 8000 "
-             ">/dev/null 2>&1 </dev/null & " + WaitLocal8000());
+  s.Exec(id, "cd /tmp && echo hello-from-" + id +
+                 " > index.html && nohup python3 -m http.server 8000 "
+                 ">/dev/null 2>&1 </dev/null & " +
+                 WaitLocal8000());
 }
 
 // The slot addresses (eth0 inside each namespace) of every network
@@ -41,7 +43,8 @@ void ServeHttp(TestServer& s, const std::string& id) {
 std::vector<std::string> SlotAddresses(const std::string& tag) {
   std::vector<std::string> out;
   for (const auto& ns : NetnsOf(tag)) {
-    std::string a = Trim(HostSh("ip -n " + ns + " -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}' | cut -d/ -f1"));
+    std::string a = Trim(HostSh(
+        "ip -n " + ns + " -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}' | cut -d/ -f1"));
     if (!a.empty()) out.push_back(a);
   }
   return out;
@@ -61,7 +64,8 @@ TEST(VmNetwork, GuestReachesWhatItsPolicyAllowsAndNothingElse) {
 
   // The guest's own view: one NIC besides loopback, the fixed link
   // address, the slot's resolver through 192.0.0.1.
-  EXPECT_EQ(Trim(Out(s.Exec(a, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"))),
+  EXPECT_EQ(Trim(Out(s.Exec(
+                a, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"))),
             "eth0 lo");
   EXPECT_EQ(Trim(Out(s.Exec(a, "awk '/nameserver/{print $2}' /etc/resolv.conf"))), "192.0.0.1");
 
@@ -75,19 +79,25 @@ TEST(VmNetwork, GuestReachesWhatItsPolicyAllowsAndNothingElse) {
   EXPECT_EQ(Trim(Out(s.Exec(a, Connect("192.0.0.1", s.port())))).rfind("FAIL", 0), 0u);
   EXPECT_EQ(Trim(Out(s.Exec(a, Connect("192.0.0.1", 22)))).rfind("FAIL", 0), 0u);
   // No IPv6 route out.
-  EXPECT_EQ(Trim(Out(s.Exec(a, "awk '$1 ~ /^0+$/ && $2 == \"00\" && $10 != \"lo\"' /proc/net/ipv6_route | wc -l"))),
-            "0");
+  EXPECT_EQ(
+      Trim(Out(s.Exec(
+          a, "awk '$1 ~ /^0+$/ && $2 == \"00\" && $10 != \"lo\"' /proc/net/ipv6_route | wc -l"))),
+      "0");
 
   // Root in the guest forges its source: an address of its own making on
   // eth0, then a connection from it to a server the policy allows.
   const std::string forge =
       "python3 -c \"import socket,fcntl,struct\n"
       "s=socket.socket(2,2)\n"
-      "fcntl.ioctl(s,0x8916,struct.pack('16sH2s4s8s',b'eth0:1',2,b'',socket.inet_aton('192.0.0.3'),b''))\n"
+      "fcntl.ioctl(s,0x8916,struct.pack('16sH2s4s8s',b'eth0:1',2,b'',socket.inet_aton('192.0.0.3'),"
+      "b''))\n"
       "t=socket.socket()\nt.settimeout(3)\nt.bind(('192.0.0.3',0))\n"
-      "try:\n t.connect(('" + e.world->Addr(2) + "',8080)); print('CONNECTED')\n"
+      "try:\n t.connect(('" +
+      e.world->Addr(2) +
+      "',8080)); print('CONNECTED')\n"
       "except Exception as e:\n print('FAIL',type(e).__name__)\"";
-  EXPECT_EQ(Trim(Out(s.Exec(a, forge))).rfind("FAIL", 0), 0u) << "a forged source address left the slot";
+  EXPECT_EQ(Trim(Out(s.Exec(a, forge))).rfind("FAIL", 0), 0u)
+      << "a forged source address left the slot";
   // Its own address still works (the forged one changed nothing else).
   EXPECT_EQ(Trim(Out(s.Exec(a, HttpGet("http://allowed.test:8080/")))), "allowed-server");
 
@@ -111,7 +121,8 @@ TEST(VmNetwork, GuestReachesWhatItsPolicyAllowsAndNothingElse) {
   EXPECT_EQ(cb.json().value("boot", ""), "restore");
   EXPECT_EQ(Trim(Out(s.Exec(b, HttpGet("http://denied.test:8080/")))), "denied-server");
   ServeHttp(s, b);
-  EXPECT_EQ(Trim(c.Request("GET", "/v1/sandboxes/" + b + "/ports/8000/index.html").body), "hello-from-" + b);
+  EXPECT_EQ(Trim(c.Request("GET", "/v1/sandboxes/" + b + "/ports/8000/index.html").body),
+            "hello-from-" + b);
   const std::string tag = probe::TagOf(s);
   ASSERT_FALSE(tag.empty());
   const auto slots = SlotAddresses(tag);
@@ -131,7 +142,8 @@ TEST(VmNetwork, ForkChildrenCrashAndStopKeepNetworksApartAndLeaveNothing) {
   auto c = s.Client();
   const std::string tag = probe::TagOf(s);
   ASSERT_FALSE(tag.empty());
-  auto cr = c.Json("POST", "/v1/sandboxes", VmBody({{"mode", "policy"}, {"allow", {"allowed.test"}}}));
+  auto cr =
+      c.Json("POST", "/v1/sandboxes", VmBody({{"mode", "policy"}, {"allow", {"allowed.test"}}}));
   ASSERT_EQ(cr.status, 201) << cr.body;
   const std::string src = cr.json()["id"];
   ServeHttp(s, src);
@@ -145,7 +157,8 @@ TEST(VmNetwork, ForkChildrenCrashAndStopKeepNetworksApartAndLeaveNothing) {
   EXPECT_EQ(f.json()["sandboxes"][0].value("boot", ""), "fork") << f.body;
   EXPECT_EQ(Trim(Out(s.Exec(child, HttpGet("http://allowed.test:8080/")))), "allowed-server");
   EXPECT_EQ(Trim(Out(s.Exec(child, Resolve("denied.test")))), "FAIL gaierror");
-  EXPECT_EQ(Trim(c.Request("GET", "/v1/sandboxes/" + child + "/ports/8000/index.html").body), "hello-from-" + src);
+  EXPECT_EQ(Trim(c.Request("GET", "/v1/sandboxes/" + child + "/ports/8000/index.html").body),
+            "hello-from-" + src);
   EXPECT_EQ(Trim(Out(s.Exec(src, HttpGet("http://allowed.test:8080/")))), "allowed-server");
 
   const pid_t q_src = QemuPid(s, src), q_child = QemuPid(s, child);
@@ -161,7 +174,7 @@ TEST(VmNetwork, ForkChildrenCrashAndStopKeepNetworksApartAndLeaveNothing) {
   EXPECT_EQ(Trim(Out(s.Exec(src, HttpGet("http://allowed.test:8080/")))), "allowed-server");
   EXPECT_EQ(Trim(Out(s.Exec(src, Resolve("denied.test")))), "FAIL gaierror");
   EXPECT_EQ(Trim(s.Client().Request("GET", "/v1/sandboxes/" + src + "/ports/8000/index.html").body),
-            "hello-from-" + src);  // a new client: the restarted server has a new port
+            "hello-from-" + src);      // a new client: the restarted server has a new port
   EXPECT_LE(NetnsOf(tag).size(), 3u);  // the adopted slot and two warm
 
   ASSERT_EQ(s.Stop(), 0);

@@ -19,7 +19,8 @@ TEST(VmSmoke, OwnKernelExecFilesDeleteLeavesNoQemu) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   auto c = s.Client();
-  auto r = c.Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
+  auto r =
+      c.Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
   ASSERT_EQ(r.status, 201) << r.body;
   const std::string id = r.json()["id"];
   EXPECT_EQ(r.json()["driver"], "vm") << r.body;
@@ -31,7 +32,8 @@ TEST(VmSmoke, OwnKernelExecFilesDeleteLeavesNoQemu) {
   auto u = s.Exec(id, "uname -r; hostname");
   ASSERT_EQ(u["_status"], 200) << u.dump();
   EXPECT_NE(u["stdout"].get<std::string>().find(id), std::string::npos) << u.dump();
-  EXPECT_EQ(u["stdout"].get<std::string>().rfind(std::string(host.release) + "\n", 0), std::string::npos)
+  EXPECT_EQ(u["stdout"].get<std::string>().rfind(std::string(host.release) + "\n", 0),
+            std::string::npos)
       << "the guest runs the host's kernel: " << u.dump();
 
   auto e = s.Exec(id, "echo hi; echo oops >&2; exit 3");
@@ -51,7 +53,8 @@ TEST(VmSmoke, OwnKernelExecFilesDeleteLeavesNoQemu) {
 
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
   EXPECT_TRUE(QemuGone(qemu)) << "QEMU " << qemu << " still runs after delete";
-  EXPECT_FALSE(access((s.state_dir() + "/state/vm/sandboxes/" + id).c_str(), F_OK) == 0) << "sandbox dir left";
+  EXPECT_FALSE(access((s.state_dir() + "/state/vm/sandboxes/" + id).c_str(), F_OK) == 0)
+      << "sandbox dir left";
   EXPECT_EQ(s.Stop(), 0);
 }
 
@@ -71,7 +74,8 @@ TEST(VmSmoke, MemoryOverTheHostBudgetIs503) {
   TestServer s({"--max-memory-committed-mb", "512"});
   ASSERT_TRUE(s.ok());
   auto c = s.Client();
-  auto r = c.Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 1024}, {"disk_mb", 256}});
+  auto r =
+      c.Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 1024}, {"disk_mb", 256}});
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.json()["code"], "capacity_exhausted") << r.body;
   std::error_code ec;

@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 namespace {
 
 json CreateVm(TestServer& s) {
-  auto r = s.Client().Json("POST", "/v1/sandboxes", {{"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
+  auto r = s.Client().Json("POST", "/v1/sandboxes",
+                           {{"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
   EXPECT_EQ(r.status, 201) << r.body;
   return r.status == 201 ? r.json() : json::object();
 }
@@ -44,7 +45,8 @@ std::string SnapshotDir(const TestServer& s) {
 // A field of GET /v1/sandboxes/{id} ("boot" unless told).
 std::string Boot(TestServer& s, const std::string& id, const std::string& field = "boot") {
   auto r = s.Client().Request("GET", "/v1/sandboxes/" + id);
-  return r.status == 200 ? r.json().value(field, std::string()) : "http " + std::to_string(r.status);
+  return r.status == 200 ? r.json().value(field, std::string())
+                         : "http " + std::to_string(r.status);
 }
 
 }  // namespace
@@ -103,7 +105,8 @@ TEST(VmSnapshot, RestoredSandboxesAreTheirOwnMachines) {
   ASSERT_TRUE(c.contains("id"));
   const std::string idc = c["id"];
   EXPECT_EQ(Out(s.Exec(idc, "test -e /home/user/a.txt && echo seen || echo unseen")), "unseen\n");
-  EXPECT_EQ(HostSh("sha256sum " + snap + "/ram | cut -c1-64"), ram_digest) << "the snapshot's RAM file changed";
+  EXPECT_EQ(HostSh("sha256sum " + snap + "/ram | cut -c1-64"), ram_digest)
+      << "the snapshot's RAM file changed";
 
   for (const auto& id : {ida, idb, idc}) {
     const pid_t q = QemuPid(s, id);
@@ -144,7 +147,8 @@ TEST(VmSnapshot, ForkCarriesFilesAndProcessesThenDiverges) {
   EXPECT_TRUE(fs::is_empty(s.state_dir() + "/state/vm/forks"));
 
   const std::string growing =
-      "a=$(wc -l < /tmp/loop); sleep 1.5; b=$(wc -l < /tmp/loop); [ \"$b\" -gt \"$a\" ] && echo growing";
+      "a=$(wc -l < /tmp/loop); sleep 1.5; b=$(wc -l < /tmp/loop); [ \"$b\" -gt \"$a\" ] && echo "
+      "growing";
   for (const auto& k : kids) {
     EXPECT_EQ(Out(s.Exec(k, "hostname")), k + "\n");
     EXPECT_EQ(Out(s.Exec(k, "cat /home/user/f.txt")), "from-source\n") << k;
@@ -159,15 +163,19 @@ TEST(VmSnapshot, ForkCarriesFilesAndProcessesThenDiverges) {
 
   // Divergence: each writes its own file; nobody sees the others'.
   const std::vector<std::string> all = {ids, kids[0], kids[1]};
-  for (const auto& id : all) EXPECT_EQ(s.Exec(id, "echo mine > /home/user/" + id + ".txt")["exit_code"], 0);
+  for (const auto& id : all)
+    EXPECT_EQ(s.Exec(id, "echo mine > /home/user/" + id + ".txt")["exit_code"], 0);
   for (const auto& id : all) {
     for (const auto& other : all) {
-      const std::string seen = Out(s.Exec(id, "test -e /home/user/" + other + ".txt && echo y || echo n"));
+      const std::string seen =
+          Out(s.Exec(id, "test -e /home/user/" + other + ".txt && echo y || echo n"));
       EXPECT_EQ(seen, other == id ? "y\n" : "n\n") << id << " looking for " << other;
     }
   }
-  const std::string r0 = Out(s.Exec(kids[0], "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
-  const std::string r1 = Out(s.Exec(kids[1], "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
+  const std::string r0 =
+      Out(s.Exec(kids[0], "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
+  const std::string r1 =
+      Out(s.Exec(kids[1], "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
   EXPECT_NE(r0, r1);
 
   for (const auto& id : all) {

@@ -40,13 +40,14 @@ const char* kProbeOut = "from-run\n1000\nabsent\nonly\n";
 
 json BuildTemplate(const TestServer& s, const std::string& spec) {
   json done;
-  auto r = s.Client().SseRequest("POST", "/v1/templates", spec,
-                                 {{"Content-Type", "application/toml"}, {"Accept", "text/event-stream"}},
-                                 [&](const hutch::client::SseEvent& e) {
-                                   if (e.event == "done" || e.event == "error")
-                                     done = json::parse(e.data, nullptr, false);
-                                   return true;
-                                 });
+  auto r =
+      s.Client().SseRequest("POST", "/v1/templates", spec,
+                            {{"Content-Type", "application/toml"}, {"Accept", "text/event-stream"}},
+                            [&](const hutch::client::SseEvent& e) {
+                              if (e.event == "done" || e.event == "error")
+                                done = json::parse(e.data, nullptr, false);
+                              return true;
+                            });
   EXPECT_EQ(r.status, 200) << r.body;
   return done;
 }
@@ -87,7 +88,8 @@ TEST(VmTemplate, BuiltTemplateAndFileSnapshotBootWithTheirLayers) {
 
   // The template: one layer over base.
   auto c = s.Client();
-  auto r = c.Json("POST", "/v1/sandboxes", {{"template", "vmtpl"}, {"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
+  auto r = c.Json("POST", "/v1/sandboxes",
+                  {{"template", "vmtpl"}, {"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
   ASSERT_EQ(r.status, 201) << r.body;
   const std::string vm1 = r.json()["id"];
   const pid_t qemu1 = QemuPid(s, vm1);
@@ -108,11 +110,14 @@ TEST(VmTemplate, BuiltTemplateAndFileSnapshotBootWithTheirLayers) {
   auto snap = c.Request("POST", "/v1/sandboxes/" + jail + "/snapshots");
   ASSERT_EQ(snap.status, 201) << snap.body;
   const std::string sid = snap.json()["id"];
-  auto r2 = c.Json("POST", "/v1/sandboxes", {{"snapshot", sid}, {"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
+  auto r2 = c.Json("POST", "/v1/sandboxes",
+                   {{"snapshot", sid}, {"driver", "vm"}, {"memory_mb", 256}, {"disk_mb", 256}});
   ASSERT_EQ(r2.status, 201) << r2.body;
   const std::string vm2 = r2.json()["id"];
   const pid_t qemu2 = QemuPid(s, vm2);
-  auto p2 = s.Exec(vm2, "ls -A /opt/vmtpl; cat /opt/vmtpl/snap.txt; ls -A /etc/skel; test -e /etc/bindresvport.blacklist || echo absent");
+  auto p2 = s.Exec(vm2,
+                   "ls -A /opt/vmtpl; cat /opt/vmtpl/snap.txt; ls -A /etc/skel; test -e "
+                   "/etc/bindresvport.blacklist || echo absent");
   ASSERT_EQ(p2.value("exit_code", -1), 0) << p2.dump();
   EXPECT_EQ(p2.value("stdout", ""), "snap.txt\nsnap\nonly\nabsent\n");
   EXPECT_EQ(RootfsImages(s), 2);
@@ -141,6 +146,7 @@ TEST(VmTemplate, CrashedBuildLeftoversAreRemovedAtStart) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(Joined(ImageTemps(s)), "");
   EXPECT_EQ(Joined(MountPointsUnder(s.state_dir())), "");
-  if (!MountPointsUnder(view).empty()) umount2(view.c_str(), MNT_DETACH);  // never leave ours behind
+  if (!MountPointsUnder(view).empty())
+    umount2(view.c_str(), MNT_DETACH);  // never leave ours behind
   EXPECT_EQ(s.Stop(), 0);
 }

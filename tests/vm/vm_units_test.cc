@@ -1,8 +1,8 @@
 // Pieces of the vm driver that need no VM: the initramfs archive writer
 // (checked against the system's cpio), QEMU's command line and the merged
 // view a layered template's image is built from.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -24,15 +24,19 @@ using namespace hutch::vm;
 
 TEST(CpioArchive, SystemCpioListsAndExtractsEntries) {
   const std::string data(1001, 'x');  // not a multiple of 4: padding is needed
-  const std::string a = CpioNewc({{"dir", S_IFDIR | 0755, ""}, {"dir/init", S_IFREG | 0755, data},
+  const std::string a = CpioNewc({{"dir", S_IFDIR | 0755, ""},
+                                  {"dir/init", S_IFREG | 0755, data},
                                   {"hutch-agent", S_IFREG | 0755, "agent"}});
   EXPECT_EQ(a.size() % 4, 0u);
   EXPECT_EQ(a.rfind("070701", 0), 0u);
   EXPECT_NE(a.find("TRAILER!!!"), std::string::npos);
   const std::string dir = hutch::testing::TempDir("cpio");
   std::ofstream(dir + "/a.cpio", std::ios::binary) << a;
-  EXPECT_EQ(hutch::testing::HostSh("cpio -t --quiet < " + dir + "/a.cpio"), "dir\ndir/init\nhutch-agent\n");
-  EXPECT_EQ(hutch::testing::HostSh("cd " + dir + " && cpio -i --quiet --to-stdout dir/init < a.cpio"), data);
+  EXPECT_EQ(hutch::testing::HostSh("cpio -t --quiet < " + dir + "/a.cpio"),
+            "dir\ndir/init\nhutch-agent\n");
+  EXPECT_EQ(
+      hutch::testing::HostSh("cd " + dir + " && cpio -i --quiet --to-stdout dir/init < a.cpio"),
+      data);
   hutch::testing::HostSh("rm -rf " + dir);
 }
 
@@ -72,7 +76,9 @@ TEST(QemuCommand, OnlyWhatTheGuestNeedsAndQemusOwnSeccomp) {
   r.ram = RamKind::kSharedFile;
   r.ram_path = "ram";
   const auto ba = QemuArgv(r);
-  EXPECT_NE(std::find(ba.begin(), ba.end(), "memory-backend-file,id=ram,size=300M,share=on,mem-path=ram"), ba.end());
+  EXPECT_NE(
+      std::find(ba.begin(), ba.end(), "memory-backend-file,id=ram,size=300M,share=on,mem-path=ram"),
+      ba.end());
   c.accel = Accel::kKvm;
   const auto k = QemuArgv(c);
   EXPECT_NE(std::find(k.begin(), k.end(), "kvm"), k.end());
@@ -87,8 +93,10 @@ bool Mounted(const std::string& path) {
 TEST(MergedView, ShowsTheStackWithWhiteoutsAndLeavesNothing) {
   const std::string dir = hutch::testing::TempDir("merged");
   hutch::testing::HostSh("mkdir -p " + dir + "/root/etc " + dir + "/layer/etc && echo a > " + dir +
-                         "/root/etc/kept && echo b > " + dir + "/root/etc/gone && echo c > " + dir + "/layer/etc/new");
-  ASSERT_EQ(mknod((dir + "/layer/etc/gone").c_str(), S_IFCHR | 0000, makedev(0, 0)), 0);  // a whiteout
+                         "/root/etc/kept && echo b > " + dir + "/root/etc/gone && echo c > " + dir +
+                         "/layer/etc/new");
+  ASSERT_EQ(mknod((dir + "/layer/etc/gone").c_str(), S_IFCHR | 0000, makedev(0, 0)),
+            0);  // a whiteout
   const std::string mp = dir + "/.merge-test";
   {
     auto v = MergedView::Mount(mp, {dir + "/layer", dir + "/root"});
@@ -104,13 +112,14 @@ TEST(MergedView, ShowsTheStackWithWhiteoutsAndLeavesNothing) {
   EXPECT_NE(access(mp.c_str(), F_OK), 0);
 
   // A crashed build's view: mounted by a process that died; removed at start.
-  hutch::testing::HostSh("mkdir " + mp + " && mount -t overlay overlay -o ro,lowerdir=" + dir + "/layer:" + dir +
-                         "/root " + mp);
+  hutch::testing::HostSh("mkdir " + mp + " && mount -t overlay overlay -o ro,lowerdir=" + dir +
+                         "/layer:" + dir + "/root " + mp);
   ASSERT_TRUE(Mounted(mp));
   EXPECT_EQ(RemoveStaleMergedViews(dir), 1);
   EXPECT_FALSE(Mounted(mp));
   EXPECT_NE(access(mp.c_str(), F_OK), 0);
-  EXPECT_EQ(hutch::testing::HostSh("ls " + dir + "/root/etc"), "gone\nkept\n") << "the stack itself untouched";
+  EXPECT_EQ(hutch::testing::HostSh("ls " + dir + "/root/etc"), "gone\nkept\n")
+      << "the stack itself untouched";
   hutch::testing::HostSh("rm -rf " + dir);
 }
 
@@ -139,7 +148,8 @@ TEST(SealedRam, SameBytesAndNobodyCanWrite) {
   EXPECT_EQ(ftruncate(mem->get(), 4096), -1);
   // Reopened read-write through /proc (as QEMU does) and mapped private:
   // writes stay in the mapping.
-  hutch::UniqueFd again(open(("/proc/self/fd/" + std::to_string(mem->get())).c_str(), O_RDWR | O_CLOEXEC));
+  hutch::UniqueFd again(
+      open(("/proc/self/fd/" + std::to_string(mem->get())).c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(again.valid());
   void* m = mmap(nullptr, 64 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, again.get(), 0);
   ASSERT_NE(m, MAP_FAILED);

@@ -5,8 +5,8 @@
 namespace hutch::api {
 
 Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout) {
-  if (auto st = RejectUnknownFields(j, {"cmd", "argv", "cwd", "env", "user", "stdin", "timeout_seconds", "detach",
-                                        "auto_resume"});
+  if (auto st = RejectUnknownFields(j, {"cmd", "argv", "cwd", "env", "user", "stdin",
+                                        "timeout_seconds", "detach", "auto_resume"});
       !st.ok())
     return st.error();
   auto cmd = OptString(j, "cmd");
@@ -36,11 +36,13 @@ Result<ExecBody> ParseExecBody(const nlohmann::json& j, int64_t default_timeout)
     r.argv = {"/bin/sh", "-c", **cmd};
     b.cmd = **cmd;
   } else {
-    if ((*argv)->empty() || (**argv)[0].empty()) return MakeError(Code::kInvalidRequest, "'argv' is empty");
+    if ((*argv)->empty() || (**argv)[0].empty())
+      return MakeError(Code::kInvalidRequest, "'argv' is empty");
     r.argv = **argv;
   }
   for (const auto& a : r.argv)
-    if (a.find('\0') != std::string::npos) return MakeError(Code::kInvalidRequest, "command contains a NUL byte");
+    if (a.find('\0') != std::string::npos)
+      return MakeError(Code::kInvalidRequest, "command contains a NUL byte");
   if (*cwd) {
     if (auto st = CheckPath(**cwd, "cwd"); !st.ok()) return st.error();
     r.cwd = **cwd;
@@ -68,8 +70,8 @@ nlohmann::json ExitJson(const ExitInfo& e) {
 }
 
 std::string SseJsonEvent(const char* name, const nlohmann::json& data) {
-  return std::string("event: ") + name + "\ndata: " +
-         data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  return std::string("event: ") + name +
+         "\ndata: " + data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
 }  // namespace hutch::api

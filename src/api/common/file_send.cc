@@ -1,16 +1,17 @@
 #include "api/common/file_send.h"
 
-#include "http/byte_range.h"
 #include "core/file_ops.h"
+#include "http/byte_range.h"
 
 namespace hutch::api {
 
-asio::awaitable<Status> SendSandboxFile(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& path,
-                                        const std::string& user) {
+asio::awaitable<Status> SendSandboxFile(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                        const std::string& path, const std::string& user) {
   int64_t offset = 0, length = -1;
   ByteRange range = ParseRange(ctx.Header("Range"));
   if (range.present) {
-    nlohmann::json stat_req = {{"op", "stat"}, {"path", path}, {"user", user.empty() ? "root" : user}};
+    nlohmann::json stat_req = {
+        {"op", "stat"}, {"path", path}, {"user", user.empty() ? "root" : user}};
     auto st = co_await FsCall(sb, stat_req);
     if (!st.ok()) co_return st.error();
     int64_t size = (*st)["entry"].value("size", int64_t{0});
@@ -33,10 +34,12 @@ asio::awaitable<Status> SendSandboxFile(HttpContext& ctx, std::shared_ptr<Sandbo
   if (range.present) {
     status = 206;
     int64_t last = d.offset() + d.length() - 1;
-    headers.push_back({"Content-Range", "bytes " + std::to_string(d.offset()) + "-" + std::to_string(last) + "/" +
+    headers.push_back({"Content-Range", "bytes " + std::to_string(d.offset()) + "-" +
+                                            std::to_string(last) + "/" +
                                             std::to_string(d.file_size())});
   }
-  if (auto st = co_await ctx.BeginStream(status, "application/octet-stream", d.length(), headers); !st.ok())
+  if (auto st = co_await ctx.BeginStream(status, "application/octet-stream", d.length(), headers);
+      !st.ok())
     co_return Status{};
   int64_t sent = 0;
   while (true) {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "http/http_context.h"
 #include "core/sandbox.h"
+#include "http/http_context.h"
 
 namespace hutch::api {
 
@@ -18,7 +18,7 @@ namespace hutch::api {
 // `Content-Range: bytes */size` header queued for that answer). Once the
 // body started, a failure cuts the connection (the Content-Length promise is
 // broken) and the result is ok.
-asio::awaitable<Status> SendSandboxFile(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& path,
-                                        const std::string& user);
+asio::awaitable<Status> SendSandboxFile(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                        const std::string& path, const std::string& user);
 
 }  // namespace hutch::api

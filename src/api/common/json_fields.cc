@@ -26,7 +26,8 @@ Result<std::optional<std::string>> OptString(const nlohmann::json& j, const char
   return std::optional<std::string>(it->get<std::string>());
 }
 
-Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, int64_t min, int64_t max) {
+Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, int64_t min,
+                                      int64_t max) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<int64_t>();
   int64_t v;
@@ -43,11 +44,13 @@ Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, 
     return Bad(std::string("'") + key + "' must be an integer");
   }
   if (v < min || v > max)
-    return Bad(std::string("'") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return Bad(std::string("'") + key + "' must be between " + std::to_string(min) + " and " +
+               std::to_string(max));
   return std::optional<int64_t>(v);
 }
 
-Result<std::optional<double>> OptNumber(const nlohmann::json& j, const char* key, double min, double max) {
+Result<std::optional<double>> OptNumber(const nlohmann::json& j, const char* key, double min,
+                                        double max) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<double>();
   if (!it->is_number()) return Bad(std::string("'") + key + "' must be a number");
@@ -64,30 +67,35 @@ Result<std::optional<bool>> OptBool(const nlohmann::json& j, const char* key) {
   return std::optional<bool>(it->get<bool>());
 }
 
-Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlohmann::json& j, const char* key) {
+Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlohmann::json& j,
+                                                                       const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<std::map<std::string, std::string>>();
   if (!it->is_object()) return Bad(std::string("'") + key + "' must be an object of strings");
   std::map<std::string, std::string> out;
   for (auto e = it->begin(); e != it->end(); ++e) {
-    if (!e.value().is_string()) return Bad(std::string("'") + key + "." + e.key() + "' must be a string");
+    if (!e.value().is_string())
+      return Bad(std::string("'") + key + "." + e.key() + "' must be a string");
     out[e.key()] = e.value().get<std::string>();
   }
   return std::optional<std::map<std::string, std::string>>(std::move(out));
 }
 
-Result<std::optional<std::map<std::string, std::string>>> OptEnvMap(const nlohmann::json& j, const char* key) {
+Result<std::optional<std::map<std::string, std::string>>> OptEnvMap(const nlohmann::json& j,
+                                                                    const char* key) {
   auto env = OptStringMap(j, key);
   if (!env.ok() || !*env) return env;
   for (const auto& [k, v] : **env) {
     if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
       return Bad("invalid env variable name '" + k + "' in '" + key + "'");
-    if (v.find('\0') != std::string::npos) return Bad("env variable '" + k + "' in '" + key + "' contains a NUL byte");
+    if (v.find('\0') != std::string::npos)
+      return Bad("env variable '" + k + "' in '" + key + "' contains a NUL byte");
   }
   return env;
 }
 
-Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j, const char* key) {
+Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j,
+                                                               const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<std::vector<std::string>>();
   if (!it->is_array()) return Bad(std::string("'") + key + "' must be an array of strings");
@@ -99,21 +107,25 @@ Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::j
   return std::optional<std::vector<std::string>>(std::move(out));
 }
 
-Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key, int64_t min, int64_t max) {
+Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key,
+                                        int64_t min, int64_t max) {
   if (!v) return std::optional<int64_t>();
-  if (v->empty() || v->size() > 18) return Bad(std::string("query '") + key + "' must be an integer");
+  if (v->empty() || v->size() > 18)
+    return Bad(std::string("query '") + key + "' must be an integer");
   char* end = nullptr;
   long long x = std::strtoll(v->c_str(), &end, 10);
   if (*end != '\0') return Bad(std::string("query '") + key + "' must be an integer");
   if (x < min || x > max)
-    return Bad(std::string("query '") + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return Bad(std::string("query '") + key + "' must be between " + std::to_string(min) + " and " +
+               std::to_string(max));
   return std::optional<int64_t>(x);
 }
 
 Status CheckPath(const std::string& p, const char* key) {
   if (p.empty()) return Bad(std::string("'") + key + "' is required");
   if (p.size() > 4096) return Bad(std::string("'") + key + "' is too long");
-  if (p.find('\0') != std::string::npos) return Bad(std::string("'") + key + "' contains a NUL byte");
+  if (p.find('\0') != std::string::npos)
+    return Bad(std::string("'") + key + "' contains a NUL byte");
   return {};
 }
 

@@ -22,17 +22,23 @@ namespace hutch::api {
 
 Status RejectUnknownFields(const nlohmann::json& j, std::initializer_list<const char*> allowed);
 Result<std::optional<std::string>> OptString(const nlohmann::json& j, const char* key);
-Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, int64_t min, int64_t max);
-Result<std::optional<double>> OptNumber(const nlohmann::json& j, const char* key, double min, double max);
+Result<std::optional<int64_t>> OptInt(const nlohmann::json& j, const char* key, int64_t min,
+                                      int64_t max);
+Result<std::optional<double>> OptNumber(const nlohmann::json& j, const char* key, double min,
+                                        double max);
 Result<std::optional<bool>> OptBool(const nlohmann::json& j, const char* key);
-Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlohmann::json& j, const char* key);
+Result<std::optional<std::map<std::string, std::string>>> OptStringMap(const nlohmann::json& j,
+                                                                       const char* key);
 // OptStringMap for environment variables: every name non-empty without
 // '=' or NUL and every value without NUL, so that they can reach execve.
 // Shared by the create handlers of every dialect.
-Result<std::optional<std::map<std::string, std::string>>> OptEnvMap(const nlohmann::json& j, const char* key);
-Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j, const char* key);
+Result<std::optional<std::map<std::string, std::string>>> OptEnvMap(const nlohmann::json& j,
+                                                                    const char* key);
+Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::json& j,
+                                                               const char* key);
 // Parses an integer query parameter.
-Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key, int64_t min, int64_t max);
+Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key,
+                                        int64_t min, int64_t max);
 // Paths from clients: non-empty, no NUL, bounded length.
 Status CheckPath(const std::string& p, const char* key);
 

@@ -21,7 +21,8 @@ std::string DispositionParam(std::string_view v, std::string_view key) {
   std::string lower = Lower(v);
   size_t pos = 0;
   while ((pos = lower.find(key, pos)) != std::string::npos) {
-    bool starts = pos == 0 || lower[pos - 1] == ';' || lower[pos - 1] == ' ' || lower[pos - 1] == '\t';
+    bool starts =
+        pos == 0 || lower[pos - 1] == ';' || lower[pos - 1] == ' ' || lower[pos - 1] == '\t';
     size_t eq = pos + key.size();
     if (!starts || eq >= v.size() || v[eq] != '=') {
       pos += key.size();
@@ -53,7 +54,8 @@ std::string MultipartBoundary(std::string_view ct) {
   std::string out;
   if (!v.empty() && v[0] == '"') {
     size_t end = v.find('"', 1);
-    out = std::string(v.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
+    out =
+        std::string(v.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
   } else {
     size_t end = v.find(';');
     out = std::string(v.substr(0, end));
@@ -94,7 +96,8 @@ Result<std::vector<MultipartReader::Event>> MultipartReader::Feed(std::string_vi
       size_t i = 0;
       while (i < buf_.size() && (buf_[i] == ' ' || buf_[i] == '\t')) ++i;
       if (buf_.size() < i + 2) return out;
-      if (buf_.compare(i, 2, "\r\n") != 0) return MakeError(Code::kInvalidRequest, "malformed multipart boundary line");
+      if (buf_.compare(i, 2, "\r\n") != 0)
+        return MakeError(Code::kInvalidRequest, "malformed multipart boundary line");
       buf_.erase(0, i + 2);
       state_ = kHeaders;
       continue;
@@ -102,7 +105,8 @@ Result<std::vector<MultipartReader::Event>> MultipartReader::Feed(std::string_vi
     if (state_ == kHeaders) {
       size_t end = buf_.rfind("\r\n", 0) == 0 ? 0 : buf_.find("\r\n\r\n");
       if (end == std::string::npos) {
-        if (buf_.size() > kMaxHeaderBytes) return MakeError(Code::kInvalidRequest, "multipart part headers too large");
+        if (buf_.size() > kMaxHeaderBytes)
+          return MakeError(Code::kInvalidRequest, "multipart part headers too large");
         return out;
       }
       Event begin;

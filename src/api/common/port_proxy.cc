@@ -1,5 +1,7 @@
 #include "api/common/port_proxy.h"
 
+#include <spdlog/spdlog.h>
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -7,9 +9,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <optional>
-#include <spdlog/spdlog.h>
 
 #include "common/netns_socket.h"
 
@@ -86,7 +86,8 @@ asio::awaitable<void> Watchdog(std::shared_ptr<Relay> r, std::chrono::seconds id
     auto sb = r->sandbox.lock();
     auto inst = r->instance.lock();
     const bool gone = !sb || !inst || sb->instance != inst || sb->deleting ||
-                      sb->rec.status == SandboxStatus::kStopped || sb->rec.status == SandboxStatus::kFailed;
+                      sb->rec.status == SandboxStatus::kStopped ||
+                      sb->rec.status == SandboxStatus::kFailed;
     if (gone || Clock::now() - r->last > idle) {
       r->Kill();
       break;
@@ -112,8 +113,8 @@ void EraseHopByHop(Fields& f, bool keep_upgrade) {
   for (const auto& n : named)
     if (!(keep_upgrade && beast::iequals(n, "upgrade"))) f.erase(n);
   for (auto fld : {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
-                   http::field::proxy_authorization, http::field::proxy_authenticate, http::field::te,
-                   http::field::trailer, http::field::expect})
+                   http::field::proxy_authorization, http::field::proxy_authenticate,
+                   http::field::te, http::field::trailer, http::field::expect})
     f.erase(fld);
   if (!keep_upgrade) f.erase(http::field::upgrade);
 }
@@ -124,10 +125,12 @@ asio::awaitable<void> Pipe(std::shared_ptr<Relay> r, tcp::socket& from, tcp::soc
   std::vector<char> buf(kChunk);
   boost::system::error_code ec;
   for (;;) {
-    size_t n = co_await from.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await from.async_read_some(asio::buffer(buf),
+                                             asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
     r->Touch();
-    co_await asio::async_write(to, asio::buffer(buf.data(), n), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(to, asio::buffer(buf.data(), n),
+                               asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
     r->Touch();
   }
@@ -167,14 +170,15 @@ Result<Target> RunningTarget(SandboxManager* mgr, const std::string& id) {
 // One more relay to a sandbox that has `open` of at most `max`.
 Status CheckCapacity(const std::string& id, int open, int max) {
   if (open < max) return {};
-  return MakeError(Code::kCapacityExhausted,
-                   "sandbox " + id + " already has " + std::to_string(max) + " proxied connections open");
+  return MakeError(Code::kCapacityExhausted, "sandbox " + id + " already has " +
+                                                 std::to_string(max) + " proxied connections open");
 }
 
 // The upstream socket: created inside the sandbox's network namespace and
 // connected to the port there (Instance::PortAddress()).
-asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const std::string& id, int port,
-                                                            std::chrono::milliseconds timeout) {
+asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const std::string& id,
+                                                           int port,
+                                                           std::chrono::milliseconds timeout) {
   auto ns = inst.NetNamespace();
   if (!ns.ok()) co_return ns.error().Context("sandbox " + id);
   auto fd = TcpSocketInNetns(ns->get());
@@ -186,11 +190,13 @@ asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const
   if (ec) co_return MakeError(Code::kInternal, "adopt proxy socket: " + ec.message());
   beast::tcp_stream up(std::move(raw));
   up.expires_after(timeout);
-  const tcp::endpoint dest(asio::ip::make_address_v4(inst.PortAddress()), static_cast<unsigned short>(port));
+  const tcp::endpoint dest(asio::ip::make_address_v4(inst.PortAddress()),
+                           static_cast<unsigned short>(port));
   co_await up.async_connect(dest, asio::redirect_error(asio::use_awaitable, ec));
   if (ec)
-    co_return MakeError(Code::kPortUnreachable, "nothing accepts connections on port " + std::to_string(port) +
-                                                    " in sandbox " + id + " (" + ec.message() + ")");
+    co_return MakeError(Code::kPortUnreachable, "nothing accepts connections on port " +
+                                                    std::to_string(port) + " in sandbox " + id +
+                                                    " (" + ec.message() + ")");
   up.expires_never();
   up.socket().set_option(tcp::no_delay(true), ec);
   co_return Result<beast::tcp_stream>(std::move(up));
@@ -203,7 +209,12 @@ asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const
 class Exchange {
  public:
   Exchange(HttpContext& ctx, beast::tcp_stream up, asio::any_io_executor ex)
-      : ctx_(ctx), client_(ctx.stream()), up_(std::move(up)), ex_(ex), req_done_(ex), rp_(std::move(ctx.parser())) {
+      : ctx_(ctx),
+        client_(ctx.stream()),
+        up_(std::move(up)),
+        ex_(ex),
+        req_done_(ex),
+        rp_(std::move(ctx.parser())) {
     is_head_ = ctx.method() == http::verb::head;
   }
   // Whatever happens, the watchdog stops touching the streams once the
@@ -216,7 +227,8 @@ class Exchange {
 
   // Starts the watchdog that cuts the exchange when it idles or its
   // sandbox stops.
-  void WatchSandbox(std::shared_ptr<Sandbox> sb, std::shared_ptr<Instance> inst, std::chrono::seconds idle) {
+  void WatchSandbox(std::shared_ptr<Sandbox> sb, std::shared_ptr<Instance> inst,
+                    std::chrono::seconds idle) {
     client_.expires_never();
     relay_ = std::make_shared<Relay>();
     relay_->client = &client_;
@@ -278,7 +290,8 @@ class Exchange {
       pp_->header_limit(kUpstreamHeaderLimit);
       pp_->body_limit(std::numeric_limits<std::uint64_t>::max());
       if (is_head_) pp_->skip(true);
-      co_await http::async_read_header(up_, ubuf_, *pp_, asio::redirect_error(asio::use_awaitable, read_ec_));
+      co_await http::async_read_header(up_, ubuf_, *pp_,
+                                       asio::redirect_error(asio::use_awaitable, read_ec_));
       if (read_ec_) co_return;
       relay_->Touch();
       const int st = pp_->get().result_int();
@@ -299,10 +312,11 @@ class Exchange {
       ctx_.MarkRelayed(499, false);
       co_return;
     }
-    Error e = MakeError(Code::kPortUnreachable,
-                        "the server on port " + std::to_string(req.port) + " in sandbox " + req.sandbox_id +
-                            (read_ec_ ? " closed the connection without an answer (" + read_ec_.message() + ")"
-                                      : " switched protocols unasked"));
+    Error e = MakeError(
+        Code::kPortUnreachable,
+        "the server on port " + std::to_string(req.port) + " in sandbox " + req.sandbox_id +
+            (read_ec_ ? " closed the connection without an answer (" + read_ec_.message() + ")"
+                      : " switched protocols unasked"));
     ctx_.CloseAfterResponse();
     co_await ctx_.SendError(e);
   }
@@ -325,7 +339,8 @@ class Exchange {
     boost::system::error_code ec;
     co_await http::async_write(client_, sw, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;
-    if (!co_await Flush(ubuf_, client_.socket()) || !co_await Flush(ctx_.buffer(), up_.socket())) co_return;
+    if (!co_await Flush(ubuf_, client_.socket()) || !co_await Flush(ctx_.buffer(), up_.socket()))
+      co_return;
     Flag down_done(ex_);
     auto down = [&]() -> asio::awaitable<void> {
       co_await Pipe(relay_, up_.socket(), client_.socket());
@@ -373,7 +388,8 @@ class Exchange {
         rq.body().size = req_chunk_.size();
         // read_some: pass on what arrived; a full read would hold a
         // trickling body back until 64 KiB piled up.
-        co_await http::async_read_some(client_, ctx_.buffer(), rp_, asio::redirect_error(asio::use_awaitable, pec));
+        co_await http::async_read_some(client_, ctx_.buffer(), rp_,
+                                       asio::redirect_error(asio::use_awaitable, pec));
         if (pec == http::error::need_buffer) pec = {};
         if (pec) {
           client_failed_ = true;
@@ -429,7 +445,8 @@ class Exchange {
       if (!pp_->is_done()) {
         rs.body().data = res_chunk.data();
         rs.body().size = res_chunk.size();
-        co_await http::async_read_some(up_, ubuf_, *pp_, asio::redirect_error(asio::use_awaitable, ec));
+        co_await http::async_read_some(up_, ubuf_, *pp_,
+                                       asio::redirect_error(asio::use_awaitable, ec));
         if (ec == http::error::need_buffer) ec = {};
         if (ec) co_return false;  // the server went away mid-body: the client sees a cut response
         relay_->Touch();
@@ -473,7 +490,8 @@ Result<int> PortProxy::ParsePort(std::string_view s) {
     return MakeError(Code::kInvalidRequest, "port must be a number from 1 to 65535");
   int v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9') return MakeError(Code::kInvalidRequest, "port must be a number from 1 to 65535");
+    if (c < '0' || c > '9')
+      return MakeError(Code::kInvalidRequest, "port must be a number from 1 to 65535");
     v = v * 10 + (c - '0');
   }
   if (v > 65535) return MakeError(Code::kInvalidRequest, "port must be a number from 1 to 65535");
@@ -490,9 +508,11 @@ std::optional<PortProxy::PortHost> PortProxy::ParsePortHost(std::string_view hos
   out.port = std::string(label.substr(0, dash));
   for (char c : out.port)
     if (c < '0' || c > '9') return std::nullopt;
-  for (char c : label.substr(dash + 1)) out.id.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : label.substr(dash + 1))
+    out.id.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   // The id form of SandboxManager::Create ("sb_" + hex).
-  if (out.id.size() <= 3 || out.id.size() > 64 || out.id.compare(0, 3, "sb_") != 0) return std::nullopt;
+  if (out.id.size() <= 3 || out.id.size() > 64 || out.id.compare(0, 3, "sb_") != 0)
+    return std::nullopt;
   for (size_t i = 3; i < out.id.size(); ++i) {
     const char c = out.id[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;

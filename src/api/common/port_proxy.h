@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "http/http_context.h"
 #include "core/sandbox_manager.h"
+#include "http/http_context.h"
 
 namespace hutch::api {
 

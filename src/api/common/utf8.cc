@@ -82,11 +82,21 @@ void AppendJsonEscaped(std::string* out, std::string_view s) {
     out->append(s.data() + run, i - run);
     run = i + 1;
     switch (c) {
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
       default: {
         char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
         out->append(u, 6);

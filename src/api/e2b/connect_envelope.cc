@@ -22,13 +22,15 @@ std::string DataEnvelope(const nlohmann::json& message) {
 std::string EndStreamEnvelope(const Error* error) {
   nlohmann::json end = nlohmann::json::object();
   if (error) end["error"] = ConnectErrorJson(*error);
-  return EncodeEnvelope(kEnvelopeEndStream, end.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return EncodeEnvelope(kEnvelopeEndStream,
+                        end.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 Result<std::optional<Envelope>> EnvelopeReader::Next() {
   if (buf_.size() - pos_ < 5) return std::optional<Envelope>();
   const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + pos_);
-  const uint32_t n = (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | uint32_t{p[4]};
+  const uint32_t n =
+      (uint32_t{p[1]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 8) | uint32_t{p[4]};
   if (n > max_)
     return MakeError(Code::kPayloadTooLarge,
                      "envelope of " + std::to_string(n) + " bytes exceeds " + std::to_string(max_));

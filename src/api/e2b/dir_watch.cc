@@ -54,7 +54,8 @@ std::vector<WatchEvent> DiffSnapshots(const WatchSnapshot& before, const WatchSn
       continue;
     }
     const WatchEntry& b = it->second;
-    if (a.type == "file" && (a.size != b.size || a.mtime != b.mtime)) out.push_back({name, kWatchWrite});
+    if (a.type == "file" && (a.size != b.size || a.mtime != b.mtime))
+      out.push_back({name, kWatchWrite});
     if (a.mode != b.mode) out.push_back({name, kWatchChmod});
   }
   return out;
@@ -62,7 +63,8 @@ std::vector<WatchEvent> DiffSnapshots(const WatchSnapshot& before, const WatchSn
 
 asio::awaitable<Result<std::vector<WatchEvent>>> DirWatcher::Poll(std::shared_ptr<Sandbox> sb) {
   // Recursion is bounded like the /v1 listing's depth.
-  nlohmann::json req = {{"op", "list"}, {"path", path_}, {"depth", recursive_ ? 32 : 1}, {"user", user_}};
+  nlohmann::json req = {
+      {"op", "list"}, {"path", path_}, {"depth", recursive_ ? 32 : 1}, {"user", user_}};
   auto r = co_await FsCall(sb, req);
   if (!r.ok()) co_return r.error();
   WatchSnapshot now = SnapshotFromListing(*r, path_);

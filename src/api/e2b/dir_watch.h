@@ -20,7 +20,13 @@
 namespace hutch::api::e2b {
 
 // filesystem.EventType numbers.
-enum WatchEventType { kWatchCreate = 1, kWatchWrite = 2, kWatchRemove = 3, kWatchRename = 4, kWatchChmod = 5 };
+enum WatchEventType {
+  kWatchCreate = 1,
+  kWatchWrite = 2,
+  kWatchRemove = 3,
+  kWatchRename = 4,
+  kWatchChmod = 5
+};
 const char* WatchEventTypeName(int t);
 
 struct WatchEntry {
@@ -44,7 +50,10 @@ std::vector<WatchEvent> DiffSnapshots(const WatchSnapshot& before, const WatchSn
 class DirWatcher {
  public:
   DirWatcher(std::string sandbox_id, std::string path, bool recursive, std::string user)
-      : sandbox_id_(std::move(sandbox_id)), path_(std::move(path)), recursive_(recursive), user_(std::move(user)) {}
+      : sandbox_id_(std::move(sandbox_id)),
+        path_(std::move(path)),
+        recursive_(recursive),
+        user_(std::move(user)) {}
   // Lists the directory; the first call only records it. Returns what
   // changed since the previous call.
   asio::awaitable<Result<std::vector<WatchEvent>>> Poll(std::shared_ptr<Sandbox> sb);

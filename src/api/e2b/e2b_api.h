@@ -21,9 +21,9 @@
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/proto_json.h"
 #include "auth/credentials.h"
-#include "http/router.h"
 #include "core/pty_session.h"
 #include "core/sandbox_manager.h"
+#include "http/router.h"
 
 namespace hutch::api::e2b {
 
@@ -67,10 +67,12 @@ class E2bApi {
   // e2b_ports.cc: exposed ports by Host ({port}-{id}.<domain>) or by
   // E2b-Sandbox-Port under /e2b; relayed raw.
   static bool IsPortRequest(const HttpContext& ctx, const std::vector<std::string>& seg);
-  asio::awaitable<void> PortsByHost(HttpContext& ctx, const std::string& id, const std::string& port_text);
+  asio::awaitable<void> PortsByHost(HttpContext& ctx, const std::string& id,
+                                    const std::string& port_text);
   asio::awaitable<void> PortsByE2bHeader(HttpContext& ctx);
-  asio::awaitable<void> PortsE2b(HttpContext& ctx, const std::string& id, const std::string& port_text,
-                                 std::string target, std::string prefix);
+  asio::awaitable<void> PortsE2b(HttpContext& ctx, const std::string& id,
+                                 const std::string& port_text, std::string target,
+                                 std::string prefix);
 
   // e2b_control.cc; `key_hash` (Create) owns what it creates.
   asio::awaitable<void> Create(HttpContext& ctx, const std::string& key_hash);
@@ -88,17 +90,22 @@ class E2bApi {
   asio::awaitable<void> ProcessConnect(HttpContext& ctx, EnvdCall& call);
   asio::awaitable<Result<Json>> ProcessUnary(const std::string& method, EnvdCall& call);
   asio::awaitable<void> PtyStart(HttpContext& ctx, EnvdCall& call, std::vector<std::string> argv,
-                                 std::map<std::string, std::string> env, std::string cwd, const Json& pty);
+                                 std::map<std::string, std::string> env, std::string cwd,
+                                 const Json& pty);
 
   // e2b_filesystem.cc: filesystem.Filesystem
   asio::awaitable<Result<Json>> FilesystemUnary(const std::string& method, EnvdCall& call);
   asio::awaitable<void> WatchDir(HttpContext& ctx, EnvdCall& call);
 
   // e2b_files.cc: GET/POST /files
-  asio::awaitable<void> FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& user);
-  asio::awaitable<void> FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& user);
+  asio::awaitable<void> FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                 const std::string& user);
+  asio::awaitable<void> FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                  const std::string& user);
 
-  static std::string PtyKey(const std::string& id, int pid) { return id + "/" + std::to_string(pid); }
+  static std::string PtyKey(const std::string& id, int pid) {
+    return id + "/" + std::to_string(pid);
+  }
 
   SandboxManager* mgr_;
   size_t json_limit_;

@@ -21,7 +21,8 @@ std::string BasicAuthUser(std::string_view auth) {
   const std::string_view prefix = "Basic ";
   if (auth.size() <= prefix.size()) return {};
   for (size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(auth[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+    if (std::tolower(static_cast<unsigned char>(auth[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i])))
       return {};
   Json m = {{"b", std::string(auth.substr(prefix.size()))}};
   auto raw = PjBytes(m, "b");

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <optional>
 
+#include "api/common/json_fields.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
 #include "auth/sandbox_token.h"
-#include "api/common/json_fields.h"
 
 namespace hutch::api::e2b {
 
@@ -23,9 +23,9 @@ Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
   auto rec = mgr->Get(id);
   if (!rec.ok()) return rec.error();
   if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
-    return MakeError(
-        Code::kSandboxNotFound,
-        "sandbox " + id + " not found (it " + (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
+    return MakeError(Code::kSandboxNotFound,
+                     "sandbox " + id + " not found (it " +
+                         (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
   return rec;
 }
 
@@ -82,7 +82,8 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["state"] = E2bState(r.status);
   } else {
     j["envdAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
-    j["trafficAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
+    j["trafficAccessToken"] =
+        auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
   }
   return j;
 }
@@ -100,7 +101,8 @@ namespace {
 Result<net::NetworkPolicy> E2bNetworkPolicy(const Json& j, bool networking) {
   std::optional<bool> internet;
   if (auto it = j.find("allow_internet_access"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) return MakeError(Code::kInvalidRequest, "'allow_internet_access' must be a boolean");
+    if (!it->is_boolean())
+      return MakeError(Code::kInvalidRequest, "'allow_internet_access' must be a boolean");
     internet = it->get<bool>();
   }
   auto nw = j.find("network");
@@ -116,16 +118,22 @@ Result<net::NetworkPolicy> E2bNetworkPolicy(const Json& j, bool networking) {
     if (v.is_null()) continue;
     if (k == "allowPublicTraffic") continue;  // about reaching the sandbox's ports, not egress
     if (k != "allowOut" && k != "denyOut")
-      return MakeError(Code::kNotSupported, "'network." + k + "' is not supported by hutch (docs/compat-e2b.md)");
-    if (!v.is_array()) return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
+      return MakeError(Code::kNotSupported,
+                       "'network." + k + "' is not supported by hutch (docs/compat-e2b.md)");
+    if (!v.is_array())
+      return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
     for (const auto& e : v) {
-      if (!e.is_string()) return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
+      if (!e.is_string())
+        return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
       const std::string s = e.get<std::string>();
       if (k == "denyOut" && s == "0.0.0.0/0") deny_all = true;
       else (k == "allowOut" ? allow : deny).push_back(s);
     }
   }
-  Json p = {{"mode", "policy"}, {"default", deny_all ? "deny" : "allow"}, {"allow", allow}, {"deny", deny}};
+  Json p = {{"mode", "policy"},
+            {"default", deny_all ? "deny" : "allow"},
+            {"allow", allow},
+            {"deny", deny}};
   return net::ParseNetworkPolicy(p);
 }
 }  // namespace
@@ -141,7 +149,8 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     {
       Error err =
-          MakeError(Code::kNotSupported, std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)");
+          MakeError(Code::kNotSupported,
+                    std::string("'") + f + "' is not supported by hutch yet (docs/compat-e2b.md)");
       co_return co_await SendControlError(ctx, err);
     }
   }
@@ -149,8 +158,9 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   auto timeout = TimeoutField(j);
   auto meta = OptStringMap(j, "metadata");
   auto env = OptEnvMap(j, "envVars");
-  for (const Error* e : {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
-                         meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
+  for (const Error* e :
+       {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
+        meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
     if (e) co_return co_await SendControlError(ctx, *e);
   auto network = E2bNetworkPolicy(j, mgr_->network() != nullptr);
   if (!network.ok()) co_return co_await SendControlError(ctx, network.error());
@@ -198,10 +208,8 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   if (!states.empty()) {
     f.any_status.clear();
     for (const auto& st : states) {
-      if (st == "running")
-        f.any_status.push_back(SandboxStatus::kRunning);
-      else if (st == "paused")
-        f.any_status.push_back(SandboxStatus::kPaused);
+      if (st == "running") f.any_status.push_back(SandboxStatus::kRunning);
+      else if (st == "paused") f.any_status.push_back(SandboxStatus::kPaused);
       else {
         Error err = MakeError(Code::kInvalidRequest, "unknown state '" + st + "'");
         co_return co_await SendControlError(ctx, err);
@@ -226,8 +234,10 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   Json j = SandboxJson(*rec, true);
-  j["envdAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
-  j["trafficAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
+  j["envdAccessToken"] =
+      auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
+  j["trafficAccessToken"] =
+      auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
   co_await ctx.SendJson(200, j);
 }
 
@@ -248,7 +258,8 @@ asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id
     Error err = MakeError(Code::kInvalidRequest, "'timeout' is required");
     co_return co_await SendControlError(ctx, err);
   }
-  if (auto rec = Visible(mgr_, id); !rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (auto rec = Visible(mgr_, id); !rec.ok())
+    co_return co_await SendControlError(ctx, rec.error());
   auto rec = mgr_->SetTtl(id, **t);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   co_await ctx.SendEmpty(204);
@@ -310,7 +321,8 @@ asio::awaitable<void> E2bApi::Metrics(HttpContext& ctx, const std::string& id) {
   // One sample: hutch keeps no history. CPU is the average since start.
   const double cpu_pct = static_cast<double>(stats->cpu_usage_ns) / 1e9 / up / cpus * 100.0;
   Json sample = {{"timestamp", FormatRfc3339(now)},
-                 {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+                 {"timestampUnix",
+                  std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
                  {"cpuCount", cpus},
                  {"cpuUsedPct", cpu_pct},
                  {"memUsed", stats->memory_current},

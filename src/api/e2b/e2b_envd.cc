@@ -15,8 +15,8 @@ namespace {
 asio::awaitable<void> SendUnreachable(HttpContext& ctx, const std::string& why, bool rpc) {
   Error e = MakeError(Code::kSandboxNotRunning, why);
   ctx.NoteError(e);
-  nlohmann::json body =
-      rpc ? nlohmann::json{{"code", "unavailable"}, {"message", why}} : nlohmann::json{{"code", 502}, {"message", why}};
+  nlohmann::json body = rpc ? nlohmann::json{{"code", "unavailable"}, {"message", why}}
+                            : nlohmann::json{{"code", 502}, {"message", why}};
   co_await ctx.SendJson(502, body);
 }
 
@@ -54,11 +54,13 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_return co_await SendUnreachable(ctx, "sandbox " + id + " not found", rpc);
   if (seg.size() == 2 && seg[1] == "health") {
     if (rec->status != SandboxStatus::kRunning)
-      co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status), false);
+      co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status),
+                                         false);
     co_return co_await ctx.SendEmpty(204);
   }
   const std::string token = ctx.Header("X-Access-Token");
-  if (!auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key, rec->id)) {
+  if (!auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key,
+                                 rec->id)) {
     Error e = MakeError(Code::kUnauthorized, "missing or wrong X-Access-Token for sandbox " + id);
     if (rpc) co_return co_await SendUnary(ctx, e);
     ctx.NoteError(e);
@@ -69,15 +71,18 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
   // /v1 calls would.
   if (int wait = creds_->Charge(rec->owner_key); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
-    Error e = MakeError(Code::kRateLimited, "rate limit of the sandbox owner's key exceeded; retry after " +
-                                                std::to_string(wait) + " s");
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of the sandbox owner's key exceeded; retry after " +
+                            std::to_string(wait) + " s");
     if (rpc) co_return co_await SendUnary(ctx, e);
     ctx.NoteError(e);
     const nlohmann::json body = {{"code", 429}, {"message", e.message}};
     co_return co_await ctx.SendJson(429, body);
   }
   auto sb = mgr_->GetRunning(id);
-  if (!sb.ok()) co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status), rpc);
+  if (!sb.ok())
+    co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status),
+                                       rpc);
   std::string user = BasicAuthUser(ctx.Header("Authorization"));
   if (user.empty()) user = kDefaultUser;
 
@@ -107,8 +112,9 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
   const std::string want = streaming ? "application/connect+json" : "application/json";
   if (ct != want) {
     // Connect answers an unsupported codec with 415 before anything else.
-    Error e = MakeError(Code::kNotSupported,
-                        "content type '" + ct + "' is not supported; hutch speaks " + want + " (the SDK's JSON codec)");
+    Error e =
+        MakeError(Code::kNotSupported, "content type '" + ct + "' is not supported; hutch speaks " +
+                                           want + " (the SDK's JSON codec)");
     ctx.NoteError(e);
     co_return co_await ctx.SendEmpty(415);
   }
@@ -121,7 +127,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     auto env = reader.Next();
     if (!env.ok()) co_return co_await fail(env.error());
     if (!*env || reader.pending() != 0) {
-      Error err = MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
+      Error err =
+          MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
       co_return co_await fail(err);
     }
     if ((*env)->flags & kEnvelopeCompressed) {
@@ -147,8 +154,10 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     Error err = MakeError(Code::kInvalidRequest, "a message must be a JSON object");
     co_return co_await fail(err);
   }
-  if (auto t = IntHeader(ctx.Header("Connect-Timeout-Ms")); t && *t > 0) call.timeout = std::chrono::milliseconds(*t);
-  if (auto k = IntHeader(ctx.Header("Keepalive-Ping-Interval")); k && *k > 0) call.keepalive = std::chrono::seconds(*k);
+  if (auto t = IntHeader(ctx.Header("Connect-Timeout-Ms")); t && *t > 0)
+    call.timeout = std::chrono::milliseconds(*t);
+  if (auto k = IntHeader(ctx.Header("Keepalive-Ping-Interval")); k && *k > 0)
+    call.keepalive = std::chrono::seconds(*k);
 
   if (service == "process.Process") {
     if (method == "Start") co_return co_await ProcessStart(ctx, call);
@@ -162,7 +171,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_return co_await SendUnary(ctx, r);
   }
   {
-    Error err = MakeError(Code::kNotSupported, "envd service '" + service + "' is not implemented by hutch");
+    Error err = MakeError(Code::kNotSupported,
+                          "envd service '" + service + "' is not implemented by hutch");
     co_await fail(err);
   }
 }

@@ -2,9 +2,9 @@
 // client accepts it) and POST /files (multipart/form-data parts or one
 // application/octet-stream body, optionally gzip-encoded), streamed through
 // core's FileDownload / FileUpload so no file is ever held whole.
+#include "api/common/multipart.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/gzip_stream.h"
-#include "api/common/multipart.h"
 #include "common/header_value.h"
 #include "core/file_ops.h"
 
@@ -60,13 +60,15 @@ nlohmann::json WrittenJson(const nlohmann::json& entry, const std::string& fallb
 
 }  // namespace
 
-asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& call_user) {
+asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                       const std::string& call_user) {
   auto path = ctx.Query("path");
   if (!path || path->empty() || path->find('\0') != std::string::npos) {
     Error err = MakeError(Code::kInvalidRequest, "query parameter 'path' is required");
     co_return co_await SendFilesError(ctx, err);
   }
-  const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
+  const std::string user =
+      ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   auto dl = co_await FileDownload::Start(sb, *path, user, 0, -1);
   if (!dl.ok()) co_return co_await SendFilesError(ctx, dl.error());
   auto& d = **dl;
@@ -103,8 +105,10 @@ asio::awaitable<void> E2bApi::FilesGet(HttpContext& ctx, std::shared_ptr<Sandbox
   (void)co_await ctx.EndStream();
 }
 
-asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& call_user) {
-  const std::string user = ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
+asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                        const std::string& call_user) {
+  const std::string user =
+      ctx.Query("username").value_or("").empty() ? call_user : *ctx.Query("username");
   const std::string qpath = ctx.Query("path").value_or("");
   if (qpath.find('\0') != std::string::npos) {
     Error err = MakeError(Code::kInvalidRequest, "path contains NUL");
@@ -150,8 +154,8 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
   const std::string boundary = MultipartBoundary(ct);
   if (ct.rfind("multipart/form-data", 0) != 0 || boundary.empty()) {
     Error err = MakeError(Code::kInvalidRequest,
-                           "Content-Type must be multipart/form-data (with a boundary) or "
-                           "application/octet-stream");
+                          "Content-Type must be multipart/form-data (with a boundary) or "
+                          "application/octet-stream");
     co_return co_await SendFilesError(ctx, err);
   }
   MultipartReader reader(boundary);
@@ -166,7 +170,8 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
         if (skipping) continue;
         current_path = qpath.empty() ? ev.filename : qpath;
         if (current_path.empty() || current_path.find('\0') != std::string::npos)
-          co_return MakeError(Code::kInvalidRequest, "a file part needs a path (query 'path' or its filename)");
+          co_return MakeError(Code::kInvalidRequest,
+                              "a file part needs a path (query 'path' or its filename)");
         auto up = co_await FileUpload::Start(sb, current_path, user, 0644);
         if (!up.ok()) co_return up.error();
         current = std::move(*up);
@@ -198,7 +203,8 @@ asio::awaitable<void> E2bApi::FilesPost(HttpContext& ctx, std::shared_ptr<Sandbo
   });
   if (!st.ok()) co_return co_await SendFilesError(ctx, st.error());
   if (!reader.done()) {
-    Error err = MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary");
+    Error err =
+        MakeError(Code::kInvalidRequest, "multipart body ended before its closing boundary");
     co_return co_await SendFilesError(ctx, err);
   }
   if (written.empty()) {

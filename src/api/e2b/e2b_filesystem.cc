@@ -32,12 +32,9 @@ Json EntryInfo(const Json& e) {
   Json out = Json::object();
   const std::string type = e.value("type", "other");
   if (auto n = e.value("name", ""); !n.empty()) out["name"] = n;
-  if (type == "file")
-    out["type"] = "FILE_TYPE_FILE";
-  else if (type == "dir")
-    out["type"] = "FILE_TYPE_DIRECTORY";
-  else if (type == "symlink")
-    out["type"] = "FILE_TYPE_SYMLINK";
+  if (type == "file") out["type"] = "FILE_TYPE_FILE";
+  else if (type == "dir") out["type"] = "FILE_TYPE_DIRECTORY";
+  else if (type == "symlink") out["type"] = "FILE_TYPE_SYMLINK";
   if (auto p = e.value("path", ""); !p.empty()) out["path"] = p;
   if (int64_t size = e.value("size", int64_t{0}); size != 0) out["size"] = PjInt64String(size);
   const int mode = e.value("mode", 0);
@@ -46,12 +43,11 @@ Json EntryInfo(const Json& e) {
   // FsCall already turned the agent's unix seconds into RFC 3339 (UTC),
   // which is also the proto3 JSON form of a Timestamp.
   if (auto m = e.find("mtime"); m != e.end()) {
-    if (m->is_string())
-      out["modifiedTime"] = *m;
-    else if (m->is_number())
-      out["modifiedTime"] = PjTimestamp(m->get<int64_t>());
+    if (m->is_string()) out["modifiedTime"] = *m;
+    else if (m->is_number()) out["modifiedTime"] = PjTimestamp(m->get<int64_t>());
   }
-  if (e.contains("symlink_target") && e["symlink_target"].is_string()) out["symlinkTarget"] = e["symlink_target"];
+  if (e.contains("symlink_target") && e["symlink_target"].is_string())
+    out["symlinkTarget"] = e["symlink_target"];
   return out;
 }
 
@@ -65,22 +61,26 @@ Result<std::string> RequiredPath(const Json& req, const char* key) {
   auto p = PjString(req, key);
   if (!p.ok()) return p.error();
   if (p->empty()) return MakeError(Code::kInvalidRequest, std::string("'") + key + "' is required");
-  if (p->find('\0') != std::string::npos) return MakeError(Code::kInvalidRequest, "path contains NUL");
+  if (p->find('\0') != std::string::npos)
+    return MakeError(Code::kInvalidRequest, "path contains NUL");
   return *p;
 }
 
 // A directory to watch: it must exist and be a directory.
-asio::awaitable<Status> CheckWatchable(std::shared_ptr<Sandbox> sb, const std::string& path, const std::string& user) {
+asio::awaitable<Status> CheckWatchable(std::shared_ptr<Sandbox> sb, const std::string& path,
+                                       const std::string& user) {
   Json req = {{"op", "stat"}, {"path", path}, {"user", user}};
   auto r = co_await FsCall(sb, req);
   if (!r.ok()) co_return r.error();
-  if ((*r)["entry"].value("type", "") != "dir") co_return MakeError(Code::kNotADirectory, path + " is not a directory");
+  if ((*r)["entry"].value("type", "") != "dir")
+    co_return MakeError(Code::kNotADirectory, path + " is not a directory");
   co_return Status{};
 }
 
 Json EventsJson(const std::vector<WatchEvent>& ev) {
   Json a = Json::array();
-  for (const auto& e : ev) a.push_back(Json{{"name", e.name}, {"type", WatchEventTypeName(e.type)}});
+  for (const auto& e : ev)
+    a.push_back(Json{{"name", e.name}, {"type", WatchEventTypeName(e.type)}});
   return a;
 }
 
@@ -101,7 +101,10 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
     if (method == "ListDir") {
       auto depth = PjUint32(req, "depth");
       if (!depth.ok()) co_return depth.error();
-      Json q = {{"op", "list"}, {"path", *path}, {"depth", std::clamp<uint32_t>(*depth, 1, 32)}, {"user", call.user}};
+      Json q = {{"op", "list"},
+                {"path", *path},
+                {"depth", std::clamp<uint32_t>(*depth, 1, 32)},
+                {"user", call.user}};
       auto r = co_await FsCall(sb, q);
       if (!r.ok()) co_return r.error();
       Json entries = Json::array();
@@ -144,7 +147,8 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
     // Watchers of sandboxes that are gone go first.
     std::erase_if(watchers_, [this](const auto& kv) {
       auto rec = mgr_->Get(kv.second->sandbox_id());
-      return !rec.ok() || rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed;
+      return !rec.ok() || rec->status == SandboxStatus::kStopped ||
+             rec->status == SandboxStatus::kFailed;
     });
     if (watchers_.size() >= kMaxWatchers)
       co_return MakeError(Code::kCapacityExhausted,
@@ -174,7 +178,8 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
     if (!ev->empty()) out["events"] = EventsJson(*ev);
     co_return out;
   }
-  co_return MakeError(Code::kNotSupported, "filesystem.Filesystem/" + method + " is not implemented by hutch");
+  co_return MakeError(Code::kNotSupported,
+                      "filesystem.Filesystem/" + method + " is not implemented by hutch");
 }
 
 asio::awaitable<void> E2bApi::WatchDir(HttpContext& ctx, EnvdCall& call) {
@@ -184,12 +189,15 @@ asio::awaitable<void> E2bApi::WatchDir(HttpContext& ctx, EnvdCall& call) {
   auto recursive = PjBool(call.request, "recursive");
   if (!recursive.ok()) co_return co_await out.End(&recursive.error());
   if (auto inc = PjBool(call.request, "includeEntry"); inc.ok() && *inc) {
-    Error e = MakeError(Code::kNotSupported, "watch events with entries (includeEntry) are not supported by hutch");
+    Error e = MakeError(Code::kNotSupported,
+                        "watch events with entries (includeEntry) are not supported by hutch");
     co_return co_await out.End(&e);
   }
-  if (auto st = co_await CheckWatchable(call.sb, *path, call.user); !st.ok()) co_return co_await out.End(&st.error());
+  if (auto st = co_await CheckWatchable(call.sb, *path, call.user); !st.ok())
+    co_return co_await out.End(&st.error());
   DirWatcher w(call.sb->rec.id, *path, *recursive, call.user);
-  if (auto primed = co_await w.Poll(call.sb); !primed.ok()) co_return co_await out.End(&primed.error());
+  if (auto primed = co_await w.Poll(call.sb); !primed.ok())
+    co_return co_await out.End(&primed.error());
   auto ex = co_await asio::this_coro::executor;
   auto timer = std::make_shared<asio::steady_timer>(ex);
   auto closed = std::make_shared<bool>(false);

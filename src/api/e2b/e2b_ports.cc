@@ -29,7 +29,8 @@ bool E2bApi::IsPortRequest(const HttpContext& ctx, const std::vector<std::string
   return !port.empty() && port != kEnvdPort;
 }
 
-asio::awaitable<void> E2bApi::PortsByHost(HttpContext& ctx, const std::string& id, const std::string& port_text) {
+asio::awaitable<void> E2bApi::PortsByHost(HttpContext& ctx, const std::string& id,
+                                          const std::string& port_text) {
   // (Named locals: GCC 12 mishandles temporaries inside co_await.)
   std::string target(ctx.target());
   std::string no_prefix;
@@ -49,8 +50,9 @@ asio::awaitable<void> E2bApi::PortsByE2bHeader(HttpContext& ctx) {
   co_await PortsE2b(ctx, id, port, std::move(split.rest), std::move(prefix));
 }
 
-asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id, const std::string& port_text,
-                                    std::string target, std::string prefix) {
+asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id,
+                                       const std::string& port_text, std::string target,
+                                       std::string prefix) {
   auto port = PortProxy::ParsePort(port_text);
   if (!port.ok()) co_return co_await ctx.SendError(port.error());
   ProxyRequest req;
@@ -70,18 +72,21 @@ asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id, 
   if (spender.empty() && rec.ok()) {
     const std::string traffic = ctx.Header("e2b-traffic-access-token");
     const std::string access = ctx.Header("X-Access-Token");
-    if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bTraffic, traffic, rec->owner_key, rec->id)) {
+    if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bTraffic, traffic, rec->owner_key,
+                                  rec->id)) {
       req.strip_headers.push_back("e2b-traffic-access-token");
       spender = rec->owner_key;
-    } else if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access, rec->owner_key, rec->id)) {
+    } else if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access, rec->owner_key,
+                                         rec->id)) {
       req.strip_headers.push_back("X-Access-Token");
       spender = rec->owner_key;
     }
   }
   if (spender.empty()) {
-    Error e = MakeError(Code::kUnauthorized,
-                        "missing or wrong credential for sandbox " + id +
-                            "'s ports (e2b-traffic-access-token, X-Access-Token, X-API-Key or Authorization: Bearer)");
+    Error e =
+        MakeError(Code::kUnauthorized, "missing or wrong credential for sandbox " + id +
+                                           "'s ports (e2b-traffic-access-token, X-Access-Token, "
+                                           "X-API-Key or Authorization: Bearer)");
     co_return co_await ctx.SendError(e);
   }
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());

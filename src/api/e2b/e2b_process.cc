@@ -11,8 +11,8 @@
 
 #include "api/e2b/connect_stream.h"
 #include "api/e2b/e2b_api.h"
-#include "http/close_interrupts.h"
 #include "core/process_ops.h"
+#include "http/close_interrupts.h"
 
 namespace hutch::api::e2b {
 
@@ -20,7 +20,9 @@ namespace {
 
 Json Event(const char* kind, Json value) { return Json{{"event", Json{{kind, std::move(value)}}}}; }
 
-Json DataEvent(const char* stream, std::string_view bytes) { return Event("data", Json{{stream, PjBase64(bytes)}}); }
+Json DataEvent(const char* stream, std::string_view bytes) {
+  return Event("data", Json{{stream, PjBase64(bytes)}});
+}
 
 // The EndEvent as envd (Go's os.ProcessState) words it: a signalled
 // process has exit code -1, exited=false, status "signal: killed".
@@ -29,7 +31,8 @@ Json EndEvent(const ExitInfo& e) {
   if (e.signal) {
     end["exitCode"] = -1;
     std::string name = strsignal(e.signal);
-    if (!name.empty()) name[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[0])));
+    if (!name.empty())
+      name[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[0])));
     end["status"] = "signal: " + name;
   } else {
     if (e.exit_code != 0) end["exitCode"] = e.exit_code;
@@ -43,10 +46,12 @@ Result<int> SelectedPid(const Json& req) {
   auto sel = PjMessage(req, "process");
   if (!sel.ok()) return sel.error();
   if (sel->contains("tag") && !(*sel)["tag"].is_null())
-    return MakeError(Code::kNotSupported, "selecting a process by tag is not supported by hutch; use its pid");
+    return MakeError(Code::kNotSupported,
+                     "selecting a process by tag is not supported by hutch; use its pid");
   auto pid = PjUint32(*sel, "pid");
   if (!pid.ok()) return pid.error();
-  if (*pid == 0 || *pid > INT32_MAX) return MakeError(Code::kInvalidRequest, "'process.pid' is required");
+  if (*pid == 0 || *pid > INT32_MAX)
+    return MakeError(Code::kInvalidRequest, "'process.pid' is required");
   return static_cast<int>(*pid);
 }
 
@@ -56,7 +61,8 @@ asio::awaitable<Error> ExplainConflict(std::shared_ptr<Sandbox> sb, int pid, Err
   if (e.code != Code::kConflict) co_return e;
   auto info = co_await GetProcess(sb, pid);
   if (info.ok() && !info->running)
-    co_return MakeError(Code::kProcessNotFound, "process " + std::to_string(pid) + " is not running");
+    co_return MakeError(Code::kProcessNotFound,
+                        "process " + std::to_string(pid) + " is not running");
   e.code = Code::kInvalidRequest;
   co_return e;
 }
@@ -66,7 +72,8 @@ asio::awaitable<Error> ExplainConflict(std::shared_ptr<Sandbox> sb, int pid, Err
 // passes. A Start stream has no deadline of its own: its process was given
 // the deadline as its timeout, so the agent kills it and the stream ends
 // with that end event.
-asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out, std::unique_ptr<ProcessFollower> attached, int pid,
+asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out,
+                             std::unique_ptr<ProcessFollower> attached, int pid,
                              const EnvdCall& call, bool deadline) {
   std::shared_ptr<ProcessFollower> f = std::move(attached);
   std::weak_ptr<ProcessFollower> weak = f;
@@ -75,11 +82,12 @@ asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out, std::unique_p
   Json start = Event("start", Json{{"pid", pid}});
   if (!(co_await out.Send(start)).ok()) co_return;
   while (true) {
-    auto wait = call.keepalive.count() > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(call.keepalive)
-                                           : std::chrono::milliseconds(3600 * 1000);
+    auto wait = call.keepalive.count() > 0
+                    ? std::chrono::duration_cast<std::chrono::milliseconds>(call.keepalive)
+                    : std::chrono::milliseconds(3600 * 1000);
     if (deadline && call.timeout) {
-      auto left = *call.timeout -
-                  std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_at);
+      auto left = *call.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - start_at);
       // The deadline is the client's too: it has given up; end cleanly.
       if (left.count() <= 0) co_return co_await out.End(nullptr);
       wait = std::min(wait, left);
@@ -166,14 +174,16 @@ asio::awaitable<void> E2bApi::ProcessConnect(HttpContext& ctx, EnvdCall& call) {
   auto info = co_await GetProcess(call.sb, *pid);
   if (!info.ok()) co_return co_await out.End(&info.error());
   if (!info->running) {
-    Error e = MakeError(Code::kProcessNotFound, "process " + std::to_string(*pid) + " is not running");
+    Error e =
+        MakeError(Code::kProcessNotFound, "process " + std::to_string(*pid) + " is not running");
     co_return co_await out.End(&e);
   }
   if (!info->background) {
-    Error e = MakeError(Code::kNotSupported, "process " + std::to_string(*pid) +
-                                                 (info->pty ? " is a terminal: its output goes only to the stream that "
-                                                              "created it (pty.connect is not supported by hutch)"
-                                                            : " was not started through envd"));
+    Error e = MakeError(Code::kNotSupported,
+                        "process " + std::to_string(*pid) +
+                            (info->pty ? " is a terminal: its output goes only to the stream that "
+                                         "created it (pty.connect is not supported by hutch)"
+                                       : " was not started through envd"));
     co_return co_await out.End(&e);
   }
   // Like envd: from now on (what it printed before is not replayed).
@@ -182,8 +192,10 @@ asio::awaitable<void> E2bApi::ProcessConnect(HttpContext& ctx, EnvdCall& call) {
   co_await Follow(ctx, out, std::move(*f), *pid, call, true);
 }
 
-asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call, std::vector<std::string> argv,
-                                       std::map<std::string, std::string> env, std::string cwd, const Json& pty) {
+asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call,
+                                       std::vector<std::string> argv,
+                                       std::map<std::string, std::string> env, std::string cwd,
+                                       const Json& pty) {
   ConnectStream out(ctx);
   auto size = PjMessage(pty, "size");
   if (!size.ok()) co_return co_await out.End(&size.error());
@@ -258,7 +270,8 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
     for (const auto& p : *list) {
       if (!p.running || p.argv.empty()) continue;
       Json config = {{"cmd", p.argv[0]}};
-      if (p.argv.size() > 1) config["args"] = std::vector<std::string>(p.argv.begin() + 1, p.argv.end());
+      if (p.argv.size() > 1)
+        config["args"] = std::vector<std::string>(p.argv.begin() + 1, p.argv.end());
       if (!p.cwd.empty()) config["cwd"] = p.cwd;
       procs.push_back(Json{{"config", config}, {"pid", p.pid}});
     }
@@ -266,7 +279,8 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
     if (!procs.empty()) outj["processes"] = procs;
     co_return outj;
   }
-  if (method == "SendInput" || method == "CloseStdin" || method == "SendSignal" || method == "Update") {
+  if (method == "SendInput" || method == "CloseStdin" || method == "SendSignal" ||
+      method == "Update") {
     auto pid = SelectedPid(req);
     if (!pid.ok()) co_return pid.error();
     auto term = ptys_.find(PtyKey(call.sb->rec.id, *pid));
@@ -278,7 +292,9 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
       auto data = PjBytes(*input, to_pty ? "pty" : "stdin");
       if (!data.ok()) co_return data.error();
       if (to_pty) {
-        if (!pty) co_return MakeError(Code::kProcessNotFound, "no terminal with pid " + std::to_string(*pid));
+        if (!pty)
+          co_return MakeError(Code::kProcessNotFound,
+                              "no terminal with pid " + std::to_string(*pid));
         if (auto st = co_await pty->Write(*data); !st.ok()) co_return st.error();
         co_return empty;
       }
@@ -297,14 +313,16 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
       auto sig = PjEnum(req, "signal", kSignals);
       if (!sig.ok()) co_return sig.error();
       if (*sig <= 0 || *sig > 64)
-        co_return MakeError(Code::kInvalidRequest, "'signal' must be SIGNAL_SIGTERM or SIGNAL_SIGKILL");
+        co_return MakeError(Code::kInvalidRequest,
+                            "'signal' must be SIGNAL_SIGTERM or SIGNAL_SIGKILL");
       auto r = co_await SignalProcess(call.sb, *pid, *sig);
       if (!r.ok()) co_return co_await ExplainConflict(call.sb, *pid, r.error());
       co_return empty;
     }
     // Update: a terminal's size.
     if (!req.contains("pty") || req["pty"].is_null()) co_return empty;
-    if (!pty) co_return MakeError(Code::kProcessNotFound, "no terminal with pid " + std::to_string(*pid));
+    if (!pty)
+      co_return MakeError(Code::kProcessNotFound, "no terminal with pid " + std::to_string(*pid));
     auto p = PjMessage(req, "pty");
     if (!p.ok()) co_return p.error();
     auto size = PjMessage(*p, "size");
@@ -320,9 +338,11 @@ asio::awaitable<Result<Json>> E2bApi::ProcessUnary(const std::string& method, En
     co_return empty;
   }
   if (method == "StreamInput")
-    co_return MakeError(Code::kNotSupported,
-                        "process.Process/StreamInput (a client stream) is not supported; use SendInput");
-  co_return MakeError(Code::kNotSupported, "process.Process/" + method + " is not implemented by hutch");
+    co_return MakeError(
+        Code::kNotSupported,
+        "process.Process/StreamInput (a client stream) is not supported; use SendInput");
+  co_return MakeError(Code::kNotSupported,
+                      "process.Process/" + method + " is not implemented by hutch");
 }
 
 }  // namespace hutch::api::e2b

@@ -10,7 +10,9 @@ namespace hutch::api::e2b {
 
 namespace {
 
-Error NoRoute(const HttpContext& ctx) { return MakeError(Code::kNotFound, "no E2B route for " + ctx.path()); }
+Error NoRoute(const HttpContext& ctx) {
+  return MakeError(Code::kNotFound, "no E2B route for " + ctx.path());
+}
 
 // Control-plane operations of E2B that hutch does not offer.
 constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network", "refreshes"};
@@ -20,14 +22,16 @@ constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network",
 asio::awaitable<bool> E2bApi::Admit(HttpContext& ctx) {
   const std::string hash = creds_->MatchAnyKey(KeyCandidates(ctx.Header("X-API-Key")));
   if (hash.empty()) {
-    Error e = MakeError(Code::kUnauthorized, "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
+    Error e =
+        MakeError(Code::kUnauthorized,
+                  "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
     co_await SendControlError(ctx, e);
     co_return false;
   }
   if (int wait = creds_->Charge(hash); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
-    Error e = MakeError(Code::kRateLimited,
-                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
+    Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
+                                                std::to_string(wait) + " s");
     co_await SendControlError(ctx, e);
     co_return false;
   }
@@ -48,8 +52,10 @@ void E2bApi::Register(Router& r) {
                   co_await PortsByHost(ctx, ph.id, ph.port);
                 },
                 /*raw=*/true});
-  r.AddMatcher({"/e2b/... with E2b-Sandbox-Id and E2b-Sandbox-Port (exposed port)", &E2bApi::IsPortRequest,
-                [this](HttpContext& ctx, const RouteMatch&) { return PortsByE2bHeader(ctx); }, /*raw=*/true});
+  r.AddMatcher({"/e2b/... with E2b-Sandbox-Id and E2b-Sandbox-Port (exposed port)",
+                &E2bApi::IsPortRequest,
+                [this](HttpContext& ctx, const RouteMatch&) { return PortsByE2bHeader(ctx); },
+                /*raw=*/true});
   // envd calls name their sandbox in a header and authenticate with its
   // access token (checked by HandleEnvd); the control plane uses X-API-Key.
   r.AddMatcher({"/e2b/... with E2b-Sandbox-Id (envd)",
@@ -57,9 +63,11 @@ void E2bApi::Register(Router& r) {
                   return !seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty();
                 },
                 [this](HttpContext& ctx, const RouteMatch& m) { return HandleEnvd(ctx, m.seg); }});
-  r.AddLogLabel([](const HttpContext& ctx, const std::vector<std::string>& seg) -> std::optional<std::string> {
+  r.AddLogLabel([](const HttpContext& ctx,
+                   const std::vector<std::string>& seg) -> std::optional<std::string> {
     if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) return ph->id;
-    if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty()) return ctx.Header("E2b-Sandbox-Id");
+    if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
+      return ctx.Header("E2b-Sandbox-Id");
     return std::nullopt;
   });
 
@@ -81,30 +89,37 @@ void E2bApi::Register(Router& r) {
   };
   for (const bool v2 : {false, true}) {
     const std::string base = v2 ? "/e2b/v2/sandboxes" : "/e2b/sandboxes";
-    r.Add(V::post, base, [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
+    r.Add(V::post, base,
+          [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
     r.Add(V::get, base, [this, v2](HttpContext& c, const RouteMatch&) { return List(c, v2); });
     r.Add(kAnyMethod, base, wrong_method);
     r.Add(V::post, base + "/{id}/connect",
           [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], false); });
     for (const char* op : kNotSupported) {
-      Route no{kAnyMethod, base + "/{id}/" + op, [op](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
-                 const Error e = MakeError(Code::kNotSupported, std::string("'") + op +
-                                                                    "' is not supported by hutch's E2B compatibility "
-                                                                    "layer (see docs/compat-e2b.md)");
+      Route no{kAnyMethod, base + "/{id}/" + op,
+               [op](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
+                 const Error e = MakeError(Code::kNotSupported,
+                                           std::string("'") + op +
+                                               "' is not supported by hutch's E2B compatibility "
+                                               "layer (see docs/compat-e2b.md)");
                  co_await SendControlError(c, e);
                }};
       no.not_supported = true;
       r.Add(std::move(no));
     }
   }
-  r.Add(V::get, "/e2b/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
-  r.Add(V::delete_, "/e2b/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Kill(c, m["id"]); });
+  r.Add(V::get, "/e2b/sandboxes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
+  r.Add(V::delete_, "/e2b/sandboxes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return Kill(c, m["id"]); });
   r.Add(V::post, "/e2b/sandboxes/{id}/timeout",
         [this](HttpContext& c, const RouteMatch& m) { return SetTimeout(c, m["id"]); });
-  r.Add(V::post, "/e2b/sandboxes/{id}/pause", [this](HttpContext& c, const RouteMatch& m) { return Pause(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/pause",
+        [this](HttpContext& c, const RouteMatch& m) { return Pause(c, m["id"]); });
   r.Add(V::post, "/e2b/sandboxes/{id}/resume",
         [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], true); });
-  r.Add(V::get, "/e2b/sandboxes/{id}/metrics", [this](HttpContext& c, const RouteMatch& m) { return Metrics(c, m["id"]); });
+  r.Add(V::get, "/e2b/sandboxes/{id}/metrics",
+        [this](HttpContext& c, const RouteMatch& m) { return Metrics(c, m["id"]); });
 }
 
 }  // namespace hutch::api::e2b

@@ -23,7 +23,8 @@ const Json* Field(const Json& m, const char* key) {
 Result<int64_t> Integer(const Json& v, const char* key, int64_t min, int64_t max) {
   int64_t n = 0;
   if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return Bad(key, "in range");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return Bad(key, "in range");
     n = v.get<int64_t>();
   } else if (v.is_number_float()) {
     double d = v.get<double>();
@@ -93,7 +94,8 @@ Result<Json> PjMessage(const Json& m, const char* key) {
   return *v;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> PjStringMap(const Json& m, const char* key) {
+Result<std::vector<std::pair<std::string, std::string>>> PjStringMap(const Json& m,
+                                                                     const char* key) {
   std::vector<std::pair<std::string, std::string>> out;
   const Json* v = Field(m, key);
   if (!v) return out;
@@ -117,7 +119,8 @@ Result<std::vector<std::string>> PjStringList(const Json& m, const char* key) {
   return out;
 }
 
-Result<int> PjEnum(const Json& m, const char* key, const std::vector<std::pair<const char*, int>>& names) {
+Result<int> PjEnum(const Json& m, const char* key,
+                   const std::vector<std::pair<const char*, int>>& names) {
   const Json* v = Field(m, key);
   if (!v) return 0;
   if (v->is_string()) {
@@ -142,7 +145,8 @@ std::string PjTimestamp(int64_t unix_seconds, int32_t nanos) {
     char frac[16];
     snprintf(frac, sizeof frac, ".%09d", nanos);
     std::string f = frac;
-    while (f.size() > 4 && f.substr(f.size() - 3) == "000") f.resize(f.size() - 3);  // 3, 6 or 9 digits
+    while (f.size() > 4 && f.substr(f.size() - 3) == "000")
+      f.resize(f.size() - 3);  // 3, 6 or 9 digits
     out += f;
   }
   return out + "Z";

@@ -31,10 +31,12 @@ Result<std::string> PjBytes(const Json& m, const char* key);
 // A sub-message; absent or null reads as {}.
 Result<Json> PjMessage(const Json& m, const char* key);
 // map<string,string>.
-Result<std::vector<std::pair<std::string, std::string>>> PjStringMap(const Json& m, const char* key);
+Result<std::vector<std::pair<std::string, std::string>>> PjStringMap(const Json& m,
+                                                                     const char* key);
 Result<std::vector<std::string>> PjStringList(const Json& m, const char* key);
 // An enum given by name or number; `names` maps each known name to its number.
-Result<int> PjEnum(const Json& m, const char* key, const std::vector<std::pair<const char*, int>>& names);
+Result<int> PjEnum(const Json& m, const char* key,
+                   const std::vector<std::pair<const char*, int>>& names);
 
 // Output helpers (defaults omitted by the caller's choice of setter).
 inline std::string PjBase64(std::string_view bytes) { return Base64Encode(bytes); }

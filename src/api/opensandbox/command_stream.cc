@@ -7,7 +7,8 @@
 namespace hutch::api::opensandbox {
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -16,7 +17,9 @@ nlohmann::json InitEvent(const std::string& id) {
 }
 
 nlohmann::json OutputEvent(bool stderr_stream, std::string text) {
-  return {{"type", stderr_stream ? "stderr" : "stdout"}, {"text", std::move(text)}, {"timestamp", NowMs()}};
+  return {{"type", stderr_stream ? "stderr" : "stdout"},
+          {"text", std::move(text)},
+          {"timestamp", NowMs()}};
 }
 
 nlohmann::json CompleteEvent(int64_t execution_ms) {
@@ -29,11 +32,13 @@ int ExitCodeOf(const ExitInfo& e) { return e.signal ? 128 + e.signal : e.exit_co
 
 nlohmann::json ExitErrorEvent(const ExitInfo& e) {
   const int code = ExitCodeOf(e);
-  std::string why = e.signal ? std::string("signal: ") + strsignal(e.signal) : "exit status " + std::to_string(code);
+  std::string why = e.signal ? std::string("signal: ") + strsignal(e.signal)
+                             : "exit status " + std::to_string(code);
   if (e.timed_out) why += " (timed out)";
   if (e.oom_killed) why += " (out of memory)";
   return {{"type", "error"},
-          {"error", {{"ename", "CommandExecError"}, {"evalue", std::to_string(code)}, {"traceback", {why}}}},
+          {"error",
+           {{"ename", "CommandExecError"}, {"evalue", std::to_string(code)}, {"traceback", {why}}}},
           {"timestamp", NowMs()}};
 }
 

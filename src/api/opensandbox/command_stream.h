@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "http/http_context.h"
 #include "core/exec_request.h"
+#include "http/http_context.h"
 
 namespace hutch::api::opensandbox {
 

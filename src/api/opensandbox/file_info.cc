@@ -11,12 +11,15 @@ namespace {
 // /etc/passwd and /etc/group are small; a bigger one is not worth reading.
 constexpr int64_t kMaxIdFile = 1 << 20;
 
-Result<int64_t> IdOf(const std::map<int64_t, std::string>& m, const std::string& name, const char* what) {
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos && name.size() < 10)
+Result<int64_t> IdOf(const std::map<int64_t, std::string>& m, const std::string& name,
+                     const char* what) {
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+      name.size() < 10)
     return std::stoll(name);
   for (const auto& [id, n] : m)
     if (n == name) return id;
-  return MakeError(Code::kInvalidRequest, std::string("unknown ") + what + " '" + name + "' in the sandbox");
+  return MakeError(Code::kInvalidRequest,
+                   std::string("unknown ") + what + " '" + name + "' in the sandbox");
 }
 
 }  // namespace
@@ -28,10 +31,12 @@ int OctalDigits(int mode) {
 }
 
 Result<int> ModeFromOctalDigits(int64_t digits) {
-  if (digits < 0 || digits > 7777) return MakeError(Code::kInvalidRequest, "mode must be octal digits, 0 to 7777");
+  if (digits < 0 || digits > 7777)
+    return MakeError(Code::kInvalidRequest, "mode must be octal digits, 0 to 7777");
   int mode = 0, scale = 1;
   for (int64_t d = digits; d > 0; d /= 10, scale *= 8) {
-    if (d % 10 > 7) return MakeError(Code::kInvalidRequest, "mode " + std::to_string(digits) + " is not octal");
+    if (d % 10 > 7)
+      return MakeError(Code::kInvalidRequest, "mode " + std::to_string(digits) + " is not octal");
     mode += static_cast<int>(d % 10) * scale;
   }
   return mode;
@@ -46,8 +51,10 @@ std::map<int64_t, std::string> IdNames::Parse(const std::string& text) {
     const size_t b = line.find(':', a + 1);
     if (b == std::string::npos) continue;
     const size_t c = line.find(':', b + 1);
-    const std::string id = line.substr(b + 1, c == std::string::npos ? std::string::npos : c - b - 1);
-    if (id.empty() || id.size() > 10 || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string id =
+        line.substr(b + 1, c == std::string::npos ? std::string::npos : c - b - 1);
+    if (id.empty() || id.size() > 10 || id.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     out.emplace(std::stoll(id), line.substr(0, a));  // the first name of an id wins
   }
   return out;
@@ -64,14 +71,18 @@ std::string IdNames::Group(int64_t gid) const {
 }
 
 Result<int64_t> IdNames::UserId(const std::string& name) const { return IdOf(users, name, "user"); }
-Result<int64_t> IdNames::GroupId(const std::string& name) const { return IdOf(groups, name, "group"); }
+Result<int64_t> IdNames::GroupId(const std::string& name) const {
+  return IdOf(groups, name, "group");
+}
 
 asio::awaitable<IdNames> LoadIdNames(std::shared_ptr<Sandbox> sb) {
   IdNames n;
   // Missing or unreadable files leave ids unnamed: names are a courtesy.
   const std::string passwd_path = "/etc/passwd", group_path = "/etc/group", root = "root";
-  if (auto p = co_await ReadWholeFile(sb, passwd_path, root, kMaxIdFile); p.ok()) n.users = IdNames::Parse(*p);
-  if (auto g = co_await ReadWholeFile(sb, group_path, root, kMaxIdFile); g.ok()) n.groups = IdNames::Parse(*g);
+  if (auto p = co_await ReadWholeFile(sb, passwd_path, root, kMaxIdFile); p.ok())
+    n.users = IdNames::Parse(*p);
+  if (auto g = co_await ReadWholeFile(sb, group_path, root, kMaxIdFile); g.ok())
+    n.groups = IdNames::Parse(*g);
   co_return n;
 }
 

@@ -29,7 +29,7 @@ struct IdNames {
   std::map<int64_t, std::string> users, groups;
   // "name:x:id:..." lines of /etc/passwd or /etc/group.
   static std::map<int64_t, std::string> Parse(const std::string& text);
-  std::string User(int64_t uid) const;   // the number if unnamed
+  std::string User(int64_t uid) const;  // the number if unnamed
   std::string Group(int64_t gid) const;
   // A name or a number; an error names what is unknown.
   Result<int64_t> UserId(const std::string& name) const;

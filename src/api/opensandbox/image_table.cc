@@ -13,11 +13,14 @@ ImageTable ImageTable::Defaults() {
   // `code-interpreter` templates once built (the template registry falls
   // back to `base`, which carries python3, until then); distribution
   // images on `base` (bash, coreutils, python3), which is always there.
-  for (const char* img : {"python:3.10", "python:3.11", "python:3.12", "python:3.13", "python:latest"})
+  for (const char* img :
+       {"python:3.10", "python:3.11", "python:3.12", "python:3.13", "python:latest"})
     t.Set(img, "python");
-  for (const char* img : {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1"})
+  for (const char* img :
+       {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1"})
     t.Set(img, "code-interpreter");
-  for (const char* img : {"ubuntu:22.04", "ubuntu:24.04", "ubuntu:latest", "debian:bookworm", "debian:latest"})
+  for (const char* img :
+       {"ubuntu:22.04", "ubuntu:24.04", "ubuntu:latest", "debian:bookworm", "debian:latest"})
     t.Set(img, "base");
   return t;
 }
@@ -30,10 +33,12 @@ Result<ImageTable> ImageTable::LoadOver(const std::string& path) {
   ImageTable t = Defaults();
   try {
     auto j = nlohmann::json::parse(ss.str());
-    if (!j.is_object()) return MakeError(Code::kInvalidRequest, path + ": expected a JSON object {image: template}");
+    if (!j.is_object())
+      return MakeError(Code::kInvalidRequest, path + ": expected a JSON object {image: template}");
     for (const auto& [k, v] : j.items()) {
       if (!v.is_string() || v.get<std::string>().empty())
-        return MakeError(Code::kInvalidRequest, path + ": the template of '" + k + "' must be a non-empty string");
+        return MakeError(Code::kInvalidRequest,
+                         path + ": the template of '" + k + "' must be a non-empty string");
       t.Set(k, v.get<std::string>());
     }
   } catch (const nlohmann::json::exception& e) {

@@ -44,8 +44,10 @@ Result<std::vector<Rule>> ParseRules(const Json& j, const std::string& where) {
     const Json& r = j[i];
     if (!r.is_object()) return Bad("'" + at + "' must be an object {action, target}");
     for (const auto& [k, v] : r.items())
-      if (k != "action" && k != "target") return Bad("unknown field '" + at + "." + k + "' (known: action, target)");
-    if (!r.contains("action") || !r.contains("target")) return Bad("'" + at + "' needs both 'action' and 'target'");
+      if (k != "action" && k != "target")
+        return Bad("unknown field '" + at + "." + k + "' (known: action, target)");
+    if (!r.contains("action") || !r.contains("target"))
+      return Bad("'" + at + "' needs both 'action' and 'target'");
     auto allow = Action(r["action"], at + ".action");
     if (!allow.ok()) return allow.error();
     auto target = Target(r["target"], at + ".target");
@@ -88,7 +90,10 @@ OsbPolicy FromHutch(const net::NetworkPolicy& p) {
 Result<net::NetworkPolicy> ToHutch(const OsbPolicy& o) {
   Json allow = Json::array(), deny = Json::array();
   for (const auto& r : o.rules) (r.allow ? allow : deny).push_back(r.target);
-  const Json j = {{"mode", "policy"}, {"default", o.default_allow ? "allow" : "deny"}, {"allow", allow}, {"deny", deny}};
+  const Json j = {{"mode", "policy"},
+                  {"default", o.default_allow ? "allow" : "deny"},
+                  {"allow", allow},
+                  {"deny", deny}};
   return net::ParseNetworkPolicy(j);
 }
 
@@ -135,7 +140,8 @@ Result<net::NetworkPolicy> CreateNetworkPolicy(const Json& policy, bool networki
 Json EgressPolicyOf(const SandboxRecord& rec) {
   const OsbPolicy o = FromHutch(rec.network);
   Json egress = Json::array();
-  for (const auto& r : o.rules) egress.push_back({{"action", r.allow ? "allow" : "deny"}, {"target", r.target}});
+  for (const auto& r : o.rules)
+    egress.push_back({{"action", r.allow ? "allow" : "deny"}, {"target", r.target}});
   // The sidecar's derived mode: no rules means the default decides alone.
   const char* mode = !o.rules.empty() ? "enforcing" : o.default_allow ? "allow_all" : "deny_all";
   // hutch enforces with its DNS proxy plus nftables (OpenSandbox's
@@ -158,7 +164,8 @@ Result<net::NetworkPolicy> PatchEgressRules(const net::NetworkPolicy& cur, const
 }
 
 Result<net::NetworkPolicy> DeleteEgressRules(const net::NetworkPolicy& cur, const Json& targets) {
-  if (!targets.is_array()) return Bad("the body must be an array of targets ([\"example.com\", ...])");
+  if (!targets.is_array())
+    return Bad("the body must be an array of targets ([\"example.com\", ...])");
   std::vector<std::string> drop;
   for (size_t i = 0; i < targets.size(); ++i) {
     auto t = Target(targets[i], "targets[" + std::to_string(i) + "]");
@@ -167,7 +174,9 @@ Result<net::NetworkPolicy> DeleteEgressRules(const net::NetworkPolicy& cur, cons
   }
   OsbPolicy o = FromHutch(cur);
   const size_t before = o.rules.size();
-  std::erase_if(o.rules, [&](const Rule& r) { return std::find(drop.begin(), drop.end(), r.target) != drop.end(); });
+  std::erase_if(o.rules, [&](const Rule& r) {
+    return std::find(drop.begin(), drop.end(), r.target) != drop.end();
+  });
   if (o.rules.size() == before) return cur;
   return ToHutch(o);
 }

@@ -40,11 +40,13 @@ nlohmann::json EgressPolicyOf(const SandboxRecord& rec);
 // sidecar does -- an incoming rule replaces an existing rule for the same
 // target, the first incoming rule for a target wins, defaultAction stays.
 // Returns `cur` itself when nothing changes.
-Result<net::NetworkPolicy> PatchEgressRules(const net::NetworkPolicy& cur, const nlohmann::json& rules);
+Result<net::NetworkPolicy> PatchEgressRules(const net::NetworkPolicy& cur,
+                                            const nlohmann::json& rules);
 
 // DELETE /policy: the rules for `targets` (["example.com", ...]) removed;
 // targets without a rule are ignored; defaultAction stays. Returns `cur`
 // itself when nothing changes.
-Result<net::NetworkPolicy> DeleteEgressRules(const net::NetworkPolicy& cur, const nlohmann::json& targets);
+Result<net::NetworkPolicy> DeleteEgressRules(const net::NetworkPolicy& cur,
+                                             const nlohmann::json& targets);
 
 }  // namespace hutch::api::opensandbox

@@ -19,8 +19,8 @@
 
 #include "api/opensandbox/image_table.h"
 #include "auth/credentials.h"
-#include "http/router.h"
 #include "core/sandbox_manager.h"
+#include "http/router.h"
 
 namespace hutch::api::opensandbox {
 
@@ -78,29 +78,36 @@ class OpenSandboxApi {
   asio::awaitable<void> PauseResume(HttpContext& ctx, const std::string& id, bool pause);
   asio::awaitable<void> PatchMetadata(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Endpoint(HttpContext& ctx, const std::string& id, const std::string& port);
-  asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& s, const std::string& key_hash);
+  asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& s,
+                                       const std::string& key_hash);
   Json SandboxJson(const SandboxRecord& r) const;
 
   // osb_command.cc: POST/DELETE /command, /command/status/{id}, /command/{id}/logs
   asio::awaitable<void> RunCommand(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
   asio::awaitable<void> InterruptCommand(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
-  asio::awaitable<void> CommandStatus(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& cid);
-  asio::awaitable<void> CommandLogs(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& cid);
+  asio::awaitable<void> CommandStatus(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                      const std::string& cid);
+  asio::awaitable<void> CommandLogs(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                    const std::string& cid);
 
   // osb_session.cc: /session, /session/{sid}/run, DELETE /session/{sid}
   asio::awaitable<void> CreateSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
-  asio::awaitable<void> RunInSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& sid);
-  asio::awaitable<void> DeleteSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::string& sid);
+  asio::awaitable<void> RunInSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                     const std::string& sid);
+  asio::awaitable<void> DeleteSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                      const std::string& sid);
 
   // osb_files.cc: /files..., /directories...
-  asio::awaitable<void> Files(HttpContext& ctx, std::shared_ptr<Sandbox> sb, const std::vector<std::string>& s);
+  asio::awaitable<void> Files(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                              const std::vector<std::string>& s);
   asio::awaitable<void> Upload(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
 
   // osb_metrics.cc: /metrics, /metrics/watch
   asio::awaitable<void> Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb, bool watch);
 
   // osb_egress.cc: the egress sidecar's /policy
-  asio::awaitable<void> Egress(HttpContext& ctx, const SandboxRecord& rec, const std::vector<std::string>& s);
+  asio::awaitable<void> Egress(HttpContext& ctx, const SandboxRecord& rec,
+                               const std::vector<std::string>& s);
 
   SandboxManager* mgr_;
   size_t json_limit_;

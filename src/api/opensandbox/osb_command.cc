@@ -9,8 +9,8 @@
 #include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
-#include "http/close_interrupts.h"
 #include "core/process_ops.h"
+#include "http/close_interrupts.h"
 
 namespace hutch::api::opensandbox {
 
@@ -48,10 +48,11 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
   auto timeout_ms = OptInt(j, "timeout", 0, INT64_C(1) << 40);
   auto uid = OptInt(j, "uid", 0, UINT32_MAX - 1);
   auto envs = OptStringMap(j, "envs");
-  for (const Error* e : {command.ok() ? nullptr : &command.error(), cwd.ok() ? nullptr : &cwd.error(),
-                         background.ok() ? nullptr : &background.error(),
-                         timeout_ms.ok() ? nullptr : &timeout_ms.error(), uid.ok() ? nullptr : &uid.error(),
-                         envs.ok() ? nullptr : &envs.error()})
+  for (const Error* e :
+       {command.ok() ? nullptr : &command.error(), cwd.ok() ? nullptr : &cwd.error(),
+        background.ok() ? nullptr : &background.error(),
+        timeout_ms.ok() ? nullptr : &timeout_ms.error(), uid.ok() ? nullptr : &uid.error(),
+        envs.ok() ? nullptr : &envs.error()})
     if (e) co_return co_await SendError(ctx, *e);
   if (!*command || (*command)->empty()) {
     Error e = MakeError(Code::kInvalidRequest, "'command' is required");
@@ -115,8 +116,9 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
     if (ev->kind == ProcessEvent::kExit) {
       if (!co_await send_lines(false, lines[0].Flush())) co_return;
       if (!co_await send_lines(true, lines[1].Flush())) co_return;
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
       Json end = ExitCodeOf(ev->exit) == 0 ? CompleteEvent(ms) : ExitErrorEvent(ev->exit);
       if ((co_await out.Send(end)).ok()) co_await out.End();
       co_return;
@@ -136,7 +138,8 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
   ctx.CloseAfterResponse();
 }
 
-asio::awaitable<void> OpenSandboxApi::InterruptCommand(HttpContext& ctx, std::shared_ptr<Sandbox> sb) {
+asio::awaitable<void> OpenSandboxApi::InterruptCommand(HttpContext& ctx,
+                                                       std::shared_ptr<Sandbox> sb) {
   auto pid = CommandPid(ctx.Query("id").value_or(""));
   if (!pid.ok()) co_return co_await SendError(ctx, pid.error());
   auto info = co_await GetProcess(sb, *pid);

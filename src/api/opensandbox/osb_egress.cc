@@ -48,7 +48,8 @@ asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxReco
     asio::steady_timer wait(co_await asio::this_coro::executor);
     for (int i = 0; egress_changing_.count(rec.id); ++i) {
       if (i == 2000) {
-        Error e = MakeError(Code::kConflict, "sandbox " + rec.id + ": another egress policy change did not finish");
+        Error e = MakeError(Code::kConflict,
+                            "sandbox " + rec.id + ": another egress policy change did not finish");
         co_return co_await SendError(ctx, e);
       }
       wait.expires_after(std::chrono::milliseconds(5));
@@ -59,7 +60,8 @@ asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxReco
     EgressSlot slot{egress_changing_, rec.id};
     auto cur = mgr_->Get(rec.id);
     if (!cur.ok()) co_return co_await SendError(ctx, cur.error());
-    auto next = m == V::patch ? PatchEgressRules(cur->network, body) : DeleteEgressRules(cur->network, body);
+    auto next = m == V::patch ? PatchEgressRules(cur->network, body)
+                              : DeleteEgressRules(cur->network, body);
     if (!next.ok()) co_return co_await SendError(ctx, next.error());
     auto updated = co_await mgr_->SetNetworkPolicy(rec.id, std::move(next).value());
     if (!updated.ok()) co_return co_await SendError(ctx, updated.error());
@@ -69,7 +71,8 @@ asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxReco
     Error e = MakeError(Code::kNotSupported, "the credential vault is not supported by hutch");
     co_return co_await SendError(ctx, e);
   }
-  Error e = MakeError(Code::kNotFound, "no egress route " + std::string(http::to_string(m)) + " " + ctx.path());
+  Error e = MakeError(Code::kNotFound,
+                      "no egress route " + std::string(http::to_string(m)) + " " + ctx.path());
   co_await SendError(ctx, e);
 }
 

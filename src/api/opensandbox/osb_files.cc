@@ -6,9 +6,9 @@
 // search, in-place replace, and Permission {mode, owner, group}.
 #include <fnmatch.h>
 
-#include "api/common/multipart.h"
 #include "api/common/file_send.h"
 #include "api/common/json_fields.h"
+#include "api/common/multipart.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/osb_api.h"
 #include "core/file_ops.h"
@@ -71,7 +71,8 @@ size_t ReplaceAll(std::string& s, const std::string& from, const std::string& to
 // The fs request that sets execd's Permission {mode?, owner?, group?} (mode
 // as octal digits) on `path`; null when it asks for nothing.
 Result<Json> ChmodRequest(const std::string& path, const Json& perm, const IdNames& names) {
-  if (!perm.is_object()) return MakeError(Code::kInvalidRequest, "the permission of '" + path + "' must be an object");
+  if (!perm.is_object())
+    return MakeError(Code::kInvalidRequest, "the permission of '" + path + "' must be an object");
   Json req = {{"op", "chmod"}, {"path", path}, {"user", kDefaultUser}};
   bool any = false;
   auto mode = OptInt(perm, "mode", 0, 7777);
@@ -116,7 +117,8 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
     if (!st.ok()) co_await fail(st.error());
     co_return;
   }
-  if (s.size() == 2 && s[0] == "files" && s[1] == "upload" && m == V::post) co_return co_await Upload(ctx, sb);
+  if (s.size() == 2 && s[0] == "files" && s[1] == "upload" && m == V::post)
+    co_return co_await Upload(ctx, sb);
 
   // GET /files/info?path=a&path=b -> {a: FileInfo, b: FileInfo}
   if (s.size() == 2 && s[0] == "files" && s[1] == "info" && m == V::get) {
@@ -141,8 +143,12 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
     if (!path.ok()) co_return co_await fail(path.error());
     auto depth = QueryInt(ctx.Query("depth"), "depth", 1, kSearchDepth);
     if (!depth.ok()) co_return co_await fail(depth.error());
-    const std::string pattern = ctx.Query("pattern").value_or("").empty() ? "**" : *ctx.Query("pattern");
-    Json req = {{"op", "list"}, {"path", *path}, {"depth", search ? kSearchDepth : depth->value_or(1)}, {"user", user}};
+    const std::string pattern =
+        ctx.Query("pattern").value_or("").empty() ? "**" : *ctx.Query("pattern");
+    Json req = {{"op", "list"},
+                {"path", *path},
+                {"depth", search ? kSearchDepth : depth->value_or(1)},
+                {"user", user}};
     auto r = co_await FsCall(sb, req);
     if (!r.ok()) co_return co_await fail(r.error());
     const IdNames names = co_await LoadIdNames(sb);
@@ -167,7 +173,8 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
     auto paths = PathParams(ctx);
     if (!paths.ok()) co_return co_await fail(paths.error());
     for (const auto& p : *paths) {
-      Json req = {{"op", "remove"}, {"path", p}, {"recursive", s[0] == "directories"}, {"user", user}};
+      Json req = {
+          {"op", "remove"}, {"path", p}, {"recursive", s[0] == "directories"}, {"user", user}};
       auto r = co_await FsCall(sb, req);
       if (!r.ok()) co_return co_await fail(r.error());
     }
@@ -181,8 +188,11 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
   if (mkdir || chmod) {
     auto body = co_await ctx.ReadJson(json_limit_);
     if (!body.ok()) co_return co_await fail(body.error());
-    if (!body->is_object() || body->empty())
-      { Error err_ = MakeError(Code::kInvalidRequest, "the body must be an object {path: permission}"); co_return co_await fail(err_); }
+    if (!body->is_object() || body->empty()) {
+      Error err_ =
+          MakeError(Code::kInvalidRequest, "the body must be an object {path: permission}");
+      co_return co_await fail(err_);
+    }
     IdNames names;
     for (const auto& [p, perm] : body->items())
       if (WantsOwner(perm)) {
@@ -211,15 +221,23 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
     auto text = co_await ctx.ReadBody(json_limit_);
     if (!text.ok()) co_return co_await fail(text.error());
     Result<Json> body = Json::parse(*text, nullptr, false);
-    if (!body->is_array()) { Error err_ = MakeError(Code::kInvalidRequest, "the body must be [{src, dest}]"); co_return co_await fail(err_); }
+    if (!body->is_array()) {
+      Error err_ = MakeError(Code::kInvalidRequest, "the body must be [{src, dest}]");
+      co_return co_await fail(err_);
+    }
     for (const auto& item : *body) {
-      if (!item.is_object()) { Error err_ = MakeError(Code::kInvalidRequest, "each move is {src, dest}"); co_return co_await fail(err_); }
+      if (!item.is_object()) {
+        Error err_ = MakeError(Code::kInvalidRequest, "each move is {src, dest}");
+        co_return co_await fail(err_);
+      }
       auto src = OptString(item, "src");
       auto dest = OptString(item, "dest");
       if (!src.ok()) co_return co_await fail(src.error());
       if (!dest.ok()) co_return co_await fail(dest.error());
-      if (auto st = CheckPath(src->value_or(""), "src"); !st.ok()) co_return co_await fail(st.error());
-      if (auto st = CheckPath(dest->value_or(""), "dest"); !st.ok()) co_return co_await fail(st.error());
+      if (auto st = CheckPath(src->value_or(""), "src"); !st.ok())
+        co_return co_await fail(st.error());
+      if (auto st = CheckPath(dest->value_or(""), "dest"); !st.ok())
+        co_return co_await fail(st.error());
       Json req = {{"op", "move"}, {"path", **src}, {"to", **dest}, {"user", user}};
       auto r = co_await FsCall(sb, req);
       if (!r.ok()) co_return co_await fail(r.error());
@@ -231,17 +249,25 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
   if (s.size() == 2 && s[0] == "files" && s[1] == "replace" && m == V::post) {
     auto body = co_await ctx.ReadJson(json_limit_);
     if (!body.ok()) co_return co_await fail(body.error());
-    if (!body->is_object() || body->empty())
-      { Error err_ = MakeError(Code::kInvalidRequest, "the body must be an object {path: {old, new}}"); co_return co_await fail(err_); }
+    if (!body->is_object() || body->empty()) {
+      Error err_ =
+          MakeError(Code::kInvalidRequest, "the body must be an object {path: {old, new}}");
+      co_return co_await fail(err_);
+    }
     Json counts = Json::object();
     for (const auto& [p, item] : body->items()) {
       if (auto st = CheckPath(p, "path"); !st.ok()) co_return co_await fail(st.error());
-      auto from = item.is_object() ? OptString(item, "old") : Result<std::optional<std::string>>(std::nullopt);
-      auto to = item.is_object() ? OptString(item, "new") : Result<std::optional<std::string>>(std::nullopt);
+      auto from = item.is_object() ? OptString(item, "old")
+                                   : Result<std::optional<std::string>>(std::nullopt);
+      auto to = item.is_object() ? OptString(item, "new")
+                                 : Result<std::optional<std::string>>(std::nullopt);
       if (!from.ok()) co_return co_await fail(from.error());
       if (!to.ok()) co_return co_await fail(to.error());
-      if (!*from || (*from)->empty())
-        { Error err_ = MakeError(Code::kInvalidRequest, "'old' of '" + p + "' must be a non-empty string"); co_return co_await fail(err_); }
+      if (!*from || (*from)->empty()) {
+        Error err_ =
+            MakeError(Code::kInvalidRequest, "'old' of '" + p + "' must be a non-empty string");
+        co_return co_await fail(err_);
+      }
       Json stat_req = {{"op", "stat"}, {"path", p}, {"user", user}};
       auto st = co_await FsCall(sb, stat_req);
       if (!st.ok()) co_return co_await fail(st.error());
@@ -268,7 +294,11 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
     co_return co_await ctx.SendEmpty(200);
   }
 
-  { Error err_ = MakeError(Code::kNotFound, "no execd route " + std::string(http::to_string(m)) + " " + ctx.path()); co_await fail(err_); }
+  {
+    Error err_ = MakeError(Code::kNotFound,
+                           "no execd route " + std::string(http::to_string(m)) + " " + ctx.path());
+    co_await fail(err_);
+  }
 }
 
 // POST /files/upload: multipart/form-data with pairs of parts, `metadata`
@@ -278,7 +308,8 @@ asio::awaitable<void> OpenSandboxApi::Upload(HttpContext& ctx, std::shared_ptr<S
   const std::string ct = ctx.Header("Content-Type");
   const std::string boundary = MultipartBoundary(ct);
   if (ct.rfind("multipart/form-data", 0) != 0 || boundary.empty()) {
-    Error e = MakeError(Code::kInvalidRequest, "Content-Type must be multipart/form-data with a boundary");
+    Error e = MakeError(Code::kInvalidRequest,
+                        "Content-Type must be multipart/form-data with a boundary");
     co_return co_await SendError(ctx, e);
   }
   MultipartReader reader(boundary);
@@ -297,7 +328,9 @@ asio::awaitable<void> OpenSandboxApi::Upload(HttpContext& ctx, std::shared_ptr<S
           meta_text.clear();
         } else if (ev.name == "file") {
           part = kFile;
-          if (!meta.is_object()) co_return MakeError(Code::kInvalidRequest, "a 'file' part must follow its 'metadata' part");
+          if (!meta.is_object())
+            co_return MakeError(Code::kInvalidRequest,
+                                "a 'file' part must follow its 'metadata' part");
           auto path = OptString(meta, "path");
           if (!path.ok()) co_return path.error();
           current_path = path->value_or("");
@@ -320,14 +353,16 @@ asio::awaitable<void> OpenSandboxApi::Upload(HttpContext& ctx, std::shared_ptr<S
       } else if (ev.kind == MultipartReader::Event::kData) {
         if (part == kMeta) {
           meta_text += ev.data;
-          if (meta_text.size() > kMaxMetadataPart) co_return MakeError(Code::kInvalidRequest, "metadata part too large");
+          if (meta_text.size() > kMaxMetadataPart)
+            co_return MakeError(Code::kInvalidRequest, "metadata part too large");
         } else if (part == kFile) {
           if (auto st = co_await current->Write(ev.data); !st.ok()) co_return st;
         }
       } else {
         if (part == kMeta) {
           meta = Json::parse(meta_text, nullptr, false);
-          if (!meta.is_object()) co_return MakeError(Code::kInvalidRequest, "the metadata part must be a JSON object");
+          if (!meta.is_object())
+            co_return MakeError(Code::kInvalidRequest, "the metadata part must be a JSON object");
         } else if (part == kFile) {
           auto entry = co_await current->Finish();
           current.reset();

@@ -24,11 +24,16 @@ const std::vector<std::string> kDefaultEntrypoint = {"tail", "-f", "/dev/null"};
 
 const char* OsbState(SandboxStatus s) {
   switch (s) {
-    case SandboxStatus::kStarting: return "Pending";
-    case SandboxStatus::kRunning: return "Running";
-    case SandboxStatus::kPaused: return "Paused";
-    case SandboxStatus::kStopped: return "Terminated";
-    case SandboxStatus::kFailed: return "Failed";
+    case SandboxStatus::kStarting:
+      return "Pending";
+    case SandboxStatus::kRunning:
+      return "Running";
+    case SandboxStatus::kPaused:
+      return "Paused";
+    case SandboxStatus::kStopped:
+      return "Terminated";
+    case SandboxStatus::kFailed:
+      return "Failed";
   }
   return "Unknown";
 }
@@ -63,7 +68,8 @@ Result<SysTime> ParseRfc3339(const std::string& s) {
     ++end;
   } else if ((*end == '+' || *end == '-') && std::strlen(end) == 6 && end[3] == ':') {
     const int sign = *end == '-' ? -1 : 1;
-    offset_s = sign * ((end[1] - '0') * 36000 + (end[2] - '0') * 3600 + (end[4] - '0') * 600 + (end[5] - '0') * 60);
+    offset_s = sign * ((end[1] - '0') * 36000 + (end[2] - '0') * 3600 + (end[4] - '0') * 600 +
+                       (end[5] - '0') * 60);
     end += 6;
   } else {
     return MakeError(Code::kInvalidRequest, "'" + s + "' has no time zone (Z or +hh:mm)");
@@ -97,7 +103,8 @@ Result<SandboxStatus> StateFromName(std::string n) {
   if (n == "pending") return SandboxStatus::kStarting;
   if (n == "failed") return SandboxStatus::kFailed;
   if (n == "terminated" || n == "stopped") return SandboxStatus::kStopped;
-  return MakeError(Code::kInvalidRequest, "unknown state '" + n + "' (Pending, Running, Paused, Failed, Terminated)");
+  return MakeError(Code::kInvalidRequest,
+                   "unknown state '" + n + "' (Pending, Running, Paused, Failed, Terminated)");
 }
 
 }  // namespace
@@ -146,7 +153,8 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
   auto snap = OptString(j, "snapshotId");
   if (!snap.ok()) co_return co_await SendError(ctx, snap.error());
   if (has_image == (*snap && !(*snap)->empty())) {
-    Error e = MakeError(Code::kInvalidRequest, "exactly one of 'image' and 'snapshotId' is required");
+    Error e =
+        MakeError(Code::kInvalidRequest, "exactly one of 'image' and 'snapshotId' is required");
     co_return co_await SendError(ctx, e);
   }
   if (has_image) {
@@ -167,8 +175,10 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     if (it == j.end() || it->is_null() || (it->is_array() && it->empty()) ||
         (it->is_object() && !it->value("enabled", false)))
       continue;
-    Error e = MakeError(Code::kNotSupported,
-                        std::string("'") + f + "' is not supported by hutch's OpenSandbox layer (docs/compat-opensandbox.md)");
+    Error e = MakeError(
+        Code::kNotSupported,
+        std::string("'") + f +
+            "' is not supported by hutch's OpenSandbox layer (docs/compat-opensandbox.md)");
     co_return co_await SendError(ctx, e);
   }
   if (auto it = j.find("platform"); it != j.end() && it->is_object()) {
@@ -265,9 +275,10 @@ asio::awaitable<void> OpenSandboxApi::List(HttpContext& ctx) {
       (k == "page" ? page : page_size) = **n;
     }
   }
-  f.any_status = states.empty() ? std::vector<SandboxStatus>{SandboxStatus::kStarting, SandboxStatus::kRunning,
-                                                             SandboxStatus::kPaused, SandboxStatus::kFailed}
-                                : states;
+  f.any_status = states.empty()
+                     ? std::vector<SandboxStatus>{SandboxStatus::kStarting, SandboxStatus::kRunning,
+                                                  SandboxStatus::kPaused, SandboxStatus::kFailed}
+                     : states;
   // Core pages by cursor, OpenSandbox by page number: collect, then cut.
   std::vector<SandboxRecord> all;
   for (ListPage p = mgr_->List(f);; p = mgr_->List(f)) {
@@ -282,7 +293,10 @@ asio::awaitable<void> OpenSandboxApi::List(HttpContext& ctx) {
     items.push_back(SandboxJson(all[static_cast<size_t>(i)]));
   Json out = {{"items", items},
               {"pagination",
-               {{"page", page}, {"pageSize", page_size}, {"totalItems", total}, {"totalPages", pages},
+               {{"page", page},
+                {"pageSize", page_size},
+                {"totalItems", total},
+                {"totalPages", pages},
                 {"hasNextPage", page < pages}}}};
   co_await ctx.SendJson(200, out);
 }
@@ -312,7 +326,9 @@ asio::awaitable<void> OpenSandboxApi::Renew(HttpContext& ctx, const std::string&
   }
   auto t = ParseRfc3339(**at);
   if (!t.ok()) co_return co_await SendError(ctx, t.error());
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*t - std::chrono::system_clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*t - std::chrono::system_clock::now())
+          .count();
   if (left <= 0) {
     Error e = MakeError(Code::kInvalidRequest, "'expiresAt' must be in the future");
     co_return co_await SendError(ctx, e);
@@ -324,7 +340,8 @@ asio::awaitable<void> OpenSandboxApi::Renew(HttpContext& ctx, const std::string&
   co_await ctx.SendJson(200, out);
 }
 
-asio::awaitable<void> OpenSandboxApi::PauseResume(HttpContext& ctx, const std::string& id, bool pause) {
+asio::awaitable<void> OpenSandboxApi::PauseResume(HttpContext& ctx, const std::string& id,
+                                                  bool pause) {
   (void)co_await ctx.ReadBody(json_limit_);
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
@@ -345,7 +362,8 @@ asio::awaitable<void> OpenSandboxApi::PatchMetadata(HttpContext& ctx, const std:
   auto body = co_await ctx.ReadJson(json_limit_);
   if (!body.ok()) co_return co_await SendError(ctx, body.error());
   if (!body->is_object()) {
-    Error e = MakeError(Code::kInvalidRequest, "a metadata patch is a JSON object of string or null values");
+    Error e = MakeError(Code::kInvalidRequest,
+                        "a metadata patch is a JSON object of string or null values");
     co_return co_await SendError(ctx, e);
   }
   std::map<std::string, std::optional<std::string>> patch;
@@ -364,18 +382,21 @@ asio::awaitable<void> OpenSandboxApi::PatchMetadata(HttpContext& ctx, const std:
   co_await ctx.SendJson(200, SandboxJson(*rec));
 }
 
-asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::string& id, const std::string& port) {
+asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::string& id,
+                                               const std::string& port) {
   auto rec = Visible(mgr_, id);
   if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
   if (ctx.Query("expires")) {
-    Error e = MakeError(Code::kNotSupported, "signed endpoints are not supported by hutch (docs/compat-opensandbox.md)");
+    Error e = MakeError(Code::kNotSupported,
+                        "signed endpoints are not supported by hutch (docs/compat-opensandbox.md)");
     co_return co_await SendError(ctx, e);
   }
   if (port != std::to_string(kExecdPort) && port != std::to_string(kEgressPort)) {
-    Error e = MakeError(Code::kNotSupported,
-                        "port " + port +
-                            ": hutch's OpenSandbox proxy serves only execd (44772) and egress (18080); other ports "
-                            "are reached through /v1/sandboxes/{id}/ports/{port}/ (docs/compat-opensandbox.md)");
+    Error e = MakeError(
+        Code::kNotSupported,
+        "port " + port +
+            ": hutch's OpenSandbox proxy serves only execd (44772) and egress (18080); other ports "
+            "are reached through /v1/sandboxes/{id}/ports/{port}/ (docs/compat-opensandbox.md)");
     co_return co_await SendError(ctx, e);
   }
   // Always the server proxy (use_server_proxy or not): hutchd answers both
@@ -384,11 +405,14 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   std::string host = ctx.Header("Host");
   if (host.empty()) host = "localhost";
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
-              {"headers", {{kAccessTokenHeader, auth::SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd, rec->owner_key, id)}}}};
+              {"headers",
+               {{kAccessTokenHeader, auth::SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd,
+                                                        rec->owner_key, id)}}}};
   co_await ctx.SendJson(200, out);
 }
 
-asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& s,
+asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx,
+                                                     const std::vector<std::string>& s,
                                                      const std::string& key_hash) {
   (void)key_hash;
   const V m = ctx.method();
@@ -417,7 +441,10 @@ asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx, const std
     const int64_t total = static_cast<int64_t>(items.size());
     Json out = {{"items", items},
                 {"pagination",
-                 {{"page", 1}, {"pageSize", std::max<int64_t>(total, 1)}, {"totalItems", total}, {"totalPages", 1},
+                 {{"page", 1},
+                  {"pageSize", std::max<int64_t>(total, 1)},
+                  {"totalItems", total},
+                  {"totalPages", 1},
                   {"hasNextPage", false}}}};
     co_return co_await ctx.SendJson(200, out);
   }

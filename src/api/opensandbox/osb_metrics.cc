@@ -28,14 +28,16 @@ struct Sample {
 };
 
 Result<Sample> Take(const std::shared_ptr<Sandbox>& sb) {
-  if (!sb->instance) return MakeError(Code::kSandboxNotRunning, "sandbox " + sb->rec.id + " is not running");
+  if (!sb->instance)
+    return MakeError(Code::kSandboxNotRunning, "sandbox " + sb->rec.id + " is not running");
   auto st = sb->instance->Stats();
   if (!st.ok()) return st.error();
   return Sample{st->cpu_usage_ns, st->memory_current, std::chrono::steady_clock::now()};
 }
 
 Json MetricsJson(const SandboxRecord& rec, const Sample& a, const Sample& b) {
-  const double wall_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(b.at - a.at).count());
+  const double wall_ns = static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(b.at - a.at).count());
   const double used_ns = b.cpu_ns > a.cpu_ns ? static_cast<double>(b.cpu_ns - a.cpu_ns) : 0.0;
   const double cpus = rec.cpu > 0 ? rec.cpu : 1.0;
   double pct = wall_ns > 0 ? 100.0 * used_ns / wall_ns / cpus : 0.0;
@@ -49,7 +51,8 @@ Json MetricsJson(const SandboxRecord& rec, const Sample& a, const Sample& b) {
 
 }  // namespace
 
-asio::awaitable<void> OpenSandboxApi::Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb, bool watch) {
+asio::awaitable<void> OpenSandboxApi::Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                              bool watch) {
   auto first = Take(sb);
   if (!first.ok()) co_return co_await SendError(ctx, first.error());
   Sample prev = *first;

@@ -31,18 +31,21 @@ asio::awaitable<bool> OpenSandboxApi::AdmitProxy(HttpContext& ctx) {
     co_return false;
   }
   const std::string token = ctx.Header(kAccessTokenHeader);
-  const bool token_ok = auth::SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd, token, rec->owner_key, id);
+  const bool token_ok = auth::SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd, token,
+                                                  rec->owner_key, id);
   if (!token_ok && creds_->MatchKey(ctx.Header("OPEN-SANDBOX-API-KEY")).empty()) {
-    Error e = MakeError(Code::kUnauthorized, std::string("missing or wrong ") + kAccessTokenHeader + " for sandbox " +
-                                                 id + " (the endpoint's headers carry it)");
+    Error e = MakeError(Code::kUnauthorized, std::string("missing or wrong ") + kAccessTokenHeader +
+                                                 " for sandbox " + id +
+                                                 " (the endpoint's headers carry it)");
     co_await SendError(ctx, e);
     co_return false;
   }
   // In-sandbox calls spend the tokens of the key that owns the sandbox.
   if (int wait = creds_->Charge(rec->owner_key); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
-    Error e = MakeError(Code::kRateLimited, "rate limit of the sandbox owner's key exceeded; retry after " +
-                                                std::to_string(wait) + " s");
+    Error e = MakeError(Code::kRateLimited,
+                        "rate limit of the sandbox owner's key exceeded; retry after " +
+                            std::to_string(wait) + " s");
     co_await SendError(ctx, e);
     co_return false;
   }
@@ -56,7 +59,8 @@ asio::awaitable<void> OpenSandboxApi::ProxyEgress(HttpContext& ctx, const RouteM
   co_await Egress(ctx, *rec, rest);
 }
 
-asio::awaitable<void> OpenSandboxApi::ProxyExecd(HttpContext& ctx, const RouteMatch& m, const ExecdHandler& h) {
+asio::awaitable<void> OpenSandboxApi::ProxyExecd(HttpContext& ctx, const RouteMatch& m,
+                                                 const ExecdHandler& h) {
   // Everything execd does needs the sandbox running (an idle-paused one
   // is resumed by GetRunning).
   auto sb = mgr_->GetRunning(ProxiedId(m.seg));
@@ -69,12 +73,15 @@ asio::awaitable<void> OpenSandboxApi::ProxyNoRoute(HttpContext& ctx, const Route
   const std::string& port = ProxiedPort(m.seg);
   if (port == std::to_string(kEgressPort)) co_return co_await ProxyEgress(ctx, m);
   if (port != std::to_string(kExecdPort)) {
-    Error e = MakeError(Code::kNotSupported, "port " + port + " is not served by hutch's proxy (44772, 18080 are)");
+    Error e = MakeError(Code::kNotSupported,
+                        "port " + port + " is not served by hutch's proxy (44772, 18080 are)");
     co_return co_await SendError(ctx, e);
   }
   auto sb = mgr_->GetRunning(ProxiedId(m.seg));
   if (!sb.ok()) co_return co_await SendError(ctx, sb.error());
-  Error e = MakeError(Code::kNotFound, "no execd route " + std::string(http::to_string(ctx.method())) + " " + ctx.path());
+  Error e =
+      MakeError(Code::kNotFound,
+                "no execd route " + std::string(http::to_string(ctx.method())) + " " + ctx.path());
   co_await SendError(ctx, e);
 }
 
@@ -103,7 +110,8 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
   using Sb = std::shared_ptr<Sandbox>;
   using Rest = std::vector<std::string>;
   auto add = [&](V method, const std::string& path, ExecdHandler h, bool not_supported = false) {
-    Route route{method, execd + path, [this, h = std::move(h)](HttpContext& ctx, const RouteMatch& m) {
+    Route route{method, execd + path,
+                [this, h = std::move(h)](HttpContext& ctx, const RouteMatch& m) {
                   return ProxyExecd(ctx, m, h);
                 }};
     route.not_supported = not_supported;
@@ -112,13 +120,20 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
   add(kAnyMethod, "/ping", [](HttpContext& c, Sb, const Rest&) -> asio::awaitable<void> {
     co_await c.SendText(200, "text/plain", "pong");
   });
-  add(V::post, "/command", [this](HttpContext& c, Sb sb, const Rest&) { return RunCommand(c, sb); });
-  add(V::delete_, "/command", [this](HttpContext& c, Sb sb, const Rest&) { return InterruptCommand(c, sb); });
-  add(V::get, "/command/status/{cid}", [this](HttpContext& c, Sb sb, const Rest& s) { return CommandStatus(c, sb, s[2]); });
-  add(V::get, "/command/{cid}/logs", [this](HttpContext& c, Sb sb, const Rest& s) { return CommandLogs(c, sb, s[1]); });
-  add(V::post, "/session", [this](HttpContext& c, Sb sb, const Rest&) { return CreateSession(c, sb); });
-  add(V::post, "/session/{sid}/run", [this](HttpContext& c, Sb sb, const Rest& s) { return RunInSession(c, sb, s[1]); });
-  add(V::delete_, "/session/{sid}", [this](HttpContext& c, Sb sb, const Rest& s) { return DeleteSession(c, sb, s[1]); });
+  add(V::post, "/command",
+      [this](HttpContext& c, Sb sb, const Rest&) { return RunCommand(c, sb); });
+  add(V::delete_, "/command",
+      [this](HttpContext& c, Sb sb, const Rest&) { return InterruptCommand(c, sb); });
+  add(V::get, "/command/status/{cid}",
+      [this](HttpContext& c, Sb sb, const Rest& s) { return CommandStatus(c, sb, s[2]); });
+  add(V::get, "/command/{cid}/logs",
+      [this](HttpContext& c, Sb sb, const Rest& s) { return CommandLogs(c, sb, s[1]); });
+  add(V::post, "/session",
+      [this](HttpContext& c, Sb sb, const Rest&) { return CreateSession(c, sb); });
+  add(V::post, "/session/{sid}/run",
+      [this](HttpContext& c, Sb sb, const Rest& s) { return RunInSession(c, sb, s[1]); });
+  add(V::delete_, "/session/{sid}",
+      [this](HttpContext& c, Sb sb, const Rest& s) { return DeleteSession(c, sb, s[1]); });
   auto files = [this](HttpContext& c, Sb sb, const Rest& s) { return Files(c, sb, s); };
   add(V::post, "/files/upload", files);
   add(V::get, "/files/download", files);
@@ -131,12 +146,15 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
   add(V::get, "/directories/list", files);
   add(V::post, "/directories", files);
   add(V::delete_, "/directories", files);
-  add(V::get, "/metrics", [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, false); });
-  add(V::get, "/metrics/watch", [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, true); });
+  add(V::get, "/metrics",
+      [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, false); });
+  add(V::get, "/metrics/watch",
+      [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, true); });
   auto unsupported = [](HttpContext& c, Sb, const Rest& s) -> asio::awaitable<void> {
-    const Error e = MakeError(Code::kNotSupported, "execd's /" + s[0] +
-                                                       " API (code interpreter, isolated sessions) is not supported by "
-                                                       "hutch (docs/compat-opensandbox.md)");
+    const Error e = MakeError(Code::kNotSupported,
+                              "execd's /" + s[0] +
+                                  " API (code interpreter, isolated sessions) is not supported by "
+                                  "hutch (docs/compat-opensandbox.md)");
     co_await SendError(c, e);
   };
   add(kAnyMethod, "/code/{rest*}", unsupported, true);

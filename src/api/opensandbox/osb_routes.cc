@@ -21,8 +21,8 @@ asio::awaitable<bool> OpenSandboxApi::Admit(HttpContext& ctx) {
   }
   if (int wait = creds_->Charge(hash); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
-    Error e = MakeError(Code::kRateLimited,
-                        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s");
+    Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
+                                                std::to_string(wait) + " s");
     co_await SendError(ctx, e);
     co_return false;
   }
@@ -34,11 +34,12 @@ void OpenSandboxApi::Register(Router& r) {
   using V = http::verb;
   const std::string root = std::string("/") + kPrefix;
   const std::string v1 = root + "/v1";
-  r.AddLogLabel([](const HttpContext&, const std::vector<std::string>& seg) -> std::optional<std::string> {
-    if (seg.size() >= 3 && seg[0] == kPrefix && seg[1] == "sandboxes") return seg[2];
-    if (seg.size() >= 4 && seg[0] == kPrefix && seg[2] == "sandboxes") return seg[3];
-    return std::nullopt;
-  });
+  r.AddLogLabel(
+      [](const HttpContext&, const std::vector<std::string>& seg) -> std::optional<std::string> {
+        if (seg.size() >= 3 && seg[0] == kPrefix && seg[1] == "sandboxes") return seg[2];
+        if (seg.size() >= 4 && seg[0] == kPrefix && seg[2] == "sandboxes") return seg[3];
+        return std::nullopt;
+      });
 
   // (Handlers that make an Error are coroutines themselves, so it lives
   // as long as the answer that refers to it.)
@@ -56,22 +57,27 @@ void OpenSandboxApi::Register(Router& r) {
   lifecycle.prefix = v1;
   lifecycle.guard = [this](HttpContext& ctx) { return Admit(ctx); };
   lifecycle.not_found = [](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
-    const Error e =
-        MakeError(Code::kNotFound, "no OpenSandbox route " + std::string(http::to_string(ctx.method())) + " " + ctx.path());
+    const Error e = MakeError(
+        Code::kNotFound,
+        "no OpenSandbox route " + std::string(http::to_string(ctx.method())) + " " + ctx.path());
     co_await SendError(ctx, e);
   };
   lifecycle.method_not_allowed = lifecycle.not_found;
   r.AddMount(std::move(lifecycle));
 
   // The SDK's create-latency telemetry: nothing here wants it.
-  r.Add(V::post, v1 + "/metrics/events", [this](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
-    (void)co_await c.ReadBody(json_limit_);
-    co_await c.SendEmpty(204);
-  });
-  r.Add(V::post, v1 + "/sandboxes", [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
+  r.Add(V::post, v1 + "/metrics/events",
+        [this](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
+          (void)co_await c.ReadBody(json_limit_);
+          co_await c.SendEmpty(204);
+        });
+  r.Add(V::post, v1 + "/sandboxes",
+        [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
   r.Add(V::get, v1 + "/sandboxes", [this](HttpContext& c, const RouteMatch&) { return List(c); });
-  r.Add(V::get, v1 + "/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
-  r.Add(V::delete_, v1 + "/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return Kill(c, m["id"]); });
+  r.Add(V::get, v1 + "/sandboxes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
+  r.Add(V::delete_, v1 + "/sandboxes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return Kill(c, m["id"]); });
   r.Add(V::post, v1 + "/sandboxes/{id}/renew-expiration",
         [this](HttpContext& c, const RouteMatch& m) { return Renew(c, m["id"]); });
   r.Add(V::post, v1 + "/sandboxes/{id}/pause",

@@ -10,8 +10,8 @@
 #include "api/opensandbox/command_stream.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/opensandbox/session_protocol.h"
-#include "http/close_interrupts.h"
 #include "core/process_ops.h"
+#include "http/close_interrupts.h"
 
 namespace hutch::api::opensandbox {
 
@@ -65,8 +65,9 @@ asio::awaitable<void> OpenSandboxApi::RunInSession(HttpContext& ctx, std::shared
   auto command = OptString(*body, "command");
   auto cwd = OptString(*body, "cwd");
   auto timeout_ms = OptInt(*body, "timeout", 0, INT64_C(1) << 40);
-  for (const Error* e : {command.ok() ? nullptr : &command.error(), cwd.ok() ? nullptr : &cwd.error(),
-                         timeout_ms.ok() ? nullptr : &timeout_ms.error()})
+  for (const Error* e :
+       {command.ok() ? nullptr : &command.error(), cwd.ok() ? nullptr : &cwd.error(),
+        timeout_ms.ok() ? nullptr : &timeout_ms.error()})
     if (e) co_return co_await SendError(ctx, *e);
   if (!*command || (*command)->empty()) {
     Error e = MakeError(Code::kInvalidRequest, "'command' is required");
@@ -112,8 +113,8 @@ asio::awaitable<void> OpenSandboxApi::RunInSession(HttpContext& ctx, std::shared
   while (!(lines[0].done() && lines[1].done())) {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kPingInterval);
     if (has_deadline) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         ExitInfo timed_out;
         timed_out.signal = SIGKILL;
@@ -152,8 +153,9 @@ asio::awaitable<void> OpenSandboxApi::RunInSession(HttpContext& ctx, std::shared
     if (ev->kind == ProcessEvent::kExit) {
       // The shell itself ended (`exit` in the command, or killed).
       // A non-zero status reads as the command's exit code.
-      end = ExitCodeOf(ev->exit) != 0 ? ExitErrorEvent(ev->exit)
-                                      : FailureEvent("session " + sid + " ended (the command exited its shell)");
+      end = ExitCodeOf(ev->exit) != 0
+                ? ExitErrorEvent(ev->exit)
+                : FailureEvent("session " + sid + " ended (the command exited its shell)");
       break;
     }
     if (ev->error.message == "client went away") {
@@ -176,7 +178,8 @@ asio::awaitable<void> OpenSandboxApi::RunInSession(HttpContext& ctx, std::shared
     ExitInfo exit;
     exit.exit_code = code;
     const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     end = code == 0 ? CompleteEvent(ms) : ExitErrorEvent(exit);
   }
   if ((co_await out.Send(*end)).ok()) co_await out.End();
@@ -201,7 +204,8 @@ asio::awaitable<void> OpenSandboxApi::DeleteSession(HttpContext& ctx, std::share
       auto ev = co_await f.NextFor(wait);
       if (!ev) continue;
       if (ev->kind == ProcessEvent::kExit || ev->kind == ProcessEvent::kError) break;
-      if (ev->kind == ProcessEvent::kStdout || ev->kind == ProcessEvent::kStderr) f.Consumed(ev->data.size());
+      if (ev->kind == ProcessEvent::kStdout || ev->kind == ProcessEvent::kStderr)
+        f.Consumed(ev->data.size());
     }
   }
   co_await ctx.SendEmpty(200);

@@ -9,7 +9,8 @@ std::string NewSentinel() {
   std::random_device rd;
   std::uniform_int_distribution<uint64_t> dist;
   char buf[48];
-  snprintf(buf, sizeof(buf), "__HUTCH_SESSION_%016llx__", static_cast<unsigned long long>(dist(rd)));
+  snprintf(buf, sizeof(buf), "__HUTCH_SESSION_%016llx__",
+           static_cast<unsigned long long>(dist(rd)));
   return buf;
 }
 
@@ -19,12 +20,13 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
-std::string SessionScript(const std::string& command, const std::string& cwd, const std::string& sentinel) {
+std::string SessionScript(const std::string& command, const std::string& cwd,
+                          const std::string& sentinel) {
   std::string s = "{ ";
   if (!cwd.empty()) s += "cd -- " + ShellQuote(cwd) + " && ";
   s += command;
-  s += "\n} </dev/null; printf '\\n%s:%d\\n' " + ShellQuote(sentinel) + " \"$?\"; printf '\\n%s\\n' " +
-       ShellQuote(sentinel) + " >&2\n";
+  s += "\n} </dev/null; printf '\\n%s:%d\\n' " + ShellQuote(sentinel) +
+       " \"$?\"; printf '\\n%s\\n' " + ShellQuote(sentinel) + " >&2\n";
   return s;
 }
 

@@ -26,7 +26,8 @@ std::string NewSentinel();
 // 'text' for the shell, single quotes inside escaped.
 std::string ShellQuote(const std::string& text);
 // What is written to the shell for one run (cwd "" keeps the shell's).
-std::string SessionScript(const std::string& command, const std::string& cwd, const std::string& sentinel);
+std::string SessionScript(const std::string& command, const std::string& cwd,
+                          const std::string& sentinel);
 
 // The lines of one stream of a run, up to its sentinel line.
 class SentinelLines {

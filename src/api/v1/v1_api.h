@@ -25,7 +25,8 @@ struct V1Config {
 
 class V1Api {
  public:
-  V1Api(V1Config cfg, SandboxManager* mgr, auth::Credentials* creds, ApiMetrics* metrics, PortProxy* ports)
+  V1Api(V1Config cfg, SandboxManager* mgr, auth::Credentials* creds, ApiMetrics* metrics,
+        PortProxy* ports)
       : cfg_(cfg), mgr_(mgr), creds_(creds), metrics_(*metrics), ports_(*ports) {}
   // Adds the /v1 mount (bearer key, rate limit) and every /v1 route.
   void Register(Router& r);
@@ -56,19 +57,22 @@ class V1Api {
   asio::awaitable<void> FileMkdir(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> FileMove(HttpContext& ctx, const std::string& id);
   // /processes[/{pid}[/stream|stdin|signal]] (v1_processes.cc)
-  asio::awaitable<void> Processes(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> Processes(HttpContext& ctx, const std::string& id,
+                                  const std::vector<std::string>& seg);
   asio::awaitable<void> ProcessStream(HttpContext& ctx, std::shared_ptr<Sandbox> sb, int pid);
   // /pty, a WebSocket (v1_pty.cc)
   asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
   // Exposed ports (v1_ports.cc): /v1/sandboxes/{id}/ports/{port}/...,
   // relayed raw (the router skips its URL checks for the route).
-  asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg);
+  asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id,
+                              const std::vector<std::string>& seg);
   // The guard of the /v1 mount: bearer key, then its rate limit.
   asio::awaitable<bool> Admit(HttpContext& ctx);
   // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
   asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> CreateVolume(HttpContext& ctx);
-  asio::awaitable<void> VolumeFileOp(HttpContext& ctx, const std::string& name, const std::string& op);
+  asio::awaitable<void> VolumeFileOp(HttpContext& ctx, const std::string& name,
+                                     const std::string& op);
   asio::awaitable<void> VolumeFileGet(HttpContext& ctx, const std::string& name);
   asio::awaitable<void> VolumeFilePut(HttpContext& ctx, const std::string& name);
   nlohmann::json VolumeJson(const VolumeRecord& r);

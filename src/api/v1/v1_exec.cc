@@ -3,10 +3,10 @@
 // Both watch the client's socket while the command runs: if the client goes
 // away the command is killed inside the sandbox (unless "detach":true), so
 // cancellation reaches the guest and not only the socket.
-#include "api/v1/v1_api.h"
 #include "api/common/exec_body.h"
 #include "api/common/json_fields.h"
 #include "api/common/utf8.h"
+#include "api/v1/v1_api.h"
 #include "core/exec_session.h"
 
 namespace hutch::api {
@@ -60,7 +60,8 @@ asio::awaitable<void> V1Api::Exec(HttpContext& ctx, const std::string& id, bool 
       if (ev.kind == ExecEvent::kError) {
         ctx.StopWatchingClose();
         if (detach) session->Detach();
-        if (!ctx.keep_alive() && ev.error.code == Code::kUnavailable && ev.error.message == "client went away")
+        if (!ctx.keep_alive() && ev.error.code == Code::kUnavailable &&
+            ev.error.message == "client went away")
           co_return;  // nobody to answer; dropping the session kills the process
         co_return co_await ctx.SendError(ev.error);
       }
@@ -85,7 +86,8 @@ asio::awaitable<void> V1Api::Exec(HttpContext& ctx, const std::string& id, bool 
     co_return;
   }
   Utf8Splitter split_out, split_err;
-  auto send_pieces = [&](const char* name, std::vector<Utf8Splitter::Piece> pieces) -> asio::awaitable<Status> {
+  auto send_pieces = [&](const char* name,
+                         std::vector<Utf8Splitter::Piece> pieces) -> asio::awaitable<Status> {
     for (auto& p : pieces) {
       std::string ev = OutputEvent(name, p.text, p.bytes);
       if (auto st = co_await ctx.WriteChunk(ev); !st.ok()) co_return st;
@@ -96,7 +98,8 @@ asio::awaitable<void> V1Api::Exec(HttpContext& ctx, const std::string& id, bool 
   std::string start_event = SseJsonEvent("start", start);
   Status st = co_await ctx.WriteChunk(start_event);
   while (st.ok()) {
-    auto ev = co_await session->NextFor(std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.sse_ping_interval));
+    auto ev = co_await session->NextFor(
+        std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.sse_ping_interval));
     if (!ev) {
       // Keeps idle proxies from cutting a quiet command's stream.
       st = co_await ctx.WriteChunk(": ping\n\n");

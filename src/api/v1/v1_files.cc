@@ -1,9 +1,9 @@
 // /v1/sandboxes/{id}/fs...: binary-safe streamed upload and download,
 // list, stat, delete, mkdir, move. The agent does every operation inside
 // the sandbox's root.
-#include "api/v1/v1_api.h"
 #include "api/common/file_send.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 #include "core/file_ops.h"
 
 namespace hutch::api {
@@ -34,7 +34,8 @@ asio::awaitable<void> V1Api::FilePut(HttpContext& ctx, const std::string& id) {
     char* end = nullptr;
     long v = std::strtol(m->c_str(), &end, 8);
     if (m->empty() || *end != '\0' || v < 0 || v > 07777)
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'mode' must be octal, e.g. 0644"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "'mode' must be octal, e.g. 0644"));
     mode = static_cast<int>(v);
   }
   auto sb = mgr_->GetRunning(id);
@@ -42,13 +43,13 @@ asio::awaitable<void> V1Api::FilePut(HttpContext& ctx, const std::string& id) {
   auto up = co_await FileUpload::Start(*sb, *path, ctx.Query("user").value_or(""), mode);
   if (!up.ok()) co_return co_await ctx.SendError(up.error());
   auto& u = **up;
-  auto st = co_await ctx.StreamBody([&u](std::string_view data) -> asio::awaitable<Status> {
-    co_return co_await u.Write(data);
-  });
+  auto st = co_await ctx.StreamBody(
+      [&u](std::string_view data) -> asio::awaitable<Status> { co_return co_await u.Write(data); });
   if (!st.ok()) co_return co_await ctx.SendError(st.error());
   auto entry = co_await u.Finish();
   if (!entry.ok()) co_return co_await ctx.SendError(entry.error());
-  nlohmann::json out = {{"path", entry->value("path", *path)}, {"size", entry->value("size", int64_t{0})}};
+  nlohmann::json out = {{"path", entry->value("path", *path)},
+                        {"size", entry->value("size", int64_t{0})}};
   co_await ctx.SendJson(201, out);
 }
 
@@ -56,7 +57,8 @@ asio::awaitable<void> V1Api::FileDelete(HttpContext& ctx, const std::string& id)
   HUTCH_FIELD(path, PathParam(ctx));
   auto rec = ctx.Query("recursive").value_or("false");
   if (rec != "true" && rec != "false")
-    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'recursive' must be true or false"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kInvalidRequest, "'recursive' must be true or false"));
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   nlohmann::json req = {{"op", "remove"}, {"path", *path}, {"recursive", rec == "true"}};
@@ -84,10 +86,12 @@ asio::awaitable<void> V1Api::FileList(HttpContext& ctx, const std::string& id, b
 asio::awaitable<void> V1Api::FileMkdir(HttpContext& ctx, const std::string& id) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
-  if (auto st = RejectUnknownFields(*body, {"path", "user"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = RejectUnknownFields(*body, {"path", "user"}); !st.ok())
+    co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(path, OptString(*body, "path"));
   HUTCH_FIELD(user, OptString(*body, "user"));
-  if (auto st = CheckPath(path->value_or(""), "path"); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = CheckPath(path->value_or(""), "path"); !st.ok())
+    co_return co_await ctx.SendError(st.error());
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   nlohmann::json req = {{"op", "mkdir"}, {"path", **path}};
@@ -106,8 +110,10 @@ asio::awaitable<void> V1Api::FileMove(HttpContext& ctx, const std::string& id) {
   HUTCH_FIELD(from, OptString(*body, "from"));
   HUTCH_FIELD(to, OptString(*body, "to"));
   HUTCH_FIELD(user, OptString(*body, "user"));
-  if (auto st = CheckPath(from->value_or(""), "from"); !st.ok()) co_return co_await ctx.SendError(st.error());
-  if (auto st = CheckPath(to->value_or(""), "to"); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = CheckPath(from->value_or(""), "from"); !st.ok())
+    co_return co_await ctx.SendError(st.error());
+  if (auto st = CheckPath(to->value_or(""), "to"); !st.ok())
+    co_return co_await ctx.SendError(st.error());
   auto sb = mgr_->GetRunning(id);
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   nlohmann::json req = {{"op", "move"}, {"path", **from}, {"to", **to}};

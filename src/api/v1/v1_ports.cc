@@ -10,9 +10,11 @@
 
 namespace hutch::api {
 
-asio::awaitable<void> V1Api::Ports(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg) {
+asio::awaitable<void> V1Api::Ports(HttpContext& ctx, const std::string& id,
+                                   const std::vector<std::string>& seg) {
   if (seg.size() < 5) {
-    Error e = MakeError(Code::kInvalidRequest, "a port is required: /v1/sandboxes/{id}/ports/{port}/...");
+    Error e =
+        MakeError(Code::kInvalidRequest, "a port is required: /v1/sandboxes/{id}/ports/{port}/...");
     co_return co_await ctx.SendError(e);
   }
   auto port = PortProxy::ParsePort(seg[4]);
@@ -20,7 +22,8 @@ asio::awaitable<void> V1Api::Ports(HttpContext& ctx, const std::string& id, cons
   // The router matched decoded segments; the server gets the raw rest.
   SplitTarget split = SplitRequestTarget(ctx.target(), 5);
   if (!split.ok || !std::equal(split.prefix.begin(), split.prefix.end(), seg.begin())) {
-    Error e = MakeError(Code::kInvalidRequest, "malformed path (an escaped '/' in the sandbox id or port?)");
+    Error e = MakeError(Code::kInvalidRequest,
+                        "malformed path (an escaped '/' in the sandbox id or port?)");
     co_return co_await ctx.SendError(e);
   }
   ProxyRequest req;

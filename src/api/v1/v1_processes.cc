@@ -5,10 +5,10 @@
 
 #include <cctype>
 
-#include "api/v1/v1_api.h"
 #include "api/common/exec_body.h"
 #include "api/common/json_fields.h"
 #include "api/common/utf8.h"
+#include "api/v1/v1_api.h"
 #include "core/process_ops.h"
 
 namespace hutch::api {
@@ -50,10 +50,12 @@ json ProcessJson(const ProcessInfo& p) {
 
 // A pid path segment: a positive decimal integer.
 Result<int> ParsePid(const std::string& s) {
-  if (s.empty() || s.size() > 9) return MakeError(Code::kInvalidRequest, "pid '" + s + "' is not a process id");
+  if (s.empty() || s.size() > 9)
+    return MakeError(Code::kInvalidRequest, "pid '" + s + "' is not a process id");
   int v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9') return MakeError(Code::kInvalidRequest, "pid '" + s + "' is not a process id");
+    if (c < '0' || c > '9')
+      return MakeError(Code::kInvalidRequest, "pid '" + s + "' is not a process id");
     v = v * 10 + (c - '0');
   }
   if (v <= 0) return MakeError(Code::kInvalidRequest, "pid '" + s + "' is not a process id");
@@ -63,11 +65,13 @@ Result<int> ParsePid(const std::string& s) {
 // A byte offset (query `from` or the Last-Event-ID header).
 Result<uint64_t> ParseOffset(const std::string& s, const char* what) {
   if (s.empty() || s.size() > 19)
-    return MakeError(Code::kInvalidRequest, std::string(what) + " must be a byte offset (a non-negative integer)");
+    return MakeError(Code::kInvalidRequest,
+                     std::string(what) + " must be a byte offset (a non-negative integer)");
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9')
-      return MakeError(Code::kInvalidRequest, std::string(what) + " must be a byte offset (a non-negative integer)");
+      return MakeError(Code::kInvalidRequest,
+                       std::string(what) + " must be a byte offset (a non-negative integer)");
     v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   return v;
@@ -76,17 +80,20 @@ Result<uint64_t> ParseOffset(const std::string& s, const char* what) {
 // "SIGTERM", "TERM", "sigterm", "15" or 15.
 Result<int> ParseSignal(const json& v) {
   static const std::pair<const char*, int> kNames[] = {
-      {"HUP", SIGHUP},     {"INT", SIGINT},     {"QUIT", SIGQUIT},     {"ILL", SIGILL},   {"TRAP", SIGTRAP},
-      {"ABRT", SIGABRT},   {"IOT", SIGIOT},     {"BUS", SIGBUS},       {"FPE", SIGFPE},   {"KILL", SIGKILL},
-      {"USR1", SIGUSR1},   {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},
-      {"TERM", SIGTERM},   {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},   {"CONT", SIGCONT}, {"STOP", SIGSTOP},
-      {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},
-      {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},   {"WINCH", SIGWINCH}, {"IO", SIGIO},
-      {"POLL", SIGPOLL},   {"PWR", SIGPWR},     {"SYS", SIGSYS},
+      {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
+      {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},
+      {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
+      {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
+      {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"STOP", SIGSTOP},
+      {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
+      {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
+      {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"POLL", SIGPOLL},     {"PWR", SIGPWR},
+      {"SYS", SIGSYS},
   };
   constexpr int kMaxSignal = 64;  // SIGRTMAX on Linux
-  const Error bad = MakeError(Code::kInvalidRequest,
-                              "'signal' must be a signal name (\"SIGTERM\", \"TERM\") or number (1-64)");
+  const Error bad =
+      MakeError(Code::kInvalidRequest,
+                "'signal' must be a signal name (\"SIGTERM\", \"TERM\") or number (1-64)");
   if (v.is_number_integer()) {
     const int64_t n = v.get<int64_t>();
     if (n < 1 || n > kMaxSignal) return bad;
@@ -108,7 +115,8 @@ Result<int> ParseSignal(const json& v) {
 
 }  // namespace
 
-asio::awaitable<void> V1Api::Processes(HttpContext& ctx, const std::string& id, const std::vector<std::string>& seg) {
+asio::awaitable<void> V1Api::Processes(HttpContext& ctx, const std::string& id,
+                                       const std::vector<std::string>& seg) {
   using V = http::verb;
   const V m = ctx.method();
   const size_t n = seg.size();  // v1 sandboxes {id} processes [pid [op]]
@@ -147,7 +155,8 @@ asio::awaitable<void> V1Api::Processes(HttpContext& ctx, const std::string& id, 
 
   HUTCH_FIELD(body, co_await ctx.ReadJson(cfg_.json_body_limit));
   if (op == "signal") {
-    if (auto st = RejectUnknownFields(*body, {"signal"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+    if (auto st = RejectUnknownFields(*body, {"signal"}); !st.ok())
+      co_return co_await ctx.SendError(st.error());
     if (!body->contains("signal"))
       co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'signal' is required"));
     HUTCH_FIELD(sig, ParseSignal((*body)["signal"]));
@@ -165,10 +174,11 @@ asio::awaitable<void> V1Api::Processes(HttpContext& ctx, const std::string& id, 
   HUTCH_FIELD(b64, OptString(*body, "b64"));
   HUTCH_FIELD(eof, OptBool(*body, "eof"));
   if (text->has_value() && b64->has_value())
-    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "give at most one of 'text' and 'b64'"));
-  if (!text->has_value() && !b64->has_value() && !eof->value_or(false))
     co_return co_await ctx.SendError(
-        MakeError(Code::kInvalidRequest, "nothing to do: give 'text' or 'b64', and/or \"eof\":true"));
+        MakeError(Code::kInvalidRequest, "give at most one of 'text' and 'b64'"));
+  if (!text->has_value() && !b64->has_value() && !eof->value_or(false))
+    co_return co_await ctx.SendError(MakeError(
+        Code::kInvalidRequest, "nothing to do: give 'text' or 'b64', and/or \"eof\":true"));
   std::string data;
   if (*text) data = std::move(**text);
   if (*b64 && !Base64Decode(**b64, &data))
@@ -216,10 +226,12 @@ asio::awaitable<void> V1Api::ProcessStream(HttpContext& ctx, std::shared_ptr<San
   uint64_t emitted = from;
   Utf8Splitter split;
   bool last_err = false;
-  auto send_pieces = [&](bool is_err, std::vector<Utf8Splitter::Piece> pieces) -> asio::awaitable<Status> {
+  auto send_pieces = [&](bool is_err,
+                         std::vector<Utf8Splitter::Piece> pieces) -> asio::awaitable<Status> {
     for (auto& p : pieces) {
       emitted += p.bytes.size();
-      std::string ev = "id: " + std::to_string(emitted) + "\n" + OutputEvent(is_err ? "stderr" : "stdout", p.text, p.bytes);
+      std::string ev = "id: " + std::to_string(emitted) + "\n" +
+                       OutputEvent(is_err ? "stderr" : "stdout", p.text, p.bytes);
       if (auto st = co_await ctx.WriteChunk(ev); !st.ok()) co_return st;
     }
     co_return Status{};
@@ -227,7 +239,8 @@ asio::awaitable<void> V1Api::ProcessStream(HttpContext& ctx, std::shared_ptr<San
   const json start = {{"pid", pid}, {"from", from}};
   Status st = co_await ctx.WriteChunk(SseJsonEvent("start", start));
   while (st.ok()) {
-    auto ev = co_await follower->NextFor(std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.sse_ping_interval));
+    auto ev = co_await follower->NextFor(
+        std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.sse_ping_interval));
     if (!ev) {
       st = co_await ctx.WriteChunk(": ping\n\n");
       continue;
@@ -243,8 +256,11 @@ asio::awaitable<void> V1Api::ProcessStream(HttpContext& ctx, std::shared_ptr<San
     if (ev->kind == ProcessEvent::kDropped) {
       st = co_await send_pieces(last_err, split.Flush());
       emitted = ev->offset;
-      const json d = {{"from", ev->dropped_from}, {"oldest", ev->offset}, {"dropped_bytes", ev->dropped_bytes}};
-      if (st.ok()) st = co_await ctx.WriteChunk("id: " + std::to_string(emitted) + "\n" + SseJsonEvent("dropped", d));
+      const json d = {
+          {"from", ev->dropped_from}, {"oldest", ev->offset}, {"dropped_bytes", ev->dropped_bytes}};
+      if (st.ok())
+        st = co_await ctx.WriteChunk("id: " + std::to_string(emitted) + "\n" +
+                                     SseJsonEvent("dropped", d));
       continue;
     }
     if (ev->kind == ProcessEvent::kExit) {
@@ -257,7 +273,9 @@ asio::awaitable<void> V1Api::ProcessStream(HttpContext& ctx, std::shared_ptr<San
     // kError: the client left (interrupt), or the sandbox or the process
     // entry went away.
     if (ev->error.message != "client went away") {
-      json err = {{"code", CodeName(ev->error.code)}, {"message", ev->error.message}, {"request_id", ctx.request_id()}};
+      json err = {{"code", CodeName(ev->error.code)},
+                  {"message", ev->error.message},
+                  {"request_id", ctx.request_id()}};
       st = co_await ctx.WriteChunk(SseJsonEvent("error", err));
       if (st.ok()) st = co_await ctx.EndStream();
       ctx.StopWatchingClose();

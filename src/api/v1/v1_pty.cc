@@ -11,17 +11,17 @@
 // this handler writes output. Output is written before its credit is
 // returned to the agent, so a client that stops reading stops the shell's
 // output at the agent (256 KiB in flight at most), not in hutchd's memory.
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
-#include <spdlog/spdlog.h>
 
-#include "api/v1/v1_api.h"
 #include "api/common/exec_body.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 #include "core/pty_session.h"
 
 namespace hutch::api {
@@ -48,7 +48,8 @@ asio::awaitable<Status> OnText(PtySession& s, const std::string& msg) {
   json j = json::parse(msg, nullptr, false);
   if (!j.is_object() || !j.contains("resize") || !j["resize"].is_object()) co_return Status{};
   const json& r = j["resize"];
-  if (!r.contains("cols") || !r.contains("rows") || !r["cols"].is_number_integer() || !r["rows"].is_number_integer())
+  if (!r.contains("cols") || !r.contains("rows") || !r["cols"].is_number_integer() ||
+      !r["rows"].is_number_integer())
     co_return Status{};
   const int64_t cols = r["cols"].get<int64_t>(), rows = r["rows"].get<int64_t>();
   if (cols < 1 || cols > 10000 || rows < 1 || rows > 10000) co_return Status{};
@@ -59,8 +60,9 @@ asio::awaitable<Status> OnText(PtySession& s, const std::string& msg) {
 
 asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
   if (ctx.method() != http::verb::get)
-    co_return co_await ctx.SendError(MakeError(
-        Code::kMethodNotAllowed, "method " + std::string(http::to_string(ctx.method())) + " not allowed here"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kMethodNotAllowed,
+                  "method " + std::string(http::to_string(ctx.method())) + " not allowed here"));
   PtyRequest req;
   HUTCH_FIELD(cols, QueryInt(ctx.Query("cols"), "cols", 1, 10000));
   HUTCH_FIELD(rows, QueryInt(ctx.Query("rows"), "rows", 1, 10000));
@@ -72,14 +74,16 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
     req.cwd = *c;
   }
   if (auto c = ctx.Query("cmd")) {
-    if (c->empty()) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'cmd' is empty"));
+    if (c->empty())
+      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'cmd' is empty"));
     req.argv = {"/bin/sh", "-c", *c};
   }
   HUTCH_FIELD(sb, mgr_->GetRunning(id));
   auto upgrade = ctx.RequestHeader();
   if (!websocket::is_upgrade(upgrade))
     co_return co_await ctx.SendError(MakeError(
-        Code::kInvalidRequest, "/pty is a WebSocket: send the upgrade headers (Connection: Upgrade, Upgrade: websocket)"));
+        Code::kInvalidRequest,
+        "/pty is a WebSocket: send the upgrade headers (Connection: Upgrade, Upgrade: websocket)"));
   // The shell starts before the upgrade is accepted, so a bad user or cwd
   // is still an ordinary JSON error.
   HUTCH_FIELD(started, co_await PtySession::Start(*sb, req));
@@ -96,10 +100,11 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
   // idle with pings) do.
   beast::get_lowest_layer(ws).expires_never();
   ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-  ws.set_option(websocket::stream_base::decorator([rid = ctx.request_id()](websocket::response_type& res) {
-    res.set(http::field::server, "hutchd");
-    res.set("X-Request-Id", rid);
-  }));
+  ws.set_option(
+      websocket::stream_base::decorator([rid = ctx.request_id()](websocket::response_type& res) {
+        res.set(http::field::server, "hutchd");
+        res.set("X-Request-Id", rid);
+      }));
   ws.read_message_max(kMaxClientMessage);
   boost::system::error_code ec;
   co_await ws.async_accept(upgrade, asio::redirect_error(asio::use_awaitable, ec));
@@ -122,10 +127,8 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
           // (Not `c ? co_await a : co_await b`: GCC 12 mis-destroys the
           // temporaries of a conditional with co_await in both arms.)
           Status st;
-          if (ws.got_text())
-            st = co_await OnText(*session, msg);
-          else
-            st = co_await session->Write(msg);
+          if (ws.got_text()) st = co_await OnText(*session, msg);
+          else st = co_await session->Write(msg);
           if (!st.ok()) break;
         }
         reader->done = true;
@@ -144,16 +147,19 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
       continue;
     }
     if (ev.kind == PtyEvent::kError && reader->done) break;  // the client left
-    json last = ev.kind == PtyEvent::kExit
-                    ? json{{"exit", ExitJson(ev.exit)}}
-                    : json{{"error",
-                            {{"code", CodeName(ev.error.code)}, {"message", ev.error.message}, {"request_id", ctx.request_id()}}}};
+    json last = ev.kind == PtyEvent::kExit ? json{{"exit", ExitJson(ev.exit)}}
+                                           : json{{"error",
+                                                   {{"code", CodeName(ev.error.code)},
+                                                    {"message", ev.error.message},
+                                                    {"request_id", ctx.request_id()}}}};
     ws.text(true);
     std::string text = last.dump(-1, ' ', false, json::error_handler_t::replace);
     co_await ws.async_write(asio::buffer(text), asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) {
-      const auto code = ev.kind == PtyEvent::kExit ? websocket::close_code::normal : websocket::close_code::internal_error;
-      co_await ws.async_close(websocket::close_reason(code), asio::redirect_error(asio::use_awaitable, ec));
+      const auto code = ev.kind == PtyEvent::kExit ? websocket::close_code::normal
+                                                   : websocket::close_code::internal_error;
+      co_await ws.async_close(websocket::close_reason(code),
+                              asio::redirect_error(asio::use_awaitable, ec));
       closing = !ec;
     }
     break;

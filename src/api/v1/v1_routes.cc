@@ -9,15 +9,17 @@ namespace hutch::api {
 asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
   const std::string hash = creds_->MatchBearer(ctx.Header("Authorization"));
   if (hash.empty()) {
-    co_await ctx.SendError(MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
+    co_await ctx.SendError(
+        MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
     co_return false;
   }
   // (Buckets are keyed by the key's hash, so the other dialects, which
   // know a sandbox's owner only by hash, spend the same tokens.)
   if (int wait = creds_->Charge(hash); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
-    co_await ctx.SendError(MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
-                                                             std::to_string(wait) + " s"));
+    co_await ctx.SendError(MakeError(
+        Code::kRateLimited,
+        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s"));
     co_return false;
   }
   ctx.set_principal(hash);
@@ -30,56 +32,75 @@ void V1Api::Register(Router& r) {
   mount.prefix = "/v1";
   mount.guard = [this](HttpContext& ctx) { return Admit(ctx); };
   r.AddMount(std::move(mount));
-  r.AddLogLabel([](const HttpContext&, const std::vector<std::string>& seg) -> std::optional<std::string> {
-    if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") return seg[2];
-    return std::nullopt;
-  });
+  r.AddLogLabel(
+      [](const HttpContext&, const std::vector<std::string>& seg) -> std::optional<std::string> {
+        if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sandboxes") return seg[2];
+        return std::nullopt;
+      });
   // (Named handlers: each route's lambda only picks its arguments.)
   auto add = [&](V m, const char* pattern, RouteHandler h) { r.Add(m, pattern, std::move(h)); };
-  add(V::post, "/v1/sandboxes", [this](HttpContext& c, const RouteMatch&) { return CreateSandbox(c); });
-  add(V::get, "/v1/sandboxes", [this](HttpContext& c, const RouteMatch&) { return ListSandboxes(c); });
-  add(V::get, "/v1/sandboxes/{id}", [this](HttpContext& c, const RouteMatch& m) { return GetSandbox(c, m["id"]); });
+  add(V::post, "/v1/sandboxes",
+      [this](HttpContext& c, const RouteMatch&) { return CreateSandbox(c); });
+  add(V::get, "/v1/sandboxes",
+      [this](HttpContext& c, const RouteMatch&) { return ListSandboxes(c); });
+  add(V::get, "/v1/sandboxes/{id}",
+      [this](HttpContext& c, const RouteMatch& m) { return GetSandbox(c, m["id"]); });
   add(V::delete_, "/v1/sandboxes/{id}",
       [this](HttpContext& c, const RouteMatch& m) { return DeleteSandbox(c, m["id"]); });
-  add(V::post, "/v1/sandboxes/{id}/exec", [this](HttpContext& c, const RouteMatch& m) { return Exec(c, m["id"], false); });
+  add(V::post, "/v1/sandboxes/{id}/exec",
+      [this](HttpContext& c, const RouteMatch& m) { return Exec(c, m["id"], false); });
   add(V::post, "/v1/sandboxes/{id}/exec/stream",
       [this](HttpContext& c, const RouteMatch& m) { return Exec(c, m["id"], true); });
-  add(V::post, "/v1/sandboxes/{id}/ttl", [this](HttpContext& c, const RouteMatch& m) { return SetTtl(c, m["id"]); });
+  add(V::post, "/v1/sandboxes/{id}/ttl",
+      [this](HttpContext& c, const RouteMatch& m) { return SetTtl(c, m["id"]); });
   add(V::post, "/v1/sandboxes/{id}/snapshots",
       [this](HttpContext& c, const RouteMatch& m) { return CreateSnapshot(c, m["id"]); });
-  add(V::post, "/v1/sandboxes/{id}/fork", [this](HttpContext& c, const RouteMatch& m) { return ForkSandbox(c, m["id"]); });
+  add(V::post, "/v1/sandboxes/{id}/fork",
+      [this](HttpContext& c, const RouteMatch& m) { return ForkSandbox(c, m["id"]); });
   add(V::post, "/v1/sandboxes/{id}/pause",
       [this](HttpContext& c, const RouteMatch& m) { return PauseResume(c, m["id"], true); });
   add(V::post, "/v1/sandboxes/{id}/resume",
       [this](HttpContext& c, const RouteMatch& m) { return PauseResume(c, m["id"], false); });
   add(V::get, "/v1/sandboxes/{id}/metrics",
       [this](HttpContext& c, const RouteMatch& m) { return SandboxMetrics(c, m["id"]); });
-  add(V::get, "/v1/sandboxes/{id}/fs", [this](HttpContext& c, const RouteMatch& m) { return FileGet(c, m["id"]); });
-  add(V::put, "/v1/sandboxes/{id}/fs", [this](HttpContext& c, const RouteMatch& m) { return FilePut(c, m["id"]); });
-  add(V::delete_, "/v1/sandboxes/{id}/fs", [this](HttpContext& c, const RouteMatch& m) { return FileDelete(c, m["id"]); });
+  add(V::get, "/v1/sandboxes/{id}/fs",
+      [this](HttpContext& c, const RouteMatch& m) { return FileGet(c, m["id"]); });
+  add(V::put, "/v1/sandboxes/{id}/fs",
+      [this](HttpContext& c, const RouteMatch& m) { return FilePut(c, m["id"]); });
+  add(V::delete_, "/v1/sandboxes/{id}/fs",
+      [this](HttpContext& c, const RouteMatch& m) { return FileDelete(c, m["id"]); });
   add(V::get, "/v1/sandboxes/{id}/fs/list",
       [this](HttpContext& c, const RouteMatch& m) { return FileList(c, m["id"], false); });
   add(V::get, "/v1/sandboxes/{id}/fs/stat",
       [this](HttpContext& c, const RouteMatch& m) { return FileList(c, m["id"], true); });
-  add(V::post, "/v1/sandboxes/{id}/fs/mkdir", [this](HttpContext& c, const RouteMatch& m) { return FileMkdir(c, m["id"]); });
-  add(V::post, "/v1/sandboxes/{id}/fs/move", [this](HttpContext& c, const RouteMatch& m) { return FileMove(c, m["id"]); });
-  auto processes = [this](HttpContext& c, const RouteMatch& m) { return Processes(c, m["id"], m.seg); };
+  add(V::post, "/v1/sandboxes/{id}/fs/mkdir",
+      [this](HttpContext& c, const RouteMatch& m) { return FileMkdir(c, m["id"]); });
+  add(V::post, "/v1/sandboxes/{id}/fs/move",
+      [this](HttpContext& c, const RouteMatch& m) { return FileMove(c, m["id"]); });
+  auto processes = [this](HttpContext& c, const RouteMatch& m) {
+    return Processes(c, m["id"], m.seg);
+  };
   add(V::post, "/v1/sandboxes/{id}/processes", processes);
   add(V::get, "/v1/sandboxes/{id}/processes", processes);
   add(V::get, "/v1/sandboxes/{id}/processes/{pid}", processes);
   add(V::get, "/v1/sandboxes/{id}/processes/{pid}/stream", processes);
   add(V::post, "/v1/sandboxes/{id}/processes/{pid}/stdin", processes);
   add(V::post, "/v1/sandboxes/{id}/processes/{pid}/signal", processes);
-  add(V::get, "/v1/sandboxes/{id}/pty", [this](HttpContext& c, const RouteMatch& m) { return Pty(c, m["id"]); });
+  add(V::get, "/v1/sandboxes/{id}/pty",
+      [this](HttpContext& c, const RouteMatch& m) { return Pty(c, m["id"]); });
   // The sandbox server's target is relayed as is (raw); without a port
   // the answer is 400.
-  for (const char* pattern : {"/v1/sandboxes/{id}/ports/{port}/{path*}", "/v1/sandboxes/{id}/ports"}) {
-    Route ports{kAnyMethod, pattern, [this](HttpContext& c, const RouteMatch& m) { return Ports(c, m["id"], m.seg); }};
+  for (const char* pattern :
+       {"/v1/sandboxes/{id}/ports/{port}/{path*}", "/v1/sandboxes/{id}/ports"}) {
+    Route ports{kAnyMethod, pattern,
+                [this](HttpContext& c, const RouteMatch& m) { return Ports(c, m["id"], m.seg); }};
     ports.raw = true;
     r.Add(std::move(ports));
   }
-  add(V::get, "/v1/sandboxes/{id}/network", [this](HttpContext& c, const RouteMatch& m) { return GetNetwork(c, m["id"]); });
-  add(V::put, "/v1/sandboxes/{id}/network", [this](HttpContext& c, const RouteMatch& m) { return PutNetwork(c, m["id"]); });
+  add(V::get, "/v1/sandboxes/{id}/network",
+      [this](HttpContext& c, const RouteMatch& m) { return GetNetwork(c, m["id"]); });
+  add(V::put, "/v1/sandboxes/{id}/network",
+      [this](HttpContext& c, const RouteMatch& m) { return PutNetwork(c, m["id"]); });
 
   auto snapshots = [this](HttpContext& c, const RouteMatch& m) { return RouteSnapshots(c, m.seg); };
   add(V::get, "/v1/snapshots", snapshots);
@@ -104,7 +125,9 @@ void V1Api::Register(Router& r) {
   add(V::get, "/v1/templates", templates);
   add(V::get, "/v1/templates/{name}", templates);
   add(V::delete_, "/v1/templates/{name}", templates);
-  auto aliases = [this](HttpContext& c, const RouteMatch& m) { return RouteTemplateAliases(c, m.seg); };
+  auto aliases = [this](HttpContext& c, const RouteMatch& m) {
+    return RouteTemplateAliases(c, m.seg);
+  };
   add(V::get, "/v1/template-aliases", aliases);
   add(V::put, "/v1/template-aliases/{alias}", aliases);
   add(V::delete_, "/v1/template-aliases/{alias}", aliases);

@@ -1,6 +1,6 @@
 // /v1/sandboxes: create, list, get, delete, ttl, metrics.
-#include "api/v1/v1_api.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 
 namespace hutch::api {
 
@@ -8,9 +8,9 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   const auto& j = *body;
-  if (auto st = RejectUnknownFields(j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
-                                        "network", "snapshot", "volumes",
-                                        "auto_pause_seconds", "driver"});
+  if (auto st = RejectUnknownFields(
+          j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
+              "network", "snapshot", "volumes", "auto_pause_seconds", "driver"});
       !st.ok())
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
@@ -25,7 +25,8 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
   HUTCH_FIELD(driver, OptString(j, "driver"));
   if (*snapshot && *tpl)
     co_return co_await ctx.SendError(
-        MakeError(Code::kInvalidRequest, "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
+        MakeError(Code::kInvalidRequest,
+                  "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
   net::NetworkPolicy network;
   if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
     auto p = net::ParseNetworkPolicy(*it);
@@ -36,18 +37,20 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
   if (*driver) o.driver = **driver;
   if (auto it = j.find("volumes"); it != j.end() && !it->is_null()) {
     if (!it->is_array())
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'volumes' must be an array"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "'volumes' must be an array"));
     for (const auto& v : *it) {
       if (!v.is_object())
-        co_return co_await ctx.SendError(
-            MakeError(Code::kInvalidRequest, "each of 'volumes' must be an object {name, path, read_only?}"));
+        co_return co_await ctx.SendError(MakeError(
+            Code::kInvalidRequest, "each of 'volumes' must be an object {name, path, read_only?}"));
       if (auto st = RejectUnknownFields(v, {"name", "path", "read_only"}); !st.ok())
         co_return co_await ctx.SendError(st.error());
       HUTCH_FIELD(vname, OptString(v, "name"));
       HUTCH_FIELD(vpath, OptString(v, "path"));
       HUTCH_FIELD(ro, OptBool(v, "read_only"));
       if (!*vname || !*vpath)
-        co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "each volume needs 'name' and 'path'"));
+        co_return co_await ctx.SendError(
+            MakeError(Code::kInvalidRequest, "each volume needs 'name' and 'path'"));
       o.volumes.push_back({**vname, **vpath, ro->value_or(false)});
     }
   }
@@ -70,8 +73,8 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     bool printable = idem.size() <= 255;
     for (unsigned char ch : idem) printable &= ch >= 0x20 && ch < 0x7f;
     if (!printable)
-      co_return co_await ctx.SendError(
-          MakeError(Code::kInvalidRequest, "Idempotency-Key must be 1-255 printable ASCII characters"));
+      co_return co_await ctx.SendError(MakeError(
+          Code::kInvalidRequest, "Idempotency-Key must be 1-255 printable ASCII characters"));
     // nlohmann::json keeps object keys sorted: dump() is a canonical form,
     // so the same fields in another order count as the same body.
     rec = co_await mgr_->CreateIdempotent(std::move(o), idem, j.dump(), &replayed);
@@ -95,7 +98,8 @@ asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
   if (auto s = ctx.Query("status")) {
     SandboxStatus st;
     if (!ParseStatus(*s, &st))
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "unknown status '" + *s + "'"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "unknown status '" + *s + "'"));
     f.status = st;
   }
   HUTCH_FIELD(limit, QueryInt(ctx.Query("limit"), "limit", 1, 1000));
@@ -104,7 +108,8 @@ asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
   for (const auto& [k, v] : ctx.query()) {
     if (k.rfind("metadata.", 0) == 0) f.metadata[k.substr(9)] = v;
     else if (k != "status" && k != "limit" && k != "cursor")
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "unknown query parameter '" + k + "'"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "unknown query parameter '" + k + "'"));
   }
   auto page = mgr_->List(f);
   nlohmann::json items = nlohmann::json::array();
@@ -129,9 +134,11 @@ asio::awaitable<void> V1Api::DeleteSandbox(HttpContext& ctx, const std::string& 
 asio::awaitable<void> V1Api::SetTtl(HttpContext& ctx, const std::string& id) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
-  if (auto st = RejectUnknownFields(*body, {"ttl_seconds"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = RejectUnknownFields(*body, {"ttl_seconds"}); !st.ok())
+    co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(ttl, OptInt(*body, "ttl_seconds", 1, INT32_MAX));
-  if (!*ttl) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'ttl_seconds' is required"));
+  if (!*ttl)
+    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'ttl_seconds' is required"));
   auto rec = mgr_->SetTtl(id, **ttl);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
   co_await ctx.SendJson(200, rec->ToJson());
@@ -151,18 +158,18 @@ asio::awaitable<void> V1Api::SandboxMetrics(HttpContext& ctx, const std::string&
   if (!sb.ok()) co_return co_await ctx.SendError(sb.error());
   auto stats = (*sb)->instance->Stats();
   if (!stats.ok()) co_return co_await ctx.SendError(stats.error());
-  auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() -
-                                                                      (*sb)->rec.created_at);
+  auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now() - (*sb)->rec.created_at);
   nlohmann::json out = {{"cpu_seconds", static_cast<double>(stats->cpu_usage_ns) / 1e9},
-                              {"memory_bytes", stats->memory_current},
-                              {"memory_peak_bytes", stats->memory_peak},
-                              {"pids", stats->pids_current},
-                              {"oom_kills", stats->oom_kills},
-                              {"disk_used_bytes", stats->disk_used_bytes},
-                              {"disk_limit_bytes", stats->disk_limit_bytes},
-                              {"net_rx_bytes", stats->net_rx_bytes},
-                              {"net_tx_bytes", stats->net_tx_bytes},
-                              {"uptime_ms", uptime.count()}};
+                        {"memory_bytes", stats->memory_current},
+                        {"memory_peak_bytes", stats->memory_peak},
+                        {"pids", stats->pids_current},
+                        {"oom_kills", stats->oom_kills},
+                        {"disk_used_bytes", stats->disk_used_bytes},
+                        {"disk_limit_bytes", stats->disk_limit_bytes},
+                        {"net_rx_bytes", stats->net_rx_bytes},
+                        {"net_tx_bytes", stats->net_tx_bytes},
+                        {"uptime_ms", uptime.count()}};
   co_await ctx.SendJson(200, out);
 }
 

@@ -1,7 +1,7 @@
 // /v1 snapshots and fork: capture a sandbox's files, list and delete
 // snapshots, fork a live sandbox into N copy-on-write children.
-#include "api/v1/v1_api.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 
 namespace hutch::api {
 
@@ -21,8 +21,10 @@ asio::awaitable<void> V1Api::ForkSandbox(HttpContext& ctx, const std::string& id
   if (!body->empty()) {
     auto j = nlohmann::json::parse(*body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "body must be a JSON object"));
-    if (auto st = RejectUnknownFields(j, {"count"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "body must be a JSON object"));
+    if (auto st = RejectUnknownFields(j, {"count"}); !st.ok())
+      co_return co_await ctx.SendError(st.error());
     HUTCH_FIELD(n, OptInt(j, "count", 1, 1000));
     if (*n) count = **n;
   }
@@ -43,7 +45,8 @@ asio::awaitable<void> V1Api::RouteSnapshots(HttpContext& ctx, const std::vector<
   if (seg.size() == 2) {
     if (m != V::get)
       co_return co_await ctx.SendError(
-          MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(m)) + " not allowed here"));
+          MakeError(Code::kMethodNotAllowed,
+                    "method " + std::string(http::to_string(m)) + " not allowed here"));
     nlohmann::json items = nlohmann::json::array();
     for (const auto& s : mgr_->ListSnapshots()) items.push_back(s.ToJson());
     nlohmann::json out = {{"items", items}};
@@ -62,7 +65,8 @@ asio::awaitable<void> V1Api::RouteSnapshots(HttpContext& ctx, const std::vector<
       co_return co_await ctx.SendEmpty(204);
     }
     co_return co_await ctx.SendError(
-        MakeError(Code::kMethodNotAllowed, "method " + std::string(http::to_string(m)) + " not allowed here"));
+        MakeError(Code::kMethodNotAllowed,
+                  "method " + std::string(http::to_string(m)) + " not allowed here"));
   }
   co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
 }

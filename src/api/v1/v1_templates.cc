@@ -1,8 +1,8 @@
 // /v1 templates: build one from a spec (progress as SSE), list, get and
 // remove built templates; /v1/template-aliases: the alias table.
-#include "api/v1/v1_api.h"
 #include "api/common/exec_body.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 #include "core/template_spec.h"
 
 namespace hutch::api {
@@ -23,7 +23,8 @@ nlohmann::json TemplateListJson(SandboxManager* mgr) {
 asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   TemplateBuilder* builder = mgr_->template_builder();
   if (!builder)
-    co_return co_await ctx.SendError(MakeError(Code::kNotSupported, "this hutchd does not build templates"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kNotSupported, "this hutchd does not build templates"));
   auto body = co_await ctx.ReadBody(kSpecLimit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   // The body is the spec itself, TOML or JSON (docs/templates.md).
@@ -31,11 +32,13 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   if (!spec.ok()) co_return co_await ctx.SendError(spec.error().Context("template spec"));
   if (auto n = ctx.Query("name"); n && !n->empty()) {
     if (!ValidTemplateName(*n))
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'name' is not a template name"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "'name' is not a template name"));
     spec->name = *n;
   }
   if (builder->building(spec->name))
-    co_return co_await ctx.SendError(MakeError(Code::kConflict, "template '" + spec->name + "' is being built already"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kConflict, "template '" + spec->name + "' is being built already"));
 
   // Progress as SSE unless the client asked for one JSON answer at the end.
   const bool sse = ctx.Header("Accept").find("text/event-stream") != std::string::npos;
@@ -43,13 +46,16 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   if (sse) {
     std::vector<std::pair<std::string, std::string>> sse_headers = {{"Cache-Control", "no-cache"},
                                                                     {"X-Accel-Buffering", "no"}};
-    if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, sse_headers); !st.ok()) co_return;
+    if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, sse_headers); !st.ok())
+      co_return;
   }
   // The build goes on if the client leaves: it ends registered or not at
   // all, and GET /v1/templates/{name} tells which.
-  TemplateBuildSink sink = [&](const std::string& event, const nlohmann::json& data) -> asio::awaitable<void> {
+  TemplateBuildSink sink = [&](const std::string& event,
+                               const nlohmann::json& data) -> asio::awaitable<void> {
     if (!sse || client_gone) co_return;
-    std::string chunk = event == "ping" ? std::string(": ping\n\n") : SseJsonEvent(event.c_str(), data);
+    std::string chunk =
+        event == "ping" ? std::string(": ping\n\n") : SseJsonEvent(event.c_str(), data);
     if (auto st = co_await ctx.WriteChunk(chunk); !st.ok()) client_gone = true;
   };
   auto rec = co_await builder->Build(std::move(*spec), sink);
@@ -62,9 +68,10 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   if (!rec.ok()) {
     const Error& e = rec.error();
     const TemplateBuildFailure& f = builder->last_failure();
-    nlohmann::json out = {{"code", CodeName(e.code)}, {"message", e.message},     {"request_id", ctx.request_id()},
-                          {"step", f.step},           {"name", f.name},           {"exit_code", f.exit_code},
-                          {"log_tail", f.log_tail}};
+    nlohmann::json out = {
+        {"code", CodeName(e.code)}, {"message", e.message}, {"request_id", ctx.request_id()},
+        {"step", f.step},           {"name", f.name},       {"exit_code", f.exit_code},
+        {"log_tail", f.log_tail}};
     ctx.NoteError(e);
     co_return co_await ctx.SendJson(CodeHttpStatus(e.code), out);
   }
@@ -98,7 +105,8 @@ asio::awaitable<void> V1Api::RouteTemplates(HttpContext& ctx, const std::vector<
       co_return co_await ctx.SendJson(200, out);
     }
     if (m == V::delete_) {
-      if (auto st = mgr_->DeleteTemplate(name); !st.ok()) co_return co_await ctx.SendError(st.error());
+      if (auto st = mgr_->DeleteTemplate(name); !st.ok())
+        co_return co_await ctx.SendError(st.error());
       co_return co_await ctx.SendEmpty(204);
     }
     co_return co_await ctx.SendError(MethodNotAllowed(m));
@@ -106,7 +114,8 @@ asio::awaitable<void> V1Api::RouteTemplates(HttpContext& ctx, const std::vector<
   co_await ctx.SendError(MakeError(Code::kNotFound, "no route for " + ctx.path()));
 }
 
-asio::awaitable<void> V1Api::RouteTemplateAliases(HttpContext& ctx, const std::vector<std::string>& seg) {
+asio::awaitable<void> V1Api::RouteTemplateAliases(HttpContext& ctx,
+                                                  const std::vector<std::string>& seg) {
   using V = http::verb;
   const V m = ctx.method();
   TemplateRegistry* reg = mgr_->templates();
@@ -120,10 +129,14 @@ asio::awaitable<void> V1Api::RouteTemplateAliases(HttpContext& ctx, const std::v
     if (m == V::put) {
       auto j = co_await ctx.ReadJson(cfg_.json_body_limit);
       if (!j.ok()) co_return co_await ctx.SendError(j.error());
-      if (auto st = RejectUnknownFields(*j, {"template"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+      if (auto st = RejectUnknownFields(*j, {"template"}); !st.ok())
+        co_return co_await ctx.SendError(st.error());
       HUTCH_FIELD(target, OptString(*j, "template"));
-      if (!*target) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'template' is required"));
-      if (auto st = reg->SetAlias(name, **target); !st.ok()) co_return co_await ctx.SendError(st.error());
+      if (!*target)
+        co_return co_await ctx.SendError(
+            MakeError(Code::kInvalidRequest, "'template' is required"));
+      if (auto st = reg->SetAlias(name, **target); !st.ok())
+        co_return co_await ctx.SendError(st.error());
       nlohmann::json out = {{"alias", name}, {"template", **target}};
       co_return co_await ctx.SendJson(200, out);
     }

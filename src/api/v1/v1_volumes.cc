@@ -12,12 +12,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "api/v1/v1_api.h"
-#include "http/byte_range.h"
 #include "api/common/json_fields.h"
+#include "api/v1/v1_api.h"
 #include "common/rooted_fs.h"
 #include "core/file_ops.h"
 #include "core/volume_image.h"
+#include "http/byte_range.h"
 
 namespace hutch::api {
 
@@ -55,7 +55,8 @@ asio::awaitable<void> V1Api::RouteVolumes(HttpContext& ctx, const std::vector<st
   const V m = ctx.method();
   const size_t n = seg.size();
   VolumeManager* vm = mgr_->volumes();
-  if (!vm) co_return co_await ctx.SendError(MakeError(Code::kNotSupported, "this server has no volumes"));
+  if (!vm)
+    co_return co_await ctx.SendError(MakeError(Code::kNotSupported, "this server has no volumes"));
   if (n == 2) {
     if (m == V::post) co_return co_await CreateVolume(ctx);
     if (m == V::get) {
@@ -75,8 +76,8 @@ asio::awaitable<void> V1Api::RouteVolumes(HttpContext& ctx, const std::vector<st
       if (!users.empty()) {
         std::string list;
         for (const auto& u : users) list += (list.empty() ? "" : ", ") + u;
-        co_return co_await ctx.SendError(
-            MakeError(Code::kConflict, "volume " + name + " is mounted by " + list + "; delete those first"));
+        co_return co_await ctx.SendError(MakeError(
+            Code::kConflict, "volume " + name + " is mounted by " + list + "; delete those first"));
       }
       if (auto st = vm->Delete(name); !st.ok()) co_return co_await ctx.SendError(st.error());
       co_return co_await ctx.SendEmpty(204);
@@ -103,22 +104,26 @@ asio::awaitable<void> V1Api::RouteVolumes(HttpContext& ctx, const std::vector<st
 asio::awaitable<void> V1Api::CreateVolume(HttpContext& ctx) {
   auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
-  if (auto st = RejectUnknownFields(*body, {"name", "size_mb"}); !st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto st = RejectUnknownFields(*body, {"name", "size_mb"}); !st.ok())
+    co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(name, OptString(*body, "name"));
   HUTCH_FIELD(size, OptInt(*body, "size_mb", 1, int64_t{1} << 30));
-  if (!*name) co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'name' is required"));
+  if (!*name)
+    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'name' is required"));
   auto rec = co_await mgr_->volumes()->Create(**name, *size);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
   co_await ctx.SendJson(201, VolumeJson(*rec));
 }
 
-asio::awaitable<void> V1Api::VolumeFileOp(HttpContext& ctx, const std::string& name, const std::string& op) {
+asio::awaitable<void> V1Api::VolumeFileOp(HttpContext& ctx, const std::string& name,
+                                          const std::string& op) {
   nlohmann::json body = nlohmann::json::object();
   if (op == "mkdir" || op == "move") {
     auto b = co_await ctx.ReadJson(cfg_.json_body_limit);
     if (!b.ok()) co_return co_await ctx.SendError(b.error());
     body = *b;
-    auto st = op == "mkdir" ? RejectUnknownFields(body, {"path"}) : RejectUnknownFields(body, {"from", "to"});
+    auto st = op == "mkdir" ? RejectUnknownFields(body, {"path"})
+                            : RejectUnknownFields(body, {"from", "to"});
     if (!st.ok()) co_return co_await ctx.SendError(st.error());
   }
   auto str = [&](const char* key) -> std::optional<std::string> {
@@ -126,12 +131,15 @@ asio::awaitable<void> V1Api::VolumeFileOp(HttpContext& ctx, const std::string& n
     if (it == body.end() || !it->is_string()) return std::nullopt;
     return it->get<std::string>();
   };
-  HUTCH_FIELD(path, VolumePath(op == "move" ? str("from") : op == "mkdir" ? str("path") : ctx.Query("path"),
+  HUTCH_FIELD(path, VolumePath(op == "move"    ? str("from")
+                               : op == "mkdir" ? str("path")
+                                               : ctx.Query("path"),
                                op == "move" ? "from" : "path"));
   HUTCH_FIELD(depth, QueryInt(ctx.Query("depth"), "depth", 1, 32));
   std::string recursive = ctx.Query("recursive").value_or("false");
   if (recursive != "true" && recursive != "false")
-    co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'recursive' must be true or false"));
+    co_return co_await ctx.SendError(
+        MakeError(Code::kInvalidRequest, "'recursive' must be true or false"));
   std::string to;
   if (op == "move") {
     auto t = VolumePath(str("to"), "to");
@@ -185,17 +193,22 @@ asio::awaitable<void> V1Api::VolumeFileGet(HttpContext& ctx, const std::string& 
   std::vector<std::pair<std::string, std::string>> headers = {{"Accept-Ranges", "bytes"}};
   if (w->partial)
     headers.push_back({"Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                            std::to_string(offset + length - 1) + "/" + std::to_string(size)});
-  if (auto st = co_await ctx.BeginStream(w->partial ? 206 : 200, "application/octet-stream", length, headers);
+                                            std::to_string(offset + length - 1) + "/" +
+                                            std::to_string(size)});
+  if (auto st = co_await ctx.BeginStream(w->partial ? 206 : 200, "application/octet-stream", length,
+                                         headers);
       !st.ok())
     co_return;
   std::string buf(256 * 1024, '\0');
   int64_t sent = 0;
   while (sent < length) {
-    size_t want = static_cast<size_t>(std::min<int64_t>(length - sent, static_cast<int64_t>(buf.size())));
+    size_t want =
+        static_cast<size_t>(std::min<int64_t>(length - sent, static_cast<int64_t>(buf.size())));
     ssize_t got = pread(src->fd.get(), buf.data(), want, offset + sent);
     if (got <= 0) break;  // shrank under us: the short body closes the connection
-    if (auto st = co_await ctx.WriteChunk(std::string_view(buf.data(), static_cast<size_t>(got))); !st.ok()) co_return;
+    if (auto st = co_await ctx.WriteChunk(std::string_view(buf.data(), static_cast<size_t>(got)));
+        !st.ok())
+      co_return;
     sent += got;
   }
   if (sent != length) co_return;
@@ -209,7 +222,8 @@ asio::awaitable<void> V1Api::VolumeFilePut(HttpContext& ctx, const std::string& 
     char* end = nullptr;
     long v = std::strtol(m->c_str(), &end, 8);
     if (m->empty() || *end != '\0' || v < 0 || v > 07777)
-      co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'mode' must be octal, e.g. 0644"));
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "'mode' must be octal, e.g. 0644"));
     mode = static_cast<int>(v);
   }
   auto root = OpenVolumeRoot(mgr_->volumes(), name);

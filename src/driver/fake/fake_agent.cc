@@ -1,12 +1,12 @@
 #include "driver/fake/fake_agent.h"
 
+#include <unistd.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "wire/frame.h"
 
@@ -18,10 +18,12 @@ namespace {
 // Built outside the coroutines: GCC 12 cannot put brace-initialized JSON
 // with string literals in a coroutine frame.
 std::string Hello() {
-  return json{{"version", wire::kProtocolVersion}, {"pid", 1}, {"features", {"processes", "pty"}}}.dump();
+  return json{{"version", wire::kProtocolVersion}, {"pid", 1}, {"features", {"processes", "pty"}}}
+      .dump();
 }
 std::string Refused() {
-  return json{{"code", "exec_failed"}, {"errno", 2}, {"message", "fake agent: start refused"}}.dump();
+  return json{{"code", "exec_failed"}, {"errno", 2}, {"message", "fake agent: start refused"}}
+      .dump();
 }
 std::string Started(int pid, const std::string& spec_text) {
   json spec = json::parse(spec_text, nullptr, false);
@@ -38,12 +40,14 @@ std::string Exit(int code) {
 }
 }  // namespace
 
-FakeAgent::FakeAgent(asio::any_io_executor ex, std::string path, std::shared_ptr<AgentBehavior> behavior)
+FakeAgent::FakeAgent(asio::any_io_executor ex, std::string path,
+                     std::shared_ptr<AgentBehavior> behavior)
     : path_(std::move(path)), behavior_(std::move(behavior)), acceptor_(ex), sock_(ex) {}
 
 FakeAgent::~FakeAgent() { ::unlink(path_.c_str()); }
 
-Result<std::shared_ptr<FakeAgent>> FakeAgent::Listen(asio::any_io_executor ex, std::string socket_path,
+Result<std::shared_ptr<FakeAgent>> FakeAgent::Listen(asio::any_io_executor ex,
+                                                     std::string socket_path,
                                                      std::shared_ptr<AgentBehavior> behavior) {
   std::shared_ptr<FakeAgent> a(new FakeAgent(ex, std::move(socket_path), std::move(behavior)));
   ::unlink(a->path_.c_str());
@@ -52,8 +56,10 @@ Result<std::shared_ptr<FakeAgent>> FakeAgent::Listen(asio::any_io_executor ex, s
   a->acceptor_.open(ep.protocol(), ec);
   if (!ec) a->acceptor_.bind(ep, ec);
   if (!ec) a->acceptor_.listen(1, ec);
-  if (ec) return MakeError(Code::kInternal, "fake agent: listen on " + a->path_ + ": " + ec.message());
-  asio::co_spawn(ex, [a]() -> asio::awaitable<void> { co_await a->Serve(); }, asio::detached);
+  if (ec)
+    return MakeError(Code::kInternal, "fake agent: listen on " + a->path_ + ": " + ec.message());
+  asio::co_spawn(
+      ex, [a]() -> asio::awaitable<void> { co_await a->Serve(); }, asio::detached);
   return a;
 }
 
@@ -68,7 +74,8 @@ void FakeAgent::Kill() {
 asio::awaitable<void> FakeAgent::Write(uint8_t type, uint32_t stream, std::string payload) {
   std::string bytes = wire::Encode(static_cast<wire::Type>(type), stream, payload);
   boost::system::error_code ec;
-  co_await asio::async_write(sock_, asio::buffer(bytes), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(sock_, asio::buffer(bytes),
+                             asio::redirect_error(asio::use_awaitable, ec));
 }
 
 asio::awaitable<void> FakeAgent::Serve() {
@@ -80,7 +87,8 @@ asio::awaitable<void> FakeAgent::Serve() {
   wire::FrameReader reader;
   char buf[16384];
   while (sock_.is_open()) {
-    size_t n = co_await sock_.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await sock_.async_read_some(asio::buffer(buf),
+                                              asio::redirect_error(asio::use_awaitable, ec));
     if (ec || n == 0) break;
     if (!reader.Feed(buf, n).ok()) break;
     wire::Frame f;
@@ -102,7 +110,8 @@ asio::awaitable<void> FakeAgent::Answer(uint8_t type, uint32_t stream, const std
       co_await Write(static_cast<uint8_t>(wire::Type::kError), stream, Refused());
       co_return;
     }
-    co_await Write(static_cast<uint8_t>(wire::Type::kProcResult), stream, Started(next_pid_++, payload));
+    co_await Write(static_cast<uint8_t>(wire::Type::kProcResult), stream,
+                   Started(next_pid_++, payload));
   } else if (t == wire::Type::kExecStart) {
     ++b.execs;
     co_await Write(static_cast<uint8_t>(wire::Type::kStarted), stream, Pid(next_pid_++));

@@ -35,7 +35,8 @@ struct AgentBehavior {
 class FakeAgent : public std::enable_shared_from_this<FakeAgent> {
  public:
   // Binds `socket_path` and serves the one connection it accepts.
-  static Result<std::shared_ptr<FakeAgent>> Listen(asio::any_io_executor ex, std::string socket_path,
+  static Result<std::shared_ptr<FakeAgent>> Listen(asio::any_io_executor ex,
+                                                   std::string socket_path,
                                                    std::shared_ptr<AgentBehavior> behavior);
   ~FakeAgent();
   // Drops the connection as a dying agent would (the host sees EOF).

@@ -23,7 +23,8 @@ FakeInstance::~FakeInstance() {
   if (peer_) peer_->Kill();
 }
 
-void FakeInstance::AttachAgent(std::shared_ptr<FakeAgent> peer, std::shared_ptr<AgentConnection> conn) {
+void FakeInstance::AttachAgent(std::shared_ptr<FakeAgent> peer,
+                               std::shared_ptr<AgentConnection> conn) {
   peer_ = std::move(peer);
   agent_ = std::move(conn);
   // The agent's connection breaking is the sandbox's loss, as in the jail.
@@ -114,14 +115,16 @@ void FakeDriver::Destroyed(const std::string& id) {
   if (live_.erase(id)) ++destroyed;
 }
 
-asio::awaitable<Result<std::shared_ptr<FakeInstance>>> FakeDriver::Make(const std::string& id, bool paused) {
+asio::awaitable<Result<std::shared_ptr<FakeInstance>>> FakeDriver::Make(const std::string& id,
+                                                                        bool paused) {
   auto inst = std::make_shared<FakeInstance>(this, id, paused);
   if (!socket_dir_.empty()) {
     auto ex = co_await asio::this_coro::executor;
     auto peer = FakeAgent::Listen(ex, socket_dir_ + "/" + id + ".sock", agent_behavior);
     if (!peer.ok()) co_return peer.error();
     // A paused agent says hello once thawed: read it later, like the jail.
-    auto conn = co_await AgentConnection::Connect((*peer)->socket_path(), std::chrono::seconds(5), !paused);
+    auto conn =
+        co_await AgentConnection::Connect((*peer)->socket_path(), std::chrono::seconds(5), !paused);
     if (!conn.ok()) co_return conn.error().Context("fake agent");
     inst->AttachAgent(*peer, *conn);
   }
@@ -155,7 +158,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> FakeDriver::Create(const Inst
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> FakeDriver::Adopt(const InstanceSpec& spec,
-                                                                    const std::string& facts, bool paused) {
+                                                                     const std::string& facts,
+                                                                     bool paused) {
   if (fail_adopt) {
     Error e = *std::exchange(fail_adopt, std::nullopt);
     co_return e;
@@ -163,7 +167,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> FakeDriver::Adopt(const Insta
   auto j = nlohmann::json::parse(facts, nullptr, false);
   if (!j.is_object() || j.value("fake", std::string()) != spec.id)
     co_return MakeError(Code::kInternal, "fake adopt: facts do not name " + spec.id);
-  if (!live_.count(spec.id)) co_return MakeError(Code::kUnavailable, "fake adopt: " + spec.id + " is gone");
+  if (!live_.count(spec.id))
+    co_return MakeError(Code::kUnavailable, "fake adopt: " + spec.id + " is gone");
   auto inst = co_await Make(spec.id, paused);
   if (!inst.ok()) co_return inst.error();
   ++adopted;

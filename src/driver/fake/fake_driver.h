@@ -73,8 +73,9 @@ class FakeDriver : public Driver {
   std::string name() const override { return name_; }
   asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) override;
   // Takes back an instance this driver still holds (see live()).
-  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
-                                                          bool paused) override;
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
+                                                           const std::string& facts,
+                                                           bool paused) override;
   int ReconcileAtStart(const std::set<std::string>& keep) override;
 
   // Scripted failures: the next Create / Adopt answers this error (a
@@ -98,8 +99,8 @@ class FakeDriver : public Driver {
   void DropObjects();
   const InstanceSpec* last_spec() const { return have_spec_ ? &last_spec_ : nullptr; }
 
-  int creates = 0;     // Create calls
-  int created = 0;     // Create calls that succeeded
+  int creates = 0;  // Create calls
+  int created = 0;  // Create calls that succeeded
   int adopted = 0;
   int destroyed = 0;   // Destroy calls that destroyed something
   int reconciled = 0;  // removed by ReconcileAtStart

@@ -76,7 +76,8 @@ Result<uint64_t> ParseUint(std::string_view s, const std::string& what) {
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(s.data() + b, s.data() + e, v);
   if (ec != std::errc() || p != s.data() + e || b == e) {
-    return MakeError(Code::kInternal, what + ": not a number: '" + std::string(s.substr(b, e - b)) + "'");
+    return MakeError(Code::kInternal,
+                     what + ": not a number: '" + std::string(s.substr(b, e - b)) + "'");
   }
   return v;
 }
@@ -112,7 +113,8 @@ Result<uint64_t> ReadKeyed(const std::string& path, const std::string& key) {
   std::istringstream in(*s);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == ' ') {
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == ' ') {
       return ParseUint(std::string_view(line).substr(key.size() + 1), path + " " + key);
     }
   }

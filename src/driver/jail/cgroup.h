@@ -30,9 +30,9 @@ struct CgroupLimits {
 struct CgroupStats {
   uint64_t cpu_usage_ns = 0;
   uint64_t memory_current = 0;
-  uint64_t memory_peak = 0;   // 0 when the kernel does not report it
+  uint64_t memory_peak = 0;  // 0 when the kernel does not report it
   uint64_t pids_current = 0;
-  uint64_t oom_kills = 0;     // processes the kernel OOM-killed in this cgroup
+  uint64_t oom_kills = 0;  // processes the kernel OOM-killed in this cgroup
 };
 
 // The cgroup's share of a sandbox's stats (disk and network are the

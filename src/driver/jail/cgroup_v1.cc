@@ -32,7 +32,8 @@ struct CtlName {
   const char* name;
 };
 constexpr CtlName kCtls[] = {
-    {kMemory, "memory"}, {kPids, "pids"}, {kCpu, "cpu"}, {kCpuacct, "cpuacct"}, {kFreezer, "freezer"},
+    {kMemory, "memory"},   {kPids, "pids"},       {kCpu, "cpu"},
+    {kCpuacct, "cpuacct"}, {kFreezer, "freezer"},
 };
 
 // One mounted hierarchy and which of our controllers it carries.
@@ -65,7 +66,8 @@ class CgroupV1 final : public Cgroup {
     // child cgroup set it.
     (void)cgfs::WriteFile(Path(kMemory) + "/memory.swappiness", "0");
     if (l.pids_max > 0) {
-      HUTCH_CHECK_OK(cgfs::WriteFile(Path(kPids) + "/pids.max", std::to_string(l.pids_max)), "pids limit");
+      HUTCH_CHECK_OK(cgfs::WriteFile(Path(kPids) + "/pids.max", std::to_string(l.pids_max)),
+                     "pids limit");
     }
     if (l.cpus > 0 && Has(kCpu)) {
       const std::string d = Path(kCpu);
@@ -120,16 +122,19 @@ class CgroupV1 final : public Cgroup {
   }
 
   Status Freeze() override {
-    if (!Has(kFreezer)) return MakeError(Code::kNotSupported, "freeze: no freezer cgroup on this host");
+    if (!Has(kFreezer))
+      return MakeError(Code::kNotSupported, "freeze: no freezer cgroup on this host");
     HUTCH_CHECK_OK(cgfs::WriteFile(Path(kFreezer) + "/freezer.state", "FROZEN"), "freeze");
     if (WaitFrozen(std::chrono::milliseconds(1000))) return {};
     // Never leave the sandbox half frozen (FREEZING) behind an error.
     (void)Thaw();
-    return MakeError(Code::kUnavailable, "freeze: " + Path(kFreezer) + " did not reach FROZEN in 1 s");
+    return MakeError(Code::kUnavailable,
+                     "freeze: " + Path(kFreezer) + " did not reach FROZEN in 1 s");
   }
 
   Status Thaw() override {
-    if (!Has(kFreezer)) return MakeError(Code::kNotSupported, "thaw: no freezer cgroup on this host");
+    if (!Has(kFreezer))
+      return MakeError(Code::kNotSupported, "thaw: no freezer cgroup on this host");
     HUTCH_CHECK_OK(cgfs::WriteFile(Path(kFreezer) + "/freezer.state", "THAWED"), "thaw");
     return {};
   }
@@ -244,8 +249,10 @@ class ManagerV1 final : public CgroupManager {
   explicit ManagerV1(std::vector<Hierarchy> h) : hier_(std::move(h)) {}
   int Version() const override { return 1; }
 
-  Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+  Result<std::unique_ptr<Cgroup>> Create(const std::string& name,
+                                         const CgroupLimits& limits) override {
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     std::vector<Dir> dirs;
     for (const Hierarchy& h : hier_) {
       const std::string p = h.parent + "/" + name;
@@ -277,7 +284,8 @@ class ManagerV1 final : public CgroupManager {
   }
 
   Status RemoveExisting(const std::string& name) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     std::vector<Dir> dirs;
     for (const Hierarchy& h : hier_) dirs.push_back(Dir{h.ctls, h.parent + "/" + name});
     CgroupV1 cg(std::move(dirs));
@@ -285,11 +293,13 @@ class ManagerV1 final : public CgroupManager {
   }
 
   Result<std::unique_ptr<Cgroup>> Open(const std::string& name) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     std::vector<Dir> dirs;
     for (const Hierarchy& h : hier_) {
       std::string d = h.parent + "/" + name;
-      if (access(d.c_str(), F_OK) != 0) return MakeError(Code::kNotFound, "cgroup " + d + " is gone");
+      if (access(d.c_str(), F_OK) != 0)
+        return MakeError(Code::kNotFound, "cgroup " + d + " is gone");
       dirs.push_back(Dir{h.ctls, d});
     }
     return std::unique_ptr<Cgroup>(new CgroupV1(std::move(dirs)));
@@ -339,7 +349,8 @@ Result<std::unique_ptr<CgroupManager>> DetectV1() {
       if (m.fstype != "cgroup") continue;
       bool match = false;
       for (const std::string& n : names) {
-        if (std::find(m.super_options.begin(), m.super_options.end(), n) != m.super_options.end()) match = true;
+        if (std::find(m.super_options.begin(), m.super_options.end(), n) != m.super_options.end())
+          match = true;
       }
       if (!match) continue;
       dir = cgfs::DirUnderMount(m, own);
@@ -354,9 +365,9 @@ Result<std::unique_ptr<CgroupManager>> DetectV1() {
   for (Ctl required : {kMemory, kPids}) {
     if (!(have & required)) {
       const char* n = required == kMemory ? "memory" : "pids";
-      return MakeError(Code::kUnavailable,
-                       std::string("cgroup v1: the ") + n +
-                           " controller is not mounted (need /sys/fs/cgroup/" + n + ")");
+      return MakeError(Code::kUnavailable, std::string("cgroup v1: the ") + n +
+                                               " controller is not mounted (need /sys/fs/cgroup/" +
+                                               n + ")");
     }
   }
   for (const Hierarchy& h : hier) {

@@ -36,7 +36,8 @@ class CgroupV2 final : public Cgroup {
 
   Status SetLimits(const CgroupLimits& l) {
     if (l.memory_bytes > 0) {
-      HUTCH_CHECK_OK(cgfs::WriteFile(dir_ + "/memory.max", std::to_string(l.memory_bytes)), "memory limit");
+      HUTCH_CHECK_OK(cgfs::WriteFile(dir_ + "/memory.max", std::to_string(l.memory_bytes)),
+                     "memory limit");
     }
     // Swap is never allowed. memory.swap.max is absent when the kernel has
     // no swap accounting (CONFIG_SWAP off or swapaccount=0).
@@ -49,8 +50,8 @@ class CgroupV2 final : public Cgroup {
     if (l.cpus > 0 && has_cpu_) {
       // "quota period" in µs; the kernel rejects quotas under 1 ms.
       const int64_t quota = std::max<int64_t>(1000, std::llround(l.cpus * cgfs::kCpuPeriodUs));
-      HUTCH_CHECK_OK(cgfs::WriteFile(dir_ + "/cpu.max",
-                                     std::to_string(quota) + " " + std::to_string(cgfs::kCpuPeriodUs)),
+      HUTCH_CHECK_OK(cgfs::WriteFile(dir_ + "/cpu.max", std::to_string(quota) + " " +
+                                                            std::to_string(cgfs::kCpuPeriodUs)),
                      "cpu limit");
     }
     return {};
@@ -157,8 +158,10 @@ class ManagerV2 final : public CgroupManager {
   ManagerV2(std::string parent, bool has_cpu) : parent_(std::move(parent)), has_cpu_(has_cpu) {}
   int Version() const override { return 2; }
 
-  Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+  Result<std::unique_ptr<Cgroup>> Create(const std::string& name,
+                                         const CgroupLimits& limits) override {
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     const std::string p = parent_ + "/" + name;
     if (::mkdir(p.c_str(), 0755) != 0) {
       const int err = errno;
@@ -175,13 +178,15 @@ class ManagerV2 final : public CgroupManager {
   std::vector<std::string> ListExisting() override { return cgfs::ListChildDirs(parent_); }
 
   Status RemoveExisting(const std::string& name) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     CgroupV2 cg(parent_ + "/" + name, has_cpu_);
     return cg.Remove();  // a missing directory counts as removed
   }
 
   Result<std::unique_ptr<Cgroup>> Open(const std::string& name) override {
-    if (!cgfs::ValidName(name)) return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
+    if (!cgfs::ValidName(name))
+      return MakeError(Code::kInvalidRequest, "cgroup: bad name '" + name + "'");
     std::string d = parent_ + "/" + name;
     if (access(d.c_str(), F_OK) != 0) return MakeError(Code::kNotFound, "cgroup " + d + " is gone");
     return std::unique_ptr<Cgroup>(new CgroupV2(d, has_cpu_));
@@ -214,7 +219,8 @@ Result<bool> EnableControllers(const std::string& dir) {
   if (!avail.ok()) return avail.error();
   for (const char* c : {"memory", "pids"}) {
     if (!HasWord(*avail, c)) {
-      return MakeError(Code::kUnavailable, std::string("the ") + c + " controller is not delegated to " + dir +
+      return MakeError(Code::kUnavailable, std::string("the ") + c +
+                                               " controller is not delegated to " + dir +
                                                " (cgroup.controllers: " + Trim(*avail) + ")");
     }
     auto s = cgfs::WriteFile(dir + "/cgroup.subtree_control", std::string("+") + c);
@@ -224,7 +230,8 @@ Result<bool> EnableControllers(const std::string& dir) {
       return e;
     }
   }
-  const bool cpu = HasWord(*avail, "cpu") && cgfs::WriteFile(dir + "/cgroup.subtree_control", "+cpu").ok();
+  const bool cpu =
+      HasWord(*avail, "cpu") && cgfs::WriteFile(dir + "/cgroup.subtree_control", "+cpu").ok();
   return cpu;
 }
 
@@ -249,16 +256,19 @@ Result<std::unique_ptr<CgroupManager>> DetectV2() {
   if (!mounts.ok()) return mounts.error().Context("cgroup v2");
   std::string own_dir;
   for (const cgfs::MountEntry& m : *mounts) {
-    if (m.fstype == "cgroup2" && m.mount_point == "/sys/fs/cgroup") own_dir = cgfs::DirUnderMount(m, own);
+    if (m.fstype == "cgroup2" && m.mount_point == "/sys/fs/cgroup")
+      own_dir = cgfs::DirUnderMount(m, own);
   }
   if (own_dir.empty()) {
-    return MakeError(Code::kUnavailable, "cgroup v2: own cgroup " + own + " is not under /sys/fs/cgroup");
+    return MakeError(Code::kUnavailable,
+                     "cgroup v2: own cgroup " + own + " is not under /sys/fs/cgroup");
   }
 
   // Already moved (Detect ran before in this process): <own> is our leaf.
   std::string base = own_dir;
   const std::string leaf_name = "/hutchd";
-  if (base.size() > leaf_name.size() && base.compare(base.size() - leaf_name.size(), leaf_name.size(), leaf_name) == 0) {
+  if (base.size() > leaf_name.size() &&
+      base.compare(base.size() - leaf_name.size(), leaf_name.size(), leaf_name) == 0) {
     base.resize(base.size() - leaf_name.size());
   } else {
     auto s = cgfs::MakeDir(base + leaf_name);

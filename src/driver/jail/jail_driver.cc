@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -22,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
 #include "common/clock.h"
@@ -91,14 +91,16 @@ Status WriteIdentityLayer(const std::string& dir, uid_t uid, const std::string& 
     // The sandbox's resolver is hutchd's DNS proxy on its gateway.
     const std::string p = dir + "/etc/resolv.conf";
     std::ofstream(p) << resolv_conf;
-    if (chown(p.c_str(), uid, uid) != 0 || chmod(p.c_str(), 0644) != 0) return ErrnoError("chown " + p);
+    if (chown(p.c_str(), uid, uid) != 0 || chmod(p.c_str(), 0644) != 0)
+      return ErrnoError("chown " + p);
   }
   return Status{};
 }
 
 class JailInstance : public Instance, public std::enable_shared_from_this<JailInstance> {
  public:
-  JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg, uint64_t start_time)
+  JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg,
+               uint64_t start_time)
       : id_(std::move(id)),
         dir_(std::move(dir)),
         child_(std::move(child)),
@@ -165,7 +167,8 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   }
 
   Result<UniqueFd> NetNamespace() override {
-    if (destroyed_ || destroying_ || !pidfd_.valid()) return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
+    if (destroyed_ || destroying_ || !pidfd_.valid())
+      return MakeError(Code::kSandboxNotRunning, "sandbox destroyed");
     // The agent (PID 1 of the sandbox) lives in the sandbox's netns. Open
     // through /proc first, then check the pidfd still names a live process:
     // if it does, the pid was not recycled in between, so the namespace
@@ -173,7 +176,8 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     const std::string path = "/proc/" + std::to_string(pid_) + "/ns/net";
     UniqueFd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!ns) return ErrnoError("open " + path).Context("sandbox " + id_);
-    if (PidfdSendSignal(pidfd_.get(), 0) != 0) return MakeError(Code::kSandboxNotRunning, "sandbox agent is gone");
+    if (PidfdSendSignal(pidfd_.get(), 0) != 0)
+      return MakeError(Code::kSandboxNotRunning, "sandbox agent is gone");
     return ns;
   }
 
@@ -196,24 +200,29 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   void StartWatch(asio::any_io_executor ex) {
     pid_ = child_.pid();
     pidfd_ = child_.TakePidfd();
-    asio::co_spawn(ex, [self = shared_from_this()]() -> asio::awaitable<void> {
-      bool ready = false;
-      while (!ready && !self->destroyed_) {
-        ready = co_await WaitReadable(self->pidfd_.get(), std::chrono::hours(24));
-      }
-      if (self->destroying_ || self->destroyed_) co_return;
-      int st = 0;
-      pid_t r = waitpid(self->child_.pid(), &st, WNOHANG);
-      std::string why = r > 0 ? (WIFSIGNALED(st) ? "agent killed by signal " + std::to_string(WTERMSIG(st))
-                                                 : "agent exited with status " + std::to_string(WEXITSTATUS(st)))
-                              : "agent process gone";
-      if (r > 0) self->reaped_ = true;
-      if (self->on_lost) {
-        auto cb = std::move(self->on_lost);
-        self->on_lost = nullptr;
-        cb(why);
-      }
-    }, asio::detached);
+    asio::co_spawn(
+        ex,
+        [self = shared_from_this()]() -> asio::awaitable<void> {
+          bool ready = false;
+          while (!ready && !self->destroyed_) {
+            ready = co_await WaitReadable(self->pidfd_.get(), std::chrono::hours(24));
+          }
+          if (self->destroying_ || self->destroyed_) co_return;
+          int st = 0;
+          pid_t r = waitpid(self->child_.pid(), &st, WNOHANG);
+          std::string why =
+              r > 0 ? (WIFSIGNALED(st)
+                           ? "agent killed by signal " + std::to_string(WTERMSIG(st))
+                           : "agent exited with status " + std::to_string(WEXITSTATUS(st)))
+                    : "agent process gone";
+          if (r > 0) self->reaped_ = true;
+          if (self->on_lost) {
+            auto cb = std::move(self->on_lost);
+            self->on_lost = nullptr;
+            cb(why);
+          }
+        },
+        asio::detached);
   }
 
   void SetAgent(std::shared_ptr<AgentConnection> conn) {
@@ -245,7 +254,8 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     }
     std::error_code ec;
     fs::remove_all(dir_, ec);
-    if (ec) spdlog::error("sandbox={} remove_dir_failed dir={} err=\"{}\"", id_, dir_, ec.message());
+    if (ec)
+      spdlog::error("sandbox={} remove_dir_failed dir={} err=\"{}\"", id_, dir_, ec.message());
   }
 
   std::string id_;
@@ -272,9 +282,10 @@ Result<std::unique_ptr<JailDriver>> JailDriver::Make(const JailDriverOptions& op
   if (!mfd.ok()) return mfd.error();
   std::error_code ec;
   fs::create_directories(opts.state_dir + "/sandboxes", ec);
-  if (ec) return MakeError(Code::kInternal, "create " + opts.state_dir + "/sandboxes: " + ec.message());
-  return std::unique_ptr<JailDriver>(
-      new JailDriver(opts, std::move(seccomp).value(), std::move(cg).value(), std::move(mfd).value()));
+  if (ec)
+    return MakeError(Code::kInternal, "create " + opts.state_dir + "/sandboxes: " + ec.message());
+  return std::unique_ptr<JailDriver>(new JailDriver(opts, std::move(seccomp).value(),
+                                                    std::move(cg).value(), std::move(mfd).value()));
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const InstanceSpec& spec) {
@@ -346,7 +357,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     fail_cleanup();
     return e;
   };
-  if (auto st = cg.value()->AddProcess(ch.pid()); !st.ok()) co_return abort(st.error().Context("join cgroup"));
+  if (auto st = cg.value()->AddProcess(ch.pid()); !st.ok())
+    co_return abort(st.error().Context("join cgroup"));
   if (auto st = ch.ReleaseForSetup(); !st.ok()) co_return abort(st.error());
   // A wake-up can come with nothing to read (the waiting dup shares the
   // socket's O_NONBLOCK, and under load the reactor may report a readiness
@@ -356,24 +368,28 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   const auto setup_deadline = std::chrono::steady_clock::now() + kSetupTimeout;
   auto report_ready = [&]() -> asio::awaitable<bool> {
     while (std::chrono::steady_clock::now() < setup_deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(setup_deadline - std::chrono::steady_clock::now());
-      if (!co_await WaitReadable(ch.sync_fd(), std::max(left, std::chrono::milliseconds(1)))) co_return false;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          setup_deadline - std::chrono::steady_clock::now());
+      if (!co_await WaitReadable(ch.sync_fd(), std::max(left, std::chrono::milliseconds(1))))
+        co_return false;
       pollfd p{ch.sync_fd(), POLLIN, 0};
       if (poll(&p, 1, 0) == 1) co_return true;
     }
     co_return false;
   };
-  if (!co_await report_ready()) co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
+  if (!co_await report_ready())
+    co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
   auto asked = ch.ReadReport();
   if (!asked.ok()) co_return abort(asked.error());
   if (auto st = ch.MapIdsAndRelease(opts_.uid_base, 65536); !st.ok()) co_return abort(st.error());
-  if (!co_await report_ready()) co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
+  if (!co_await report_ready())
+    co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
 
   auto start_time = ProcStartTime(ch.pid());
   if (!start_time.ok()) co_return abort(start_time.error().Context("sandbox agent"));
-  auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(), std::move(cg).value(),
-                                             *start_time);
+  auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(),
+                                             std::move(cg).value(), *start_time);
   // From here on `inst` owns the child, cgroup and dir: an early return
   // destroys them through its destructor.
   inst->StartWatch(ex);
@@ -386,14 +402,16 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
       log.assign(b, n);
       fclose(f);
     }
-    co_return conn.error().Context("sandbox agent" + (log.empty() ? std::string() : " (log: " + log + ")"));
+    co_return conn.error().Context("sandbox agent" +
+                                   (log.empty() ? std::string() : " (log: " + log + ")"));
   }
   inst->SetAgent(conn.value());
   co_return std::shared_ptr<Instance>(inst);
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const InstanceSpec& spec,
-                                                                     const std::string& facts, bool paused) {
+                                                                     const std::string& facts,
+                                                                     bool paused) {
   auto ex = co_await asio::this_coro::executor;
   auto j = nlohmann::json::parse(facts, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
@@ -404,22 +422,25 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const Insta
   // Open the pidfd first, then check the start time: if the pid was
   // recycled between the two, the start time differs and we let go.
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd) co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone");
+  if (!pidfd)
+    co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone");
   auto now_start = ProcStartTime(pid);
   if (!now_start.ok() || *now_start != start_time)
-    co_return MakeError(Code::kNotFound, "agent process " + std::to_string(pid) + " is gone (pid reused)");
+    co_return MakeError(Code::kNotFound,
+                        "agent process " + std::to_string(pid) + " is gone (pid reused)");
   auto cg = cgroups_->Open(opts_.instance_tag + "-" + spec.id);
   if (!cg.ok()) co_return cg.error().Context("adopt");
   // A sandbox that should run but was left frozen (hutchd died during a
   // pause or resume) is thawed so its agent can answer.
   if (!paused) (void)cg.value()->Thaw();
   const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
-  auto inst = std::make_shared<JailInstance>(spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)),
-                                             std::move(cg).value(), start_time);
+  auto inst = std::make_shared<JailInstance>(
+      spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)), std::move(cg).value(), start_time);
   // From here `inst` owns the sandbox: failing to reach its agent destroys
   // it (its destructor kills the cgroup and removes the dir).
   inst->StartWatch(ex);
-  auto conn = co_await AgentConnection::Connect(dir + "/agent.sock", std::chrono::seconds(5), !paused);
+  auto conn =
+      co_await AgentConnection::Connect(dir + "/agent.sock", std::chrono::seconds(5), !paused);
   if (!conn.ok()) co_return conn.error().Context("adopt: sandbox agent");
   inst->SetAgent(conn.value());
   if (paused) {

@@ -13,9 +13,9 @@
 namespace hutch::jail {
 
 struct JailDriverOptions {
-  std::string state_dir;    // sandbox dirs go to <state_dir>/sandboxes
-  std::string agent_path;   // hutch-agent binary on the host
-  std::string instance_tag; // prefix of this server's cgroup names
+  std::string state_dir;     // sandbox dirs go to <state_dir>/sandboxes
+  std::string agent_path;    // hutch-agent binary on the host
+  std::string instance_tag;  // prefix of this server's cgroup names
   uint32_t uid_base = 1000000;
 };
 
@@ -24,14 +24,19 @@ class JailDriver : public Driver {
   static Result<std::unique_ptr<JailDriver>> Make(const JailDriverOptions& opts);
   std::string name() const override { return "jail"; }
   asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) override;
-  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
-                                                          bool paused) override;
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
+                                                           const std::string& facts,
+                                                           bool paused) override;
   int ReconcileAtStart(const std::set<std::string>& keep) override;
   int cgroup_version() const { return cgroups_->Version(); }
 
  private:
-  JailDriver(JailDriverOptions opts, SeccompPolicy seccomp, std::unique_ptr<CgroupManager> cg, UniqueFd memfd)
-      : opts_(std::move(opts)), seccomp_(std::move(seccomp)), cgroups_(std::move(cg)), agent_memfd_(std::move(memfd)) {}
+  JailDriver(JailDriverOptions opts, SeccompPolicy seccomp, std::unique_ptr<CgroupManager> cg,
+             UniqueFd memfd)
+      : opts_(std::move(opts)),
+        seccomp_(std::move(seccomp)),
+        cgroups_(std::move(cg)),
+        agent_memfd_(std::move(memfd)) {}
   JailDriverOptions opts_;
   SeccompPolicy seccomp_;
   std::unique_ptr<CgroupManager> cgroups_;

@@ -2,9 +2,9 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/seccomp.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -63,12 +63,35 @@ enum Step : uint32_t {
 };
 
 constexpr const char* kStepNames[] = {
-    "none", "wait for parent", "enter network namespace", "make / private", "mount scratch tmpfs", "create upper dirs",
-    "mount overlay", "mount volumes", "mount /proc", "mount /dev", "bind device nodes", "mount /dev/pts",
-    "mount /dev/shm", "mount /sys", "mask /proc paths", "set hostname", "bring up loopback",
-    "bind agent socket", "pivot_root", "unshare cgroup ns", "unshare user ns",
-    "wait for uid maps", "set ids", "no_new_privs", "drop capabilities", "rlimits",
-    "arrange fds", "install seccomp", "exec agent",
+    "none",
+    "wait for parent",
+    "enter network namespace",
+    "make / private",
+    "mount scratch tmpfs",
+    "create upper dirs",
+    "mount overlay",
+    "mount volumes",
+    "mount /proc",
+    "mount /dev",
+    "bind device nodes",
+    "mount /dev/pts",
+    "mount /dev/shm",
+    "mount /sys",
+    "mask /proc paths",
+    "set hostname",
+    "bring up loopback",
+    "bind agent socket",
+    "pivot_root",
+    "unshare cgroup ns",
+    "unshare user ns",
+    "wait for uid maps",
+    "set ids",
+    "no_new_privs",
+    "drop capabilities",
+    "rlimits",
+    "arrange fds",
+    "install seccomp",
+    "exec agent",
 };
 
 struct Report {
@@ -105,13 +128,13 @@ struct Plan {
 // Capabilities a sandbox's root never needs; dropped from the bounding set
 // so nothing inside can regain them, even through a setuid-root binary.
 constexpr int kDroppedCaps[] = {
-    CAP_SYS_ADMIN,      CAP_SYS_MODULE,   CAP_SYS_PTRACE,     CAP_SYS_BOOT,
-    CAP_SYS_TIME,       CAP_SYS_RAWIO,    CAP_MKNOD,          CAP_SYSLOG,
-    CAP_MAC_ADMIN,      CAP_MAC_OVERRIDE, CAP_AUDIT_CONTROL,  CAP_AUDIT_READ,
-    CAP_AUDIT_WRITE,    CAP_BPF,          CAP_PERFMON,        CAP_CHECKPOINT_RESTORE,
-    CAP_NET_ADMIN,      CAP_SYS_PACCT,    CAP_SYS_TTY_CONFIG, CAP_WAKE_ALARM,
-    CAP_BLOCK_SUSPEND,  CAP_LEASE,        CAP_LINUX_IMMUTABLE, CAP_SYS_NICE,
-    CAP_SYS_RESOURCE,   CAP_IPC_LOCK,
+    CAP_SYS_ADMIN,     CAP_SYS_MODULE,   CAP_SYS_PTRACE,      CAP_SYS_BOOT,
+    CAP_SYS_TIME,      CAP_SYS_RAWIO,    CAP_MKNOD,           CAP_SYSLOG,
+    CAP_MAC_ADMIN,     CAP_MAC_OVERRIDE, CAP_AUDIT_CONTROL,   CAP_AUDIT_READ,
+    CAP_AUDIT_WRITE,   CAP_BPF,          CAP_PERFMON,         CAP_CHECKPOINT_RESTORE,
+    CAP_NET_ADMIN,     CAP_SYS_PACCT,    CAP_SYS_TTY_CONFIG,  CAP_WAKE_ALARM,
+    CAP_BLOCK_SUSPEND, CAP_LEASE,        CAP_LINUX_IMMUTABLE, CAP_SYS_NICE,
+    CAP_SYS_RESOURCE,  CAP_IPC_LOCK,
 };
 
 // RLIMIT_NOFILE of every process in a sandbox (docs/security.md).
@@ -167,7 +190,8 @@ void BindVolume(const Plan& p, const JailBind& b, const std::vector<std::string>
   struct mount_attr attr;
   memset(&attr, 0, sizeof attr);
   attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.read_only ? MOUNT_ATTR_RDONLY : 0);
-  if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) Fail(sfd, kStepVolumes, errno);
+  if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
+    Fail(sfd, kStepVolumes, errno);
   if (move_mount(tree, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     Fail(sfd, kStepVolumes, errno);
   close(tree);
@@ -236,14 +260,16 @@ void MountDev(const Plan& p) {
     int fd = open(p.dev_nodes_dst[i].c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0) Fail(sfd, kStepDevNodes, errno);
     close(fd);
-    if (mount(p.dev_nodes_src[i].c_str(), p.dev_nodes_dst[i].c_str(), nullptr, MS_BIND, nullptr) != 0)
+    if (mount(p.dev_nodes_src[i].c_str(), p.dev_nodes_dst[i].c_str(), nullptr, MS_BIND, nullptr) !=
+        0)
       Fail(sfd, kStepDevNodes, errno);
   }
   for (const auto& l : p.dev_links) {
     if (symlink(l[0].c_str(), l[1].c_str()) != 0) Fail(sfd, kStepDevNodes, errno);
   }
   if (mkdir(p.devpts.c_str(), 0755) != 0) Fail(sfd, kStepDevPts, errno);
-  if (mount("devpts", p.devpts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, p.devpts_opts.c_str()) != 0)
+  if (mount("devpts", p.devpts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, p.devpts_opts.c_str()) !=
+      0)
     Fail(sfd, kStepDevPts, errno);
   if (mkdir(p.devshm.c_str(), 01777) != 0) Fail(sfd, kStepDevShm, errno);
   if (mount("tmpfs", p.devshm.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.devshm_opts.c_str()) != 0)
@@ -527,7 +553,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
                    ",mode=0700";
   std::string lowers;
   for (const auto& l : cfg.extra_lowers) lowers += l + ":";
-  p.overlay_opts = "lowerdir=" + lowers + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
+  p.overlay_opts =
+      "lowerdir=" + lowers + cfg.lower_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
   for (const auto& b : cfg.binds) {
     std::vector<std::string> comps;
     size_t start = 1;
@@ -541,7 +568,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
       start = end + 1;
     }
     if (b.path.empty() || b.path[0] != '/' || comps.empty())
-      return MakeError(Code::kInvalidRequest, "bind path " + b.path + " must be absolute and not /");
+      return MakeError(Code::kInvalidRequest,
+                       "bind path " + b.path + " must be absolute and not /");
     p.bind_components.push_back(std::move(comps));
   }
   p.proc = p.root + "/proc";
@@ -552,8 +580,10 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
     p.dev_nodes_src.push_back(std::string("/dev/") + n);
     p.dev_nodes_dst.push_back(p.dev + "/" + n);
   }
-  p.dev_links = {{"pts/ptmx", p.dev + "/ptmx"},       {"/proc/self/fd", p.dev + "/fd"},
-                 {"/proc/self/fd/0", p.dev + "/stdin"}, {"/proc/self/fd/1", p.dev + "/stdout"},
+  p.dev_links = {{"pts/ptmx", p.dev + "/ptmx"},
+                 {"/proc/self/fd", p.dev + "/fd"},
+                 {"/proc/self/fd/0", p.dev + "/stdin"},
+                 {"/proc/self/fd/1", p.dev + "/stdout"},
                  {"/proc/self/fd/2", p.dev + "/stderr"}};
   p.devpts = p.dev + "/pts";
   p.devpts_opts = "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(cfg.uid_base + 5);
@@ -579,7 +609,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   p.log_fd = log.get();
 
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoError("socketpair");
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return ErrnoError("socketpair");
   UniqueFd parent_end(sv[0]), child_end(sv[1]);
   p.sync_fd = child_end.get();
   p.parent_sync_fd = parent_end.get();
@@ -587,8 +618,8 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   // Raw clone without a new stack behaves like fork() but takes namespace
   // flags; glibc's fork handlers do not run, which is what we want.
   long pid = syscall(SYS_clone,
-                     CLONE_NEWPID | CLONE_NEWNS | (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) | CLONE_NEWIPC |
-                         CLONE_NEWUTS | SIGCHLD,
+                     CLONE_NEWPID | CLONE_NEWNS | (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) |
+                         CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
                      nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return ErrnoError("clone");
   if (pid == 0) ChildMain(p);
@@ -620,13 +651,15 @@ Result<bool> JailChild::ReadReport() {
   Error e;
   e.code = Code::kInternal;
   e.err = r.err;
-  e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  e.message =
+      std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
   if (r.step == kStepVolumes && (r.err == ELOOP || r.err == ENOTDIR)) {
     // The request's fault, not the host's: its mount path runs through a
     // symlink or a file in the sandbox's own tree.
     e.code = Code::kInvalidRequest;
-    e.message = "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
-                std::string(strerror(r.err)) + ")";
+    e.message =
+        "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
+        std::string(strerror(r.err)) + ")";
   }
   return e;
 }
@@ -653,13 +686,15 @@ Status JailChild::ReadExecResult() {
   Error e;
   e.code = Code::kInternal;
   e.err = r.err;
-  e.message = std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
+  e.message =
+      std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
   if (r.step == kStepVolumes && (r.err == ELOOP || r.err == ENOTDIR)) {
     // The request's fault, not the host's: its mount path runs through a
     // symlink or a file in the sandbox's own tree.
     e.code = Code::kInvalidRequest;
-    e.message = "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
-                std::string(strerror(r.err)) + ")";
+    e.message =
+        "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
+        std::string(strerror(r.err)) + ")";
   }
   return e;
 }

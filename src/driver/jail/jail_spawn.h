@@ -36,8 +36,8 @@ struct JailBind {
 };
 
 struct JailConfig {
-  std::string sandbox_dir;   // <state>/sandboxes/<id>, created by the caller
-  std::string lower_dir;     // template rootfs (read-only lower layer)
+  std::string sandbox_dir;  // <state>/sandboxes/<id>, created by the caller
+  std::string lower_dir;    // template rootfs (read-only lower layer)
   // Read-only layers stacked above the template, topmost first (snapshot
   // layers, the sandbox's identity files).
   std::vector<std::string> extra_lowers;
@@ -46,12 +46,12 @@ struct JailConfig {
   std::string agent_socket;  // host path of the agent's listening socket
   std::string log_path;      // agent's stdout/stderr
   std::string hostname = "sandbox";
-  uint32_t uid_base = 0;     // host uid/gid that sandbox uid/gid 0 maps to
+  uint32_t uid_base = 0;  // host uid/gid that sandbox uid/gid 0 maps to
   uint32_t uid_count = 65536;
-  int64_t disk_mb = 2048;    // size of the writable layer
-  int64_t inodes = 0;        // 0: derived from disk_mb
+  int64_t disk_mb = 2048;  // size of the writable layer
+  int64_t inodes = 0;      // 0: derived from disk_mb
   const SeccompPolicy* seccomp = nullptr;
-  int agent_memfd = -1;      // sealed memfd holding the hutch-agent binary
+  int agent_memfd = -1;  // sealed memfd holding the hutch-agent binary
   // A prepared network namespace to join (the sandbox has a network);
   // -1: a fresh one with loopback only.
   int netns_fd = -1;

@@ -84,9 +84,10 @@ std::vector<Block> ComplementBlocks(uint64_t mask, std::span<const uint64_t> val
 }
 
 Status AddRule(scmp_filter_ctx ctx, uint32_t action, int nr, const char* name,
-                     std::initializer_list<scmp_arg_cmp> cmps) {
+               std::initializer_list<scmp_arg_cmp> cmps) {
   std::vector<scmp_arg_cmp> v(cmps);
-  if (int rc = seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(v.size()), v.data()); rc < 0)
+  if (int rc = seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(v.size()), v.data());
+      rc < 0)
     return ErrnoError(std::string("seccomp rule ") + name, -rc);
   return {};
 }
@@ -104,7 +105,9 @@ Status AddArgRules(scmp_filter_ctx ctx, int nr, const char* name, const SeccompA
     if (f.refine != nullptr && v == f.refine_value) {
       const SeccompArgFilter& g = *f.refine;
       for (uint64_t w : g.allowed)
-        if (auto st = AddRule(ctx, listed, nr, name, {Masked(f.arg, f.mask, v), Masked(g.arg, g.mask, w)}); !st.ok())
+        if (auto st = AddRule(ctx, listed, nr, name,
+                              {Masked(f.arg, f.mask, v), Masked(g.arg, g.mask, w)});
+            !st.ok())
           return st;
       for (const Block& b : ComplementBlocks(g.mask, g.allowed))
         if (auto st = AddRule(ctx, SCMP_ACT_ERRNO(static_cast<uint32_t>(g.refuse_errno)), nr, name,
@@ -116,7 +119,8 @@ Status AddArgRules(scmp_filter_ctx ctx, int nr, const char* name, const SeccompA
     if (auto st = AddRule(ctx, listed, nr, name, {Masked(f.arg, f.mask, v)}); !st.ok()) return st;
   }
   for (const Block& b : ComplementBlocks(f.mask, f.allowed))
-    if (auto st = AddRule(ctx, others, nr, name, {Masked(f.arg, b.mask, b.datum)}); !st.ok()) return st;
+    if (auto st = AddRule(ctx, others, nr, name, {Masked(f.arg, b.mask, b.datum)}); !st.ok())
+      return st;
   return {};
 }
 
@@ -144,12 +148,19 @@ Result<SeccompPolicy> SeccompPolicy::Build() {
       if (nr < 0) continue;
       Status st;
       switch (row.action) {
-        case SeccompAction::kAllow: st = AddRule(ctx.get(), SCMP_ACT_ALLOW, nr, name.c_str(), {}); break;
-        case SeccompAction::kEperm: st = AddRule(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr, name.c_str(), {}); break;
+        case SeccompAction::kAllow:
+          st = AddRule(ctx.get(), SCMP_ACT_ALLOW, nr, name.c_str(), {});
+          break;
+        case SeccompAction::kEperm:
+          st = AddRule(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr, name.c_str(), {});
+          break;
         // The default action already (libseccomp refuses a rule that
         // repeats it): the row documents the choice.
-        case SeccompAction::kEnosys: break;
-        case SeccompAction::kArgs: st = AddArgRules(ctx.get(), nr, name.c_str(), *row.filter); break;
+        case SeccompAction::kEnosys:
+          break;
+        case SeccompAction::kArgs:
+          st = AddArgRules(ctx.get(), nr, name.c_str(), *row.filter);
+          break;
       }
       if (!st.ok()) return st.error();
     }

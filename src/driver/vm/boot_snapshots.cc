@@ -34,9 +34,9 @@ std::string ReadLine(const std::string& path) {
 }  // namespace
 
 std::string BootKey(const BootKeyParts& p) {
-  const std::string stamp = p.rootfs_image + "\n" + p.blank_disk + "\n" + std::to_string(p.memory_mb) + "\n" +
-                            std::to_string(p.vcpus) + "\n" + p.accel + "\n" + p.guest_identity + "\n" +
-                            (p.nic ? "nic\n" : "");
+  const std::string stamp = p.rootfs_image + "\n" + p.blank_disk + "\n" +
+                            std::to_string(p.memory_mb) + "\n" + std::to_string(p.vcpus) + "\n" +
+                            p.accel + "\n" + p.guest_identity + "\n" + (p.nic ? "nic\n" : "");
   return Sha256Hex(stamp).substr(0, 24);
 }
 
@@ -53,17 +53,19 @@ Result<std::string> GuestIdentity(const std::string& guest_dir, const std::strin
 
 Status InstallBootSnapshot(const std::string& build_dir, const std::string& final_dir,
                            const std::string& guest_identity, const std::string& rootfs_image) {
-  for (const auto& [name, mode] : {std::pair<const char*, mode_t>{kStateFile, 0400}, {kRamFile, 0400},
-                                   {kDiskFile, 0444}}) {
+  for (const auto& [name, mode] :
+       {std::pair<const char*, mode_t>{kStateFile, 0400}, {kRamFile, 0400}, {kDiskFile, 0444}}) {
     const std::string p = build_dir + "/" + name;
-    if (chown(p.c_str(), 0, 0) != 0 || chmod(p.c_str(), mode) != 0) return ErrnoError("install " + p);
+    if (chown(p.c_str(), 0, 0) != 0 || chmod(p.c_str(), mode) != 0)
+      return ErrnoError("install " + p);
   }
   {
     std::ofstream(build_dir + "/guest") << guest_identity << "\n";
     std::ofstream(build_dir + "/rootfs") << rootfs_image << "\n";
   }
   std::error_code ec;
-  fs::remove_all(final_dir, ec);  // an older copy of the same key (a rebuild after a failed restore)
+  fs::remove_all(final_dir,
+                 ec);  // an older copy of the same key (a rebuild after a failed restore)
   if (rename(build_dir.c_str(), final_dir.c_str()) != 0) return ErrnoError("install " + final_dir);
   return Status{};
 }

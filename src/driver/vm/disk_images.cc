@@ -47,7 +47,7 @@ int ShiftOwner(const char* path, const struct stat* st, int, FTW*) {
 // fault of hutchd: 507 storage_full, as the jail driver answers. Checked
 // before the caller cleans up, which may free space again.
 Error FullAware(const Error& e, const std::string& dir) {
-  struct statvfs v{};
+  struct statvfs v {};
   const bool empty = statvfs(dir.c_str(), &v) == 0 && v.f_bavail == 0;
   if (!empty && e.message.find("No space left on device") == std::string::npos) return e;
   Error full = e;
@@ -82,7 +82,8 @@ int DiskImages::RemoveLeftovers() {
   std::vector<fs::path> stale;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".build-", 0) == 0 || (name.size() > 8 && name.compare(name.size() - 8, 8, ".img.tmp") == 0))
+    if (name.rfind(".build-", 0) == 0 ||
+        (name.size() > 8 && name.compare(name.size() - 8, 8, ".img.tmp") == 0))
       stale.push_back(e.path());
   }
   for (const auto& p : stale) {
@@ -91,8 +92,8 @@ int DiskImages::RemoveLeftovers() {
   return removed;
 }
 
-asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& rootfs,
-                                                             const std::vector<std::string>& layers) {
+asio::awaitable<Result<std::string>> DiskImages::RootfsImage(
+    const std::string& rootfs, const std::vector<std::string>& layers) {
   // The key of the whole stack; a stack without layers keeps the key it
   // had before layers were supported (its cached image stays valid).
   std::string stamp;
@@ -106,7 +107,8 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
       co_return ErrnoError(what);
     }
     stamp += (is_root ? "" : "layer ") + stack[i] + "\n" + std::to_string(st.st_ino) + "\n" +
-             std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + (is_root ? "" : "\n");
+             std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) +
+             (is_root ? "" : "\n");
   }
   const std::string key = Sha256Hex(stamp).substr(0, 16);
   const std::string img = dir_ + "/rootfs-" + key + ".img";
@@ -152,8 +154,19 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
   const uint64_t mb = (g_tree_bytes + g_tree_inodes * 256) * 5 / 4 / (1 << 20) + 32;
   const std::string tmp = img + ".tmp";
   // No journal: the guest mounts it read-only (noload).
-  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-root", "-b", "4096",
-                                   "-d", work + "/tree", tmp, std::to_string(mb) + "M"};
+  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4",
+                                   "-q",
+                                   "-F",
+                                   "-O",
+                                   "^has_journal",
+                                   "-L",
+                                   "hutch-root",
+                                   "-b",
+                                   "4096",
+                                   "-d",
+                                   work + "/tree",
+                                   tmp,
+                                   std::to_string(mb) + "M"};
   auto r = co_await RunTool(mkfs, kBuildTimeout);
   if (!r.ok()) {
     Error e = FullAware(r.error(), dir_);
@@ -162,7 +175,8 @@ asio::awaitable<Result<std::string>> DiskImages::RootfsImage(const std::string& 
     co_return e.Context("mkfs.ext4 vm image");
   }
   (void)RemoveTree(work);
-  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
+  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0)
+    co_return ErrnoError("install " + img);
   co_return img;
 }
 
@@ -173,21 +187,33 @@ asio::awaitable<Result<std::string>> DiskImages::BlankDisk(int64_t disk_mb) {
   const std::string tmp = img + ".tmp";
   // No journal: a sandbox's disk dies with the sandbox; lazy init keeps the
   // sparse image small.
-  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "hutch-disk", "-E",
-                                   "lazy_itable_init=1", tmp, std::to_string(disk_mb) + "M"};
+  std::vector<std::string> mkfs = {"/sbin/mkfs.ext4",
+                                   "-q",
+                                   "-F",
+                                   "-O",
+                                   "^has_journal",
+                                   "-L",
+                                   "hutch-disk",
+                                   "-E",
+                                   "lazy_itable_init=1",
+                                   tmp,
+                                   std::to_string(disk_mb) + "M"};
   if (auto r = co_await RunTool(mkfs, kBuildTimeout); !r.ok()) {
     Error e = FullAware(r.error(), dir_);
     unlink(tmp.c_str());
     co_return e.Context("mkfs.ext4 sandbox disk");
   }
-  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0) co_return ErrnoError("install " + img);
+  if (chmod(tmp.c_str(), 0444) != 0 || rename(tmp.c_str(), img.c_str()) != 0)
+    co_return ErrnoError("install " + img);
   co_return img;
 }
 
-asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir, const std::string& backing_name,
+asio::awaitable<Status> DiskImages::CreateOverlay(const std::string& dir,
+                                                  const std::string& backing_name,
                                                   const std::string& format) {
-  std::vector<std::string> argv = {"/usr/bin/qemu-img", "create", "-q", "-f", "qcow2", "-F", format,
-                                   "-b", backing_name, dir + "/disk.qcow2"};
+  std::vector<std::string> argv = {
+      "/usr/bin/qemu-img", "create",           "-q", "-f", "qcow2", "-F", format, "-b",
+      backing_name,        dir + "/disk.qcow2"};
   auto r = co_await RunTool(argv, std::chrono::seconds(30));
   if (!r.ok()) co_return FullAware(r.error(), dir);
   co_return r;

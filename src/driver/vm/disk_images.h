@@ -30,7 +30,8 @@ namespace asio = boost::asio;
 
 class DiskImages {
  public:
-  DiskImages(std::string images_dir, uint32_t uid_base) : dir_(std::move(images_dir)), uid_base_(uid_base) {}
+  DiskImages(std::string images_dir, uint32_t uid_base)
+      : dir_(std::move(images_dir)), uid_base_(uid_base) {}
   // The read-only ext4 image of the stack [layers..., rootfs] (layers
   // topmost first, may be empty); built on first use (seconds), then
   // reused. Keyed by every directory's path, inode and change time, so a
@@ -48,7 +49,8 @@ class DiskImages {
   // resolves inside the sandbox directory QEMU is confined to); `format`
   // is the backing file's: raw (the blank disk) or qcow2 (a snapshot's or
   // a fork's disk).
-  static asio::awaitable<Status> CreateOverlay(const std::string& dir, const std::string& backing_name,
+  static asio::awaitable<Status> CreateOverlay(const std::string& dir,
+                                               const std::string& backing_name,
                                                const std::string& format);
 
  private:

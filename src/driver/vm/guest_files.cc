@@ -44,7 +44,8 @@ Result<GuestFiles> PrepareGuestFiles(const std::string& guest_dir, const std::st
   GuestFiles g;
   auto release = ReadAll(guest_dir + "/kernel-release");
   if (!release.ok())
-    return MakeError(Code::kNotFound, "no guest kernel in " + guest_dir + " (run scripts/vm-guest " + guest_dir + ")");
+    return MakeError(Code::kNotFound, "no guest kernel in " + guest_dir +
+                                          " (run scripts/vm-guest " + guest_dir + ")");
   g.kernel_release = *release;
   while (!g.kernel_release.empty() && g.kernel_release.back() == '\n') g.kernel_release.pop_back();
 
@@ -66,7 +67,8 @@ Result<GuestFiles> PrepareGuestFiles(const std::string& guest_dir, const std::st
   g.kernel = vm_dir + "/vmlinux";
   const std::string src = guest_dir + "/vmlinux";
   std::error_code ec;
-  const bool same = fs::exists(g.kernel, ec) && fs::file_size(g.kernel, ec) == fs::file_size(src, ec) &&
+  const bool same = fs::exists(g.kernel, ec) &&
+                    fs::file_size(g.kernel, ec) == fs::file_size(src, ec) &&
                     fs::last_write_time(g.kernel, ec) >= fs::last_write_time(src, ec);
   if (!same) {
     fs::remove(g.kernel, ec);

@@ -95,7 +95,8 @@ Result<UniqueFd> OpenGuestTap(const std::string& netns_path) {
     ctl(SIOCSIFFLAGS, "bring tap up");
     close(s);
     if (ok) {
-      if (int e = WriteSysctl(std::string("/proc/sys/net/ipv6/conf/") + kTapName + "/disable_ipv6", true)) {
+      if (int e = WriteSysctl(std::string("/proc/sys/net/ipv6/conf/") + kTapName + "/disable_ipv6",
+                              true)) {
         errno = e;
         fail("disable IPv6 on the tap");
         ok = false;
@@ -128,7 +129,8 @@ std::string GuestRules(const std::string& dns_server) {
   return std::string("table inet hutch_guest {\n") +
          "  chain prerouting {\n"
          "    type nat hook prerouting priority dstnat; policy accept;\n"
-         "    iifname " + tap + " ip daddr " + kGuestGateway + " meta l4proto { tcp, udp } th dport 53 dnat ip to " +
+         "    iifname " +
+         tap + " ip daddr " + kGuestGateway + " meta l4proto { tcp, udp } th dport 53 dnat ip to " +
          dns_server + "\n" +
          "  }\n"
          "  chain postrouting {\n"
@@ -141,21 +143,24 @@ std::string GuestRules(const std::string& dns_server) {
          // The slot namespace has a conntrack table of its own (NAT needs
          // it): bounded here; the operator's per-sandbox limits hold on the
          // host's chains, where the guest's traffic arrives as the slot's.
-         "    iifname " + tap + " ct state new ct count over 16384 reject with icmpx type admin-prohibited\n" +
+         "    iifname " +
+         tap + " ct state new ct count over 16384 reject with icmpx type admin-prohibited\n" +
          "    iifname " + tap + " oifname \"eth0\" ip saddr " + kGuestAddress + " accept\n" +
          "  }\n"
          "  chain input {\n"
          "    type filter hook input priority filter; policy accept;\n"
-         "    iifname " + tap + " ct state established,related accept\n" +
-         "    iifname " + tap + " drop\n" +
+         "    iifname " +
+         tap + " ct state established,related accept\n" + "    iifname " + tap + " drop\n" +
          "  }\n"
          "}\n";
 }
 
-asio::awaitable<Status> ApplyGuestRules(const std::string& netns_path, const std::string& dns_server) {
+asio::awaitable<Status> ApplyGuestRules(const std::string& netns_path,
+                                        const std::string& dns_server) {
   const std::string nsenter = FindTool("nsenter"), nft = FindTool("nft");
   if (nsenter.empty() || nft.empty())
-    co_return MakeError(Code::kUnavailable, "vm networking needs nsenter (util-linux) and nft (nftables)");
+    co_return MakeError(Code::kUnavailable,
+                        "vm networking needs nsenter (util-linux) and nft (nftables)");
   const std::string script = GuestRules(dns_server);
   const std::vector<std::string> argv = {nsenter, "--net=" + netns_path, nft, "-f", "-"};
   auto st = co_await RunToolWithInput(argv, &script, std::chrono::seconds(20));

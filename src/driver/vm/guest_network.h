@@ -43,10 +43,9 @@ inline constexpr const char* kTapName = "tap0";
 // A tap device (vnet header, no packet info) named tap0 in the namespace
 // bind-mounted at `netns_path`, with a fixed MAC (a restored guest's ARP
 // cache names it), 192.0.0.1/30 and up; IPv6 off on it and IPv4
-// forwarding on in the namespace (so: after ApplyGuestRules). With an empty path the tap is made in a
-// new namespace of its own that lives only as long as the fd (a boot
-// snapshot's base VM: a NIC with nothing behind it). The fd is close-on-
-// exec; hand it to QEMU through QemuLaunch::pass_fds.
+// forwarding on in the namespace (so: after ApplyGuestRules). With an empty path the tap is made in
+// a new namespace of its own that lives only as long as the fd (a boot snapshot's base VM: a NIC
+// with nothing behind it). The fd is close-on- exec; hand it to QEMU through QemuLaunch::pass_fds.
 Result<UniqueFd> OpenGuestTap(const std::string& netns_path);
 
 // The nftables script for the slot's namespace: masquerade out of eth0,
@@ -58,6 +57,7 @@ std::string GuestRules(const std::string& dns_server);
 // through nsenter). Before OpenGuestTap turns forwarding on: the
 // namespace never forwards unfiltered. The rules name the tap, which need
 // not exist yet.
-asio::awaitable<Status> ApplyGuestRules(const std::string& netns_path, const std::string& dns_server);
+asio::awaitable<Status> ApplyGuestRules(const std::string& netns_path,
+                                        const std::string& dns_server);
 
 }  // namespace hutch::vm

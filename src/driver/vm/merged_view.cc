@@ -4,13 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <spdlog/spdlog.h>
 
 namespace hutch::vm {
 
@@ -47,18 +47,22 @@ std::vector<std::string> MountPoints() {
 
 }  // namespace
 
-Result<MergedView> MergedView::Mount(const std::string& mountpoint, const std::vector<std::string>& lowers) {
-  if (lowers.size() < 2) return MakeError(Code::kInternal, "a merged view needs at least two layers");
+Result<MergedView> MergedView::Mount(const std::string& mountpoint,
+                                     const std::vector<std::string>& lowers) {
+  if (lowers.size() < 2)
+    return MakeError(Code::kInternal, "a merged view needs at least two layers");
   std::string opts = "lowerdir=";
   for (size_t i = 0; i < lowers.size(); ++i) {
     // overlayfs splits lowerdir on ':' and its options on ','; hutch's own
     // paths never carry them, anything else is refused rather than escaped.
     if (lowers[i].find_first_of(":,\\") != std::string::npos)
-      return MakeError(Code::kInternal, "layer path " + lowers[i] + " has a character overlayfs cannot take");
+      return MakeError(Code::kInternal,
+                       "layer path " + lowers[i] + " has a character overlayfs cannot take");
     opts += (i ? ":" : "") + lowers[i];
   }
   if (mkdir(mountpoint.c_str(), 0700) != 0) return ErrnoError("create merged view " + mountpoint);
-  if (mount("overlay", mountpoint.c_str(), "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+  if (mount("overlay", mountpoint.c_str(), "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV,
+            opts.c_str()) != 0) {
     Error e = ErrnoError("mount the template stack's overlay on " + mountpoint);
     rmdir(mountpoint.c_str());
     return e;
@@ -74,7 +78,8 @@ MergedView::~MergedView() {
     spdlog::error("vm merged_view umount {} failed: {}", path_, strerror(errno));
     return;  // never remove a directory that may still show the layers
   }
-  if (rmdir(path_.c_str()) != 0) spdlog::error("vm merged_view rmdir {} failed: {}", path_, strerror(errno));
+  if (rmdir(path_.c_str()) != 0)
+    spdlog::error("vm merged_view rmdir {} failed: {}", path_, strerror(errno));
 }
 
 int RemoveStaleMergedViews(const std::string& dir) {
@@ -85,7 +90,8 @@ int RemoveStaleMergedViews(const std::string& dir) {
   std::sort(points.rbegin(), points.rend());
   for (const auto& p : points) {
     if (p.rfind(prefix, 0) != 0) continue;
-    if (umount2(p.c_str(), MNT_DETACH) != 0) spdlog::error("vm merged_view stale umount {}: {}", p, strerror(errno));
+    if (umount2(p.c_str(), MNT_DETACH) != 0)
+      spdlog::error("vm merged_view stale umount {}: {}", p, strerror(errno));
   }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {

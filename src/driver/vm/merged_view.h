@@ -26,7 +26,8 @@ class MergedView {
   // Creates `mountpoint` (mode 0700; it must not exist) and mounts the
   // stack there read-only, nosuid, nodev. `lowers` topmost first, at
   // least two.
-  static Result<MergedView> Mount(const std::string& mountpoint, const std::vector<std::string>& lowers);
+  static Result<MergedView> Mount(const std::string& mountpoint,
+                                  const std::vector<std::string>& lowers);
   MergedView(MergedView&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
   MergedView& operator=(MergedView&&) = delete;
   MergedView(const MergedView&) = delete;

@@ -22,15 +22,16 @@ namespace asio = boost::asio;
 // root-only). With `ignore_shared`, RAM mapped shared from a file is left
 // out (it is in that file already). Returns once QEMU reports completion;
 // the VM is left stopped ("postmigrate": `cont` runs it on).
-asio::awaitable<Status> SaveState(const std::string& qmp_path, const std::string& file, bool ignore_shared,
-                                  std::chrono::milliseconds timeout);
+asio::awaitable<Status> SaveState(const std::string& qmp_path, const std::string& file,
+                                  bool ignore_shared, std::chrono::milliseconds timeout);
 
 // For a QEMU started with `-incoming defer`: sets x-ignore-shared as the
 // saving side had it, loads the stream from QEMU's inherited fd
 // `stream_fd`, waits for the load to finish and continues the VM.
 // `exited` tells when QEMU died (a broken stream ends it).
-asio::awaitable<Status> FinishIncoming(const std::string& qmp_path, int stream_fd, bool ignore_shared,
-                                       const std::function<bool()>& exited, std::chrono::milliseconds timeout);
+asio::awaitable<Status> FinishIncoming(const std::string& qmp_path, int stream_fd,
+                                       bool ignore_shared, const std::function<bool()>& exited,
+                                       std::chrono::milliseconds timeout);
 
 // Waits `d` on the calling coroutine's executor (polling QMP and the
 // agent's socket between tries).

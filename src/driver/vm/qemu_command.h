@@ -43,9 +43,9 @@ enum class Accel { kTcg, kKvm };
 // id), so the migration stream of any VM loads into any other of the same
 // size: a cold boot, a restored sandbox and a fork child alike.
 enum class RamKind {
-  kAnonymous,   // private anonymous memory (a cold boot, a fork child)
-  kSharedFile,  // `ram_path` mapped shared: the base VM of a boot snapshot
-  kPrivateFile, // `ram_path` mapped private (copy-on-write): a restored sandbox
+  kAnonymous,    // private anonymous memory (a cold boot, a fork child)
+  kSharedFile,   // `ram_path` mapped shared: the base VM of a boot snapshot
+  kPrivateFile,  // `ram_path` mapped private (copy-on-write): a restored sandbox
 };
 
 struct QemuConfig {
@@ -55,7 +55,7 @@ struct QemuConfig {
   int vcpus = 1;
   int64_t memory_mb = 512;
   RamKind ram = RamKind::kAnonymous;
-  std::string ram_path;      // kSharedFile, kPrivateFile
+  std::string ram_path;  // kSharedFile, kPrivateFile
   // Start waiting for a migration stream (`-incoming defer`; FinishIncoming
   // in migration.h sets the capabilities and starts the load).
   bool incoming = false;

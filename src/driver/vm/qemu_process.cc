@@ -19,22 +19,43 @@ namespace hutch::vm {
 
 namespace {
 
-enum Step : int { kStepWait = 1, kStepSession, kStepNamespaces, kStepNetns, kStepMounts, kStepChdir, kStepIds,
-                  kStepNoNewPrivs, kStepFds, kStepExec };
+enum Step : int {
+  kStepWait = 1,
+  kStepSession,
+  kStepNamespaces,
+  kStepNetns,
+  kStepMounts,
+  kStepChdir,
+  kStepIds,
+  kStepNoNewPrivs,
+  kStepFds,
+  kStepExec
+};
 
 const char* StepName(int s) {
   switch (s) {
-    case kStepWait: return "wait for cgroup";
-    case kStepSession: return "setsid";
-    case kStepNamespaces: return "unshare namespaces";
-    case kStepNetns: return "network namespace";
-    case kStepMounts: return "private mounts";
-    case kStepChdir: return "chdir to sandbox dir";
-    case kStepIds: return "drop to the vm user";
-    case kStepNoNewPrivs: return "no_new_privs";
-    case kStepFds: return "close fds";
-    case kStepExec: return "exec qemu";
-    default: return "?";
+    case kStepWait:
+      return "wait for cgroup";
+    case kStepSession:
+      return "setsid";
+    case kStepNamespaces:
+      return "unshare namespaces";
+    case kStepNetns:
+      return "network namespace";
+    case kStepMounts:
+      return "private mounts";
+    case kStepChdir:
+      return "chdir to sandbox dir";
+    case kStepIds:
+      return "drop to the vm user";
+    case kStepNoNewPrivs:
+      return "no_new_privs";
+    case kStepFds:
+      return "close fds";
+    case kStepExec:
+      return "exec qemu";
+    default:
+      return "?";
   }
 }
 
@@ -79,14 +100,17 @@ Result<QemuProcess> StartQemu(const QemuLaunch& l) {
     if (read(go_r.get(), &b, 1) != 1) Fail(rfd, kStepWait);
     if (setsid() < 0) Fail(rfd, kStepSession);
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) != 0) Fail(rfd, kStepNamespaces);
-    if (l.netns_fd >= 0 ? setns(l.netns_fd, CLONE_NEWNET) != 0 : unshare(CLONE_NEWNET) != 0) Fail(rfd, kStepNetns);
+    if (l.netns_fd >= 0 ? setns(l.netns_fd, CLONE_NEWNET) != 0 : unshare(CLONE_NEWNET) != 0)
+      Fail(rfd, kStepNetns);
     // Nothing QEMU might mount (it mounts nothing) propagates to the host.
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) Fail(rfd, kStepMounts);
     if (chdir(l.dir.c_str()) != 0) Fail(rfd, kStepChdir);
-    if (setgroups(0, nullptr) != 0 || setresgid(l.gid, l.gid, l.gid) != 0 || setresuid(l.uid, l.uid, l.uid) != 0)
+    if (setgroups(0, nullptr) != 0 || setresgid(l.gid, l.gid, l.gid) != 0 ||
+        setresuid(l.uid, l.uid, l.uid) != 0)
       Fail(rfd, kStepIds);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(rfd, kStepNoNewPrivs);
-    if (dup2(devnull.get(), 0) < 0 || dup2(log.get(), 1) < 0 || dup2(log.get(), 2) < 0) Fail(rfd, kStepFds);
+    if (dup2(devnull.get(), 0) < 0 || dup2(log.get(), 1) < 0 || dup2(log.get(), 2) < 0)
+      Fail(rfd, kStepFds);
     // The passed fds go to 3, 4, …: first out of the way (above kHighFd,
     // where none of them or the report pipe can be overwritten), then down.
     int report = rfd;
@@ -97,12 +121,14 @@ Result<QemuProcess> StartQemu(const QemuLaunch& l) {
       for (size_t i = 0; i < pass.size(); ++i)
         if ((high[i] = fcntl(pass[i], F_DUPFD_CLOEXEC, kHighFd)) < 0) Fail(report, kStepFds);
       for (size_t i = 0; i < pass.size(); ++i)
-        if (dup2(high[i], 3 + static_cast<int>(i)) < 0) Fail(report, kStepFds);  // dup2 clears CLOEXEC
+        if (dup2(high[i], 3 + static_cast<int>(i)) < 0)
+          Fail(report, kStepFds);  // dup2 clears CLOEXEC
     }
     const unsigned first = 3 + static_cast<unsigned>(pass.size());
     // Every other fd of hutchd (sockets, the state db, agents) is closed;
     // the report pipe is close-on-exec and must stay open until exec.
-    if (static_cast<unsigned>(report) > first && syscall(SYS_close_range, first, report - 1, 0) != 0)
+    if (static_cast<unsigned>(report) > first &&
+        syscall(SYS_close_range, first, report - 1, 0) != 0)
       Fail(report, kStepFds);
     if (syscall(SYS_close_range, report + 1, ~0U, 0) != 0) Fail(report, kStepFds);
     execve(argv[0], argv.data(), envp);
@@ -127,7 +153,8 @@ Result<QemuProcess> StartQemu(const QemuLaunch& l) {
   go_w.reset();
   // EOF on the report pipe: exec happened (the pipe is close-on-exec).
   pollfd pf{rep_r.get(), POLLIN, 0};
-  if (poll(&pf, 1, 5000) != 1) return kill_child(MakeError(Code::kUnavailable, "qemu child did not exec in time"));
+  if (poll(&pf, 1, 5000) != 1)
+    return kill_child(MakeError(Code::kUnavailable, "qemu child did not exec in time"));
   int msg[2] = {0, 0};
   ssize_t n = read(rep_r.get(), msg, sizeof msg);
   if (n == static_cast<ssize_t>(sizeof msg)) {

@@ -28,11 +28,11 @@ namespace hutch::vm {
 
 struct QemuLaunch {
   std::vector<std::string> argv;
-  std::string dir;         // the sandbox directory: QEMU's cwd
-  std::string log_path;    // QEMU's stdout and stderr
+  std::string dir;       // the sandbox directory: QEMU's cwd
+  std::string log_path;  // QEMU's stdout and stderr
   uid_t uid = 65534;
   gid_t gid = 65534;
-  int netns_fd = -1;       // join this network namespace; -1: a new empty one
+  int netns_fd = -1;  // join this network namespace; -1: a new empty one
   // Inherited by QEMU as fds 3, 4, … in this order (a restore's migration
   // stream and its sealed RAM); every other fd of hutchd is closed.
   std::vector<int> pass_fds;

@@ -22,7 +22,8 @@ Result<nlohmann::json> ReadMessage(int fd, std::string* buf, Clock::time_point d
       if (j.is_discarded()) return MakeError(Code::kInternal, "qmp: malformed message");
       return j;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return MakeError(Code::kUnavailable, "qmp: no answer in time");
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
@@ -63,37 +64,43 @@ Status SendLine(int fd, const std::string& line, int pass_fd) {
 
 }  // namespace
 
-Result<QmpSession> QmpSession::Open(const std::string& socket_path, std::chrono::milliseconds timeout) {
+Result<QmpSession> QmpSession::Open(const std::string& socket_path,
+                                    std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return ErrnoError("qmp socket");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof addr.sun_path) return MakeError(Code::kInternal, "qmp socket path too long");
+  if (socket_path.size() >= sizeof addr.sun_path)
+    return MakeError(Code::kInternal, "qmp socket path too long");
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return ErrnoError("qmp connect");
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return ErrnoError("qmp connect");
   QmpSession s(std::move(fd));
   auto greeting = ReadMessage(s.fd_.get(), &s.buf_, deadline);
   if (!greeting.ok()) return greeting.error();
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  if (auto r = s.Run("qmp_capabilities", nullptr, -1, std::max(left, std::chrono::milliseconds(1))); !r.ok())
+  if (auto r = s.Run("qmp_capabilities", nullptr, -1, std::max(left, std::chrono::milliseconds(1)));
+      !r.ok())
     return r.error();
   return s;
 }
 
-Result<nlohmann::json> QmpSession::Run(const std::string& command, const nlohmann::json& args, int pass_fd,
-                                       std::chrono::milliseconds timeout) {
+Result<nlohmann::json> QmpSession::Run(const std::string& command, const nlohmann::json& args,
+                                       int pass_fd, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   nlohmann::json req = {{"execute", command}};
   if (!args.is_null()) req["arguments"] = args;
-  if (auto st = SendLine(fd_.get(), req.dump() + "\n", pass_fd); !st.ok()) return st.error().Context(command);
+  if (auto st = SendLine(fd_.get(), req.dump() + "\n", pass_fd); !st.ok())
+    return st.error().Context(command);
   // Asynchronous events (STOP, RESUME, MIGRATION…) arrive in between.
   for (;;) {
     auto m = ReadMessage(fd_.get(), &buf_, deadline);
     if (!m.ok()) return m.error();
     if (m->contains("return")) return (*m)["return"];
     if (m->contains("error"))
-      return MakeError(Code::kInternal, "qmp " + command + ": " + (*m)["error"].value("desc", std::string("error")));
+      return MakeError(Code::kInternal,
+                       "qmp " + command + ": " + (*m)["error"].value("desc", std::string("error")));
   }
 }
 

@@ -25,7 +25,8 @@ class QmpSession {
   // its "return" value; QMP errors become Code::kInternal with QEMU's
   // description. `pass_fd` >= 0 travels with the command (SCM_RIGHTS), as
   // `getfd` needs.
-  Result<nlohmann::json> Run(const std::string& command, const nlohmann::json& args = nullptr, int pass_fd = -1,
+  Result<nlohmann::json> Run(const std::string& command, const nlohmann::json& args = nullptr,
+                             int pass_fd = -1,
                              std::chrono::milliseconds timeout = std::chrono::seconds(3));
 
  private:

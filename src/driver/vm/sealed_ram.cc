@@ -22,7 +22,8 @@ Result<UniqueFd> SealedCopy(const std::string& path) {
   UniqueFd src(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!src) return ErrnoError("open " + path);
   struct stat st;
-  if (fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode)) return MakeError(Code::kInternal, path + " is no regular file");
+  if (fstat(src.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return MakeError(Code::kInternal, path + " is no regular file");
   UniqueFd mem(memfd_create("hutch-guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!mem) return ErrnoError("memfd_create");
   if (ftruncate(mem.get(), st.st_size) != 0) return ErrnoError("size the guest RAM memfd");
@@ -36,7 +37,8 @@ Result<UniqueFd> SealedCopy(const std::string& path) {
     off_t hole = lseek(src.get(), data, SEEK_HOLE);
     if (hole < 0) hole = st.st_size;
     for (off_t off = data; off < hole;) {
-      const size_t want = static_cast<size_t>(std::min<off_t>(static_cast<off_t>(buf.size()), hole - off));
+      const size_t want =
+          static_cast<size_t>(std::min<off_t>(static_cast<off_t>(buf.size()), hole - off));
       ssize_t n = pread(src.get(), buf.data(), want, off);
       if (n <= 0) return ErrnoError("read " + path);
       for (ssize_t page = 0; page < n; page += 4096) {
@@ -49,7 +51,8 @@ Result<UniqueFd> SealedCopy(const std::string& path) {
     }
     pos = hole;
   }
-  if (fallocate(mem.get(), 0, 0, st.st_size) != 0) return ErrnoError("allocate the guest RAM memfd");
+  if (fallocate(mem.get(), 0, 0, st.st_size) != 0)
+    return ErrnoError("allocate the guest RAM memfd");
   if (fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
     return ErrnoError("seal the guest RAM memfd");
   return mem;

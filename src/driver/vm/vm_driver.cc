@@ -8,22 +8,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/redirect_error.hpp>
-#include <cmath>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/proc_stat.h"
 #include "common/subprocess.h"
-#include "driver/vm/qemu_command.h"
-#include "driver/vm/qemu_process.h"
 #include "driver/vm/boot_snapshots.h"
 #include "driver/vm/guest_network.h"
+#include "driver/vm/qemu_command.h"
+#include "driver/vm/qemu_process.h"
 #include "driver/vm/qmp_client.h"
 #include "driver/vm/vm_instance.h"
 
@@ -42,7 +42,8 @@ Status MakeDir(const std::string& path, mode_t mode) {
 }
 
 Status Link(const std::string& src, const std::string& dst) {
-  if (link(src.c_str(), dst.c_str()) != 0) return ErrnoError("link " + src + " into the sandbox dir");
+  if (link(src.c_str(), dst.c_str()) != 0)
+    return ErrnoError("link " + src + " into the sandbox dir");
   return Status{};
 }
 
@@ -73,7 +74,8 @@ void KillRecorded(const std::string& pidfile) {
 }  // namespace
 
 VmDriver::VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice accel,
-                   std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid, std::string guest_identity)
+                   std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid,
+                   std::string guest_identity)
     : opts_(std::move(opts)),
       vm_dir_(opts_.state_dir + "/vm"),
       kernel_release_(std::move(kernel_release)),
@@ -85,17 +87,22 @@ VmDriver::VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice
       guest_identity_(std::move(guest_identity)) {}
 
 Result<std::unique_ptr<VmDriver>> VmDriver::Make(const VmDriverOptions& opts) {
-  if (access(opts.qemu.c_str(), X_OK) != 0) return ErrnoError("qemu " + opts.qemu + " (package qemu-system-x86)");
+  if (access(opts.qemu.c_str(), X_OK) != 0)
+    return ErrnoError("qemu " + opts.qemu + " (package qemu-system-x86)");
   const std::string vm_dir = opts.state_dir + "/vm";
-  for (const auto& [d, mode] : {std::pair<std::string, mode_t>{vm_dir, 0700}, {vm_dir + "/images", 0700},
-                                {vm_dir + "/sandboxes", 0700}, {vm_dir + "/pids", 0700},
-                                {vm_dir + "/snapshots", 0700}, {vm_dir + "/forks", 0700}}) {
+  for (const auto& [d, mode] : {std::pair<std::string, mode_t>{vm_dir, 0700},
+                                {vm_dir + "/images", 0700},
+                                {vm_dir + "/sandboxes", 0700},
+                                {vm_dir + "/pids", 0700},
+                                {vm_dir + "/snapshots", 0700},
+                                {vm_dir + "/forks", 0700}}) {
     if (auto st = MakeDir(d, mode); !st.ok()) return st.error();
   }
   std::string release;
-  if (!(std::ifstream(opts.guest_dir + "/kernel-release") >> release) || access((opts.guest_dir + "/vmlinux").c_str(), R_OK) != 0)
-    return MakeError(Code::kNotFound, "no guest kernel in " + opts.guest_dir + " (scripts/vm-guest " +
-                                          opts.guest_dir + " makes it)");
+  if (!(std::ifstream(opts.guest_dir + "/kernel-release") >> release) ||
+      access((opts.guest_dir + "/vmlinux").c_str(), R_OK) != 0)
+    return MakeError(Code::kNotFound, "no guest kernel in " + opts.guest_dir +
+                                          " (scripts/vm-guest " + opts.guest_dir + " makes it)");
   for (const std::string& bin : {opts.init_path, opts.agent_path})
     if (access(bin.c_str(), R_OK) != 0) return ErrnoError(bin);
   auto cg = jail::CgroupManager::Detect();
@@ -110,9 +117,10 @@ Result<std::unique_ptr<VmDriver>> VmDriver::Make(const VmDriverOptions& opts) {
   // snapshots of any other).
   auto identity = GuestIdentity(opts.guest_dir, opts.init_path, opts.agent_path, opts.qemu);
   if (!identity.ok()) return identity.error().Context("vm guest identity");
-  spdlog::info("vm_driver kernel={} accel=\"{}\" user={} boot_snapshots={}", release, accel.why, user,
-               opts.boot_snapshots);
-  return std::unique_ptr<VmDriver>(new VmDriver(opts, release, accel, std::move(cg).value(), pw->pw_uid, pw->pw_gid,
+  spdlog::info("vm_driver kernel={} accel=\"{}\" user={} boot_snapshots={}", release, accel.why,
+               user, opts.boot_snapshots);
+  return std::unique_ptr<VmDriver>(new VmDriver(opts, release, accel, std::move(cg).value(),
+                                                pw->pw_uid, pw->pw_gid,
                                                 std::move(identity).value()));
 }
 
@@ -136,7 +144,8 @@ QemuConfig VmDriver::BaseConfig(const InstanceSpec& spec) const {
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const InstanceSpec& spec) {
-  if (!spec.mounts.empty()) co_return MakeError(Code::kNotSupported, "vm sandboxes cannot mount volumes yet");
+  if (!spec.mounts.empty())
+    co_return MakeError(Code::kNotSupported, "vm sandboxes cannot mount volumes yet");
   auto guest = Guest();
   if (!guest.ok()) co_return guest.error().Context("vm guest files");
 
@@ -153,13 +162,15 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Create(const Instan
     if (snap.ok()) {
       auto inst = co_await Restore(spec, *rootfs, *blank, **snap);
       if (inst.ok()) co_return inst;
-      spdlog::warn("sandbox={} vm_restore_failed err=\"{}\" (booting instead)", spec.id, inst.error().message);
+      spdlog::warn("sandbox={} vm_restore_failed err=\"{}\" (booting instead)", spec.id,
+                   inst.error().message);
     }
   }
   co_return co_await CreateCold(spec, *rootfs, *blank);
 }
 
-asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const InstanceSpec& spec, LaunchPlan plan) {
+asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const InstanceSpec& spec,
+                                                                      LaunchPlan plan) {
   auto ex = co_await asio::this_coro::executor;
   auto guest = Guest();
   if (!guest.ok()) co_return guest.error().Context("vm guest files");
@@ -171,20 +182,23 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
   if (auto st = MakeDir(dir, 0700); !st.ok()) co_return st.error();
   // Everything QEMU opens is in its directory: the shared read-only files
   // as hard links (same filesystem, nothing copied).
-  plan.links.insert(plan.links.begin(), {{(*guest)->kernel, kKernelFile}, {(*guest)->initrd, kInitrdFile}});
+  plan.links.insert(plan.links.begin(),
+                    {{(*guest)->kernel, kKernelFile}, {(*guest)->initrd, kInitrdFile}});
   for (const auto& [src, name] : plan.links) {
     if (auto st = Link(src, dir + "/" + name); !st.ok()) {
       cleanup();
       co_return st.error();
     }
   }
-  if (auto st = co_await DiskImages::CreateOverlay(dir, plan.backing, plan.backing_format); !st.ok()) {
+  if (auto st = co_await DiskImages::CreateOverlay(dir, plan.backing, plan.backing_format);
+      !st.ok()) {
     cleanup();
     co_return st.error().Context("vm disk overlay");
   }
   // The directory and the writable disk belong to the vm user; the linked
   // files stay root's and read-only.
-  if (chown(dir.c_str(), uid_, gid_) != 0 || chown((dir + "/" + kDiskFile).c_str(), uid_, gid_) != 0) {
+  if (chown(dir.c_str(), uid_, gid_) != 0 ||
+      chown((dir + "/" + kDiskFile).c_str(), uid_, gid_) != 0) {
     Error e = ErrnoError("chown vm sandbox dir");
     cleanup();
     co_return e;
@@ -247,8 +261,9 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
     // kills after a crash of hutchd.
     std::ofstream(PidFile(spec.id)) << facts.pid << " " << facts.start_time << "\n";
   }
-  auto inst = std::make_shared<VmInstance>(spec.id, dir, PidFile(spec.id), facts, std::move(proc->pidfd),
-                                           std::move(cg).value(), spec.disk_mb);
+  auto inst =
+      std::make_shared<VmInstance>(spec.id, dir, PidFile(spec.id), facts, std::move(proc->pidfd),
+                                   std::move(cg).value(), spec.disk_mb);
   inst->set_netns(spec.netns_path);
   // From here `inst` owns QEMU, the cgroup and the files: an early return
   // destroys them through its destructor.
@@ -257,18 +272,21 @@ asio::awaitable<Result<std::shared_ptr<VmInstance>>> VmDriver::Launch(const Inst
   co_return inst;
 }
 
-asio::awaitable<Status> VmDriver::WaitAgent(VmInstance& inst, std::chrono::steady_clock::time_point deadline) {
+asio::awaitable<Status> VmDriver::WaitAgent(VmInstance& inst,
+                                            std::chrono::steady_clock::time_point deadline) {
   // QEMU creates the agent socket as it starts; the guest's agent says
   // hello once the kernel booted and the host side is connected.
   const std::string sock = inst.dir() + "/" + kAgentSocket;
   Result<std::shared_ptr<AgentConnection>> conn = MakeError(Code::kUnavailable, "vm did not start");
   while (std::chrono::steady_clock::now() < deadline) {
-    if (inst.exited()) co_return MakeError(Code::kUnavailable, "vm exited while booting:" + inst.Diagnostics());
+    if (inst.exited())
+      co_return MakeError(Code::kUnavailable, "vm exited while booting:" + inst.Diagnostics());
     if (access(sock.c_str(), F_OK) != 0) {
       co_await Sleep(std::chrono::milliseconds(5));
       continue;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     conn = co_await AgentConnection::Connect(sock, std::max(left, std::chrono::milliseconds(1)));
     // QEMU binds the socket a moment before it listens: a refused connect
     // is retried; a connection that got no hello is the answer.
@@ -298,11 +316,14 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::CreateCold(const In
   }
   (*inst)->set_boot("cold");
   spdlog::info("sandbox={} vm_booted ms={}", spec.id,
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - started)
+                   .count());
   co_return std::shared_ptr<Instance>(*inst);
 }
 
-asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const InstanceSpec& spec, const std::string& facts,
+asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const InstanceSpec& spec,
+                                                                   const std::string& facts,
                                                                    bool paused) {
   auto ex = co_await asio::this_coro::executor;
   auto j = nlohmann::json::parse(facts, nullptr, false);
@@ -316,10 +337,12 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const Instanc
   // pidfd first, then the start time: a pid recycled in between shows a
   // different start time and is let go.
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pf.pid, 0)));
-  if (!pidfd) co_return MakeError(Code::kNotFound, "qemu process " + std::to_string(pf.pid) + " is gone");
+  if (!pidfd)
+    co_return MakeError(Code::kNotFound, "qemu process " + std::to_string(pf.pid) + " is gone");
   auto now_start = ProcStartTime(pf.pid);
   if (!now_start.ok() || *now_start != pf.start_time)
-    co_return MakeError(Code::kNotFound, "qemu process " + std::to_string(pf.pid) + " is gone (pid reused)");
+    co_return MakeError(Code::kNotFound,
+                        "qemu process " + std::to_string(pf.pid) + " is gone (pid reused)");
   auto cg = cgroups_->Open(opts_.instance_tag + "-" + spec.id);
   if (!cg.ok()) co_return cg.error().Context("adopt");
   const std::string dir = SandboxDir(spec.id);
@@ -332,13 +355,15 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Adopt(const Instanc
   // A VM that should run but was left stopped (hutchd died during a pause
   // or resume) is continued so its agent can answer.
   if (!paused) {
-    if (auto r = QmpExecute(inst->qmp_path(), "cont"); !r.ok()) co_return r.error().Context("adopt");
+    if (auto r = QmpExecute(inst->qmp_path(), "cont"); !r.ok())
+      co_return r.error().Context("adopt");
   } else {
     inst->set_paused(true);
   }
   // The agent reopens its port within ~20 ms of the old connection's end
   // and greets whoever connects next; a stopped VM greets after Resume.
-  auto conn = co_await AgentConnection::Connect(dir + "/" + kAgentSocket, std::chrono::seconds(10), !paused);
+  auto conn = co_await AgentConnection::Connect(dir + "/" + kAgentSocket, std::chrono::seconds(10),
+                                                !paused);
   if (!conn.ok()) co_return conn.error().Context("adopt: vm agent");
   inst->SetAgent(conn.value());
   co_return std::shared_ptr<Instance>(inst);
@@ -351,7 +376,8 @@ int VmDriver::ReconcileAtStart(const std::set<std::string>& keep) {
   // removed. QEMU processes are never looked up by name.
   int removed = 0;
   // A build that died with the previous run: its overlay mount and copies.
-  if (int n = images_.RemoveLeftovers(); n > 0) spdlog::info("reconcile vm_image_leftovers removed={}", n);
+  if (int n = images_.RemoveLeftovers(); n > 0)
+    spdlog::info("reconcile vm_image_leftovers removed={}", n);
   // Boot snapshots half-written, or of a guest (kernel, agent, QEMU) or a
   // root image this run can no longer produce.
   if (int n = RemoveStaleBootSnapshots(vm_dir_ + "/snapshots", guest_identity_); n > 0)
@@ -369,8 +395,10 @@ int VmDriver::ReconcileAtStart(const std::set<std::string>& keep) {
   }
   std::set<std::string> ids;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(vm_dir_ + "/pids", ec)) ids.insert(e.path().filename().string());
-  for (const auto& e : fs::directory_iterator(vm_dir_ + "/sandboxes", ec)) ids.insert(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(vm_dir_ + "/pids", ec))
+    ids.insert(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(vm_dir_ + "/sandboxes", ec))
+    ids.insert(e.path().filename().string());
   for (const auto& id : ids) {
     if (keep.count(id)) continue;
     KillRecorded(PidFile(id));

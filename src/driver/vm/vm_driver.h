@@ -27,13 +27,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "driver/driver.h"
 #include "driver/jail/cgroup.h"
 #include "driver/vm/accel_probe.h"
 #include "driver/vm/disk_images.h"
 #include "driver/vm/guest_files.h"
 #include "driver/vm/qemu_command.h"
-#include "common/unique_fd.h"
 
 namespace hutch::vm {
 
@@ -41,14 +41,14 @@ class VmInstance;
 
 struct VmDriverOptions {
   std::string state_dir;
-  std::string guest_dir;      // scripts/vm-guest's output
-  std::string agent_path;     // static hutch-agent
-  std::string init_path;      // static hutch-vm-init
-  std::string instance_tag;   // cgroup names: <tag>-<sandbox id> (as the jail driver's)
+  std::string guest_dir;     // scripts/vm-guest's output
+  std::string agent_path;    // static hutch-agent
+  std::string init_path;     // static hutch-vm-init
+  std::string instance_tag;  // cgroup names: <tag>-<sandbox id> (as the jail driver's)
   std::string qemu = "/usr/bin/qemu-system-x86_64";
-  std::string accel = "auto";  // auto, tcg, kvm
-  std::string user;            // QEMU runs as this user; empty: hutch-vm if it exists, else nobody
-  uint32_t uid_base = 1000000; // owners of template files (shifted back in the image)
+  std::string accel = "auto";   // auto, tcg, kvm
+  std::string user;             // QEMU runs as this user; empty: hutch-vm if it exists, else nobody
+  uint32_t uid_base = 1000000;  // owners of template files (shifted back in the image)
   // How long a boot may take until the agent answers (TCG on a loaded
   // 2-core host: a few seconds; generous).
   std::chrono::milliseconds boot_timeout{60000};
@@ -61,8 +61,9 @@ class VmDriver : public Driver {
   static Result<std::unique_ptr<VmDriver>> Make(const VmDriverOptions& opts);
   std::string name() const override { return "vm"; }
   asio::awaitable<Result<std::shared_ptr<Instance>>> Create(const InstanceSpec& spec) override;
-  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec, const std::string& facts,
-                                                          bool paused) override;
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Adopt(const InstanceSpec& spec,
+                                                           const std::string& facts,
+                                                           bool paused) override;
   int ReconcileAtStart(const std::set<std::string>& keep) override;
   const std::string& kernel_release() const { return kernel_release_; }
   const AccelChoice& accel() const { return accel_; }
@@ -82,7 +83,8 @@ class VmDriver : public Driver {
   static constexpr size_t kLoadedSnapshotsMax = 4;
   // How to start QEMU for one sandbox (vm_driver.cc).
   struct LaunchPlan {
-    std::vector<std::pair<std::string, std::string>> links;  // read-only files: source path, name in the dir
+    std::vector<std::pair<std::string, std::string>>
+        links;                   // read-only files: source path, name in the dir
     std::string backing;         // the file the sandbox's disk overlay stands on
     std::string backing_format;  // raw or qcow2
     QemuConfig qemu;
@@ -93,7 +95,8 @@ class VmDriver : public Driver {
   };
 
   VmDriver(VmDriverOptions opts, std::string kernel_release, AccelChoice accel,
-           std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid, std::string guest_identity);
+           std::unique_ptr<jail::CgroupManager> cg, uid_t uid, gid_t gid,
+           std::string guest_identity);
   // The kernel and initramfs in <vm dir>, made at the first create (a
   // server that never boots a VM copies nothing).
   Result<const GuestFiles*> Guest();
@@ -103,21 +106,27 @@ class VmDriver : public Driver {
 
   // vm_driver.cc: makes the sandbox directory, starts QEMU in its cgroup,
   // records its pid. The instance owns all of it from then on.
-  asio::awaitable<Result<std::shared_ptr<VmInstance>>> Launch(const InstanceSpec& spec, LaunchPlan plan);
+  asio::awaitable<Result<std::shared_ptr<VmInstance>>> Launch(const InstanceSpec& spec,
+                                                              LaunchPlan plan);
   // Waits for the agent's hello (a cold boot: the guest greets once up).
-  asio::awaitable<Status> WaitAgent(VmInstance& inst, std::chrono::steady_clock::time_point deadline);
-  asio::awaitable<Result<std::shared_ptr<Instance>>> CreateCold(const InstanceSpec& spec, const std::string& rootfs,
-                                                                 const std::string& blank);
+  asio::awaitable<Status> WaitAgent(VmInstance& inst,
+                                    std::chrono::steady_clock::time_point deadline);
+  asio::awaitable<Result<std::shared_ptr<Instance>>> CreateCold(const InstanceSpec& spec,
+                                                                const std::string& rootfs,
+                                                                const std::string& blank);
 
   // vm_restore.cc: boot snapshots, restores and fork children.
-  asio::awaitable<Result<std::shared_ptr<const LoadedSnapshot>>> BootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
-                                                              const std::string& blank);
+  asio::awaitable<Result<std::shared_ptr<const LoadedSnapshot>>> BootSnapshot(
+      const InstanceSpec& spec, const std::string& rootfs, const std::string& blank);
   asio::awaitable<Status> BuildBootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
                                             const std::string& blank, const std::string& key);
-  asio::awaitable<Result<std::shared_ptr<Instance>>> Restore(const InstanceSpec& spec, const std::string& rootfs,
-                                                              const std::string& blank, const LoadedSnapshot& snap);
-  asio::awaitable<Result<std::shared_ptr<Instance>>> RestoreFork(const InstanceSpec& spec, const std::string& rootfs,
-                                                                  const std::string& blank);
+  asio::awaitable<Result<std::shared_ptr<Instance>>> Restore(const InstanceSpec& spec,
+                                                             const std::string& rootfs,
+                                                             const std::string& blank,
+                                                             const LoadedSnapshot& snap);
+  asio::awaitable<Result<std::shared_ptr<Instance>>> RestoreFork(const InstanceSpec& spec,
+                                                                 const std::string& rootfs,
+                                                                 const std::string& blank);
   // After a load: cont, reconnect the agent, give the guest its identity.
   // `ignore_shared`: the stream was saved without the RAM (a boot snapshot).
   asio::awaitable<Status> Awaken(VmInstance& inst, const InstanceSpec& spec, bool ignore_shared,
@@ -135,8 +144,8 @@ class VmDriver : public Driver {
   std::string guest_identity_;
   std::map<std::string, std::shared_ptr<LoadedSnapshot>> snapshots_;  // by boot key
   uint64_t restores_ = 0;
-  std::set<std::string> building_;                                     // boot keys being built
-  std::map<std::string, std::string> failed_;                         // boot key -> why its build failed
+  std::set<std::string> building_;             // boot keys being built
+  std::map<std::string, std::string> failed_;  // boot key -> why its build failed
 };
 
 }  // namespace hutch::vm

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <spdlog/spdlog.h>
+#include <filesystem>
 
 #include "common/clock.h"
 #include "common/subprocess.h"
@@ -27,7 +27,8 @@ namespace {
 // change the disks under the copied guest.
 bool IsBackingFile(const std::string& name) {
   return name == kRootfsFile || name == kDiskBaseFile || name == kSnapDiskFile ||
-         (name.rfind("fork-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".qcow2") == 0);
+         (name.rfind("fork-", 0) == 0 && name.size() > 6 &&
+          name.compare(name.size() - 6, 6, ".qcow2") == 0);
 }
 
 }  // namespace
@@ -92,13 +93,16 @@ asio::awaitable<Result<std::shared_ptr<MachineImage>>> VmInstance::CaptureMachin
   std::vector<std::string> cp = {"/bin/cp", "--sparse=always", "--", dir_ + "/" + kDiskFile, copy};
   if (auto st = co_await RunTool(cp, std::chrono::minutes(5)); !st.ok())
     co_return st.error().Context("fork " + id_ + ": copy its disk");
-  if (chown(copy.c_str(), 0, 0) != 0 || chmod(copy.c_str(), 0444) != 0) co_return ErrnoError("install " + copy);
+  if (chown(copy.c_str(), 0, 0) != 0 || chmod(copy.c_str(), 0444) != 0)
+    co_return ErrnoError("install " + copy);
   for (size_t i = 1; i < files.size(); ++i) {
     if (link((dir_ + "/" + files[i]).c_str(), (dir + "/" + files[i]).c_str()) != 0)
       co_return ErrnoError("link " + files[i] + " into the fork");
   }
-  spdlog::info("sandbox={} vm_fork_captured fork={} ms={}", id_, fid,
-               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  spdlog::info(
+      "sandbox={} vm_fork_captured fork={} ms={}", id_, fid,
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   co_return std::shared_ptr<MachineImage>(image);
 }
 

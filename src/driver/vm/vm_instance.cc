@@ -8,12 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/net_dev.h"
 #include "common/subprocess.h"
@@ -50,8 +50,8 @@ std::string Tail(const std::string& path, size_t max) {
 }
 }  // namespace
 
-VmInstance::VmInstance(std::string id, std::string dir, std::string pidfile, VmProcessFacts proc, UniqueFd pidfd,
-                       std::unique_ptr<jail::Cgroup> cg, int64_t disk_mb)
+VmInstance::VmInstance(std::string id, std::string dir, std::string pidfile, VmProcessFacts proc,
+                       UniqueFd pidfd, std::unique_ptr<jail::Cgroup> cg, int64_t disk_mb)
     : id_(std::move(id)),
       dir_(std::move(dir)),
       pidfile_(std::move(pidfile)),
@@ -66,7 +66,9 @@ VmInstance::~VmInstance() {
 }
 
 std::string VmInstance::AdoptionFacts() const {
-  return nlohmann::json{{"pid", proc_.pid}, {"start_time", proc_.start_time}, {"netns", netns_path_}}.dump();
+  return nlohmann::json{
+      {"pid", proc_.pid}, {"start_time", proc_.start_time}, {"netns", netns_path_}}
+      .dump();
 }
 
 bool VmInstance::exited() const {
@@ -94,7 +96,8 @@ Result<InstanceStats> VmInstance::Stats() {
   out.oom_kills = OomKills();  // with the guest's own, as exec results count them
   // The sandbox's writes are the qcow2 overlay's allocated clusters.
   struct stat st;
-  if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0) out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (lstat((dir_ + "/" + kDiskFile).c_str(), &st) == 0)
+    out.disk_used_bytes = static_cast<uint64_t>(st.st_blocks) * 512;
   out.disk_limit_bytes = static_cast<uint64_t>(disk_mb_) << 20;
   // The slot's eth0, as a jail sandbox counts its own eth0: what went to
   // and came from outside (the port proxy's traffic stays on the tap).
@@ -133,7 +136,8 @@ asio::awaitable<Status> VmInstance::CaptureLayer(const std::string&) {
 Result<UniqueFd> VmInstance::NetNamespace() {
   if (netns_path_.empty())
     return MakeError(Code::kNotSupported,
-                     "vm sandbox " + id_ + " has no network (mode none): its ports are reachable only from inside");
+                     "vm sandbox " + id_ +
+                         " has no network (mode none): its ports are reachable only from inside");
   UniqueFd ns(open(netns_path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) return ErrnoError("open network namespace of " + id_);
   return ns;
@@ -185,25 +189,29 @@ void VmInstance::DestroyNow() {
 }
 
 void VmInstance::StartWatch(asio::any_io_executor ex) {
-  asio::co_spawn(ex, [self = shared_from_this()]() -> asio::awaitable<void> {
-    bool ready = false;
-    while (!ready && !self->destroyed_) ready = co_await WaitReadable(self->pidfd_.get(), std::chrono::hours(24));
-    if (self->destroying_ || self->destroyed_) co_return;
-    std::string why = "vm exited";
-    if (self->proc_.our_child) {
-      int st = 0;
-      if (waitpid(self->proc_.pid, &st, WNOHANG) > 0) {
-        self->reaped_ = true;
-        why = WIFSIGNALED(st) ? "qemu killed by signal " + std::to_string(WTERMSIG(st))
-                              : "vm exited with status " + std::to_string(WEXITSTATUS(st));
-      }
-    }
-    if (self->on_lost) {
-      auto cb = std::move(self->on_lost);
-      self->on_lost = nullptr;
-      cb(why + self->Diagnostics());
-    }
-  }, asio::detached);
+  asio::co_spawn(
+      ex,
+      [self = shared_from_this()]() -> asio::awaitable<void> {
+        bool ready = false;
+        while (!ready && !self->destroyed_)
+          ready = co_await WaitReadable(self->pidfd_.get(), std::chrono::hours(24));
+        if (self->destroying_ || self->destroyed_) co_return;
+        std::string why = "vm exited";
+        if (self->proc_.our_child) {
+          int st = 0;
+          if (waitpid(self->proc_.pid, &st, WNOHANG) > 0) {
+            self->reaped_ = true;
+            why = WIFSIGNALED(st) ? "qemu killed by signal " + std::to_string(WTERMSIG(st))
+                                  : "vm exited with status " + std::to_string(WEXITSTATUS(st));
+          }
+        }
+        if (self->on_lost) {
+          auto cb = std::move(self->on_lost);
+          self->on_lost = nullptr;
+          cb(why + self->Diagnostics());
+        }
+      },
+      asio::detached);
 }
 
 void VmInstance::SetAgent(std::shared_ptr<AgentConnection> conn) {

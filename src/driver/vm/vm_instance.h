@@ -23,8 +23,8 @@ struct VmProcessFacts {
 
 class VmInstance : public Instance, public std::enable_shared_from_this<VmInstance> {
  public:
-  VmInstance(std::string id, std::string dir, std::string pidfile, VmProcessFacts proc, UniqueFd pidfd,
-             std::unique_ptr<jail::Cgroup> cg, int64_t disk_mb);
+  VmInstance(std::string id, std::string dir, std::string pidfile, VmProcessFacts proc,
+             UniqueFd pidfd, std::unique_ptr<jail::Cgroup> cg, int64_t disk_mb);
   ~VmInstance() override;
 
   std::shared_ptr<AgentConnection> agent() override { return agent_; }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -14,7 +15,6 @@
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/clock.h"
 #include "driver/vm/boot_snapshots.h"
@@ -31,7 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -50,9 +49,8 @@ struct BuildDir {
 
 }  // namespace
 
-asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDriver::BootSnapshot(const InstanceSpec& spec,
-                                                                                const std::string& rootfs,
-                                                                                const std::string& blank) {
+asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDriver::BootSnapshot(
+    const InstanceSpec& spec, const std::string& rootfs, const std::string& blank) {
   BootKeyParts parts;
   parts.rootfs_image = rootfs;
   parts.blank_disk = blank;
@@ -69,7 +67,8 @@ asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDrive
     co_return std::shared_ptr<const LoadedSnapshot>(it->second);
   }
   if (auto f = failed_.find(key); f != failed_.end())
-    co_return MakeError(Code::kUnavailable, "boot snapshot " + key + " failed earlier: " + f->second);
+    co_return MakeError(Code::kUnavailable,
+                        "boot snapshot " + key + " failed earlier: " + f->second);
   building_.insert(key);
   struct Turn {
     std::set<std::string>* set;
@@ -83,8 +82,8 @@ asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDrive
     if (auto st = co_await BuildBootSnapshot(spec, rootfs, blank, key); !st.ok()) {
       // Later creates of this key boot cold without trying again.
       failed_[key] = st.error().message;
-      spdlog::warn("vm_boot_snapshot_failed key={} err=\"{}\" (sandboxes of this key boot cold)", key,
-                   st.error().message);
+      spdlog::warn("vm_boot_snapshot_failed key={} err=\"{}\" (sandboxes of this key boot cold)",
+                   key, st.error().message);
       co_return st.error();
     }
   }
@@ -100,9 +99,9 @@ asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDrive
   loaded->ram = std::move(ram).value();
   loaded->last_used = ++restores_;
   while (snapshots_.size() >= kLoadedSnapshotsMax) {
-    auto lru = std::min_element(snapshots_.begin(), snapshots_.end(), [](const auto& a, const auto& b) {
-      return a.second->last_used < b.second->last_used;
-    });
+    auto lru = std::min_element(
+        snapshots_.begin(), snapshots_.end(),
+        [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
     spdlog::info("vm_boot_snapshot_unloaded key={}", lru->first);
     snapshots_.erase(lru);
   }
@@ -110,14 +109,17 @@ asio::awaitable<Result<std::shared_ptr<const VmDriver::LoadedSnapshot>>> VmDrive
   co_return std::shared_ptr<const LoadedSnapshot>(loaded);
 }
 
-asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec, const std::string& rootfs,
-                                                    const std::string& blank, const std::string& key) {
+asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec,
+                                                    const std::string& rootfs,
+                                                    const std::string& blank,
+                                                    const std::string& key) {
   const auto started = Clock::now();
   BuildDir build{vm_dir_ + "/snapshots/" + kSnapshotsBuildPrefix + key};
   std::error_code ec;
   fs::remove_all(build.path, ec);
   fs::create_directories(build.path, ec);
-  if (ec || chmod(build.path.c_str(), 0700) != 0) co_return MakeError(Code::kInternal, "create " + build.path);
+  if (ec || chmod(build.path.c_str(), 0700) != 0)
+    co_return MakeError(Code::kInternal, "create " + build.path);
 
   // The base VM is a sandbox like any other for the length of the build
   // (its own id, dir, cgroup and pid file, so reconcile finds a crashed
@@ -160,7 +162,9 @@ asio::awaitable<Status> VmDriver::BuildBootSnapshot(const InstanceSpec& spec, co
     }
   }
   co_await vm.Destroy();
-  if (auto st = InstallBootSnapshot(build.path, vm_dir_ + "/snapshots/" + key, guest_identity_, rootfs); !st.ok())
+  if (auto st =
+          InstallBootSnapshot(build.path, vm_dir_ + "/snapshots/" + key, guest_identity_, rootfs);
+      !st.ok())
     co_return st.error();
   build.keep = true;
   spdlog::info("vm_boot_snapshot key={} boot_ms={} total_ms={}", key, boot_ms, MsSince(started));
@@ -178,7 +182,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Restore(const Insta
   LaunchPlan plan;
   // The sandbox's disk stands on the base VM's (which stands on the blank
   // disk): the guest's file system continues where the base left it.
-  plan.links = {{rootfs, kRootfsFile}, {blank, kDiskBaseFile}, {snap.dir + "/" + kDiskFile, kSnapDiskFile}};
+  plan.links = {
+      {rootfs, kRootfsFile}, {blank, kDiskBaseFile}, {snap.dir + "/" + kDiskFile, kSnapDiskFile}};
   plan.backing = kSnapDiskFile;
   plan.backing_format = "qcow2";
   plan.qemu = BaseConfig(spec);
@@ -200,10 +205,12 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::Restore(const Insta
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::RestoreFork(const InstanceSpec& spec,
-                                                                         const std::string&, const std::string&) {
+                                                                         const std::string&,
+                                                                         const std::string&) {
   const auto started = Clock::now();
   auto* image = dynamic_cast<VmForkImage*>(spec.machine.get());
-  if (!image) co_return MakeError(Code::kInvalidRequest, "fork of a vm sandbox from another driver's image");
+  if (!image)
+    co_return MakeError(Code::kInvalidRequest, "fork of a vm sandbox from another driver's image");
   const std::string state_path = image->state_path();
   UniqueFd state(open(state_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!state) co_return ErrnoError("open " + state_path);
@@ -227,8 +234,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> VmDriver::RestoreFork(const I
   co_return std::shared_ptr<Instance>(*inst);
 }
 
-asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& spec, bool ignore_shared,
-                                         Clock::time_point deadline) {
+asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& spec,
+                                         bool ignore_shared, Clock::time_point deadline) {
   const std::function<bool()> exited = [&inst]() { return inst.exited(); };
   auto left = [&deadline]() {
     return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
@@ -237,7 +244,8 @@ asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& s
   const std::string qmp = inst.qmp_path();
   const auto load_budget = left();
   const int stream_fd = 3;  // LaunchPlan::pass_fds[0]
-  if (auto st = co_await FinishIncoming(qmp, stream_fd, ignore_shared, exited, load_budget); !st.ok())
+  if (auto st = co_await FinishIncoming(qmp, stream_fd, ignore_shared, exited, load_budget);
+      !st.ok())
     co_return st.error().Context("vm " + spec.id + inst.Diagnostics());
   // The saved guest still holds the connection of the host it was saved
   // under. QEMU tells it that host is gone once it runs (virtio-serial's
@@ -253,7 +261,8 @@ asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& s
   std::chrono::milliseconds wait(1000), gap(300);
   co_await Pause(std::chrono::milliseconds(150));
   while (Clock::now() < deadline) {
-    if (inst.exited()) co_return MakeError(Code::kUnavailable, "vm exited after restore:" + inst.Diagnostics());
+    if (inst.exited())
+      co_return MakeError(Code::kUnavailable, "vm exited after restore:" + inst.Diagnostics());
     const auto attempt = std::min(wait, left());
     conn = co_await AgentConnection::Connect(sock, attempt);
     if (conn.ok()) break;
@@ -270,8 +279,10 @@ asio::awaitable<Status> VmDriver::Awaken(VmInstance& inst, const InstanceSpec& s
   const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  const std::string payload =
-      nlohmann::json{{"hostname", spec.id}, {"realtime_ns", now_ns}, {"entropy", RandomHex(64)}}.dump();
+  const std::string payload = nlohmann::json{
+      {"hostname", spec.id},
+      {"realtime_ns", now_ns},
+      {"entropy", RandomHex(64)}}.dump();
   auto reply = co_await agent->Call(wire::Type::kIdentify, payload);
   if (!reply.ok()) co_return reply.error().Context("identify restored vm");
   if (reply->type != wire::Type::kIdentifyResult) {

@@ -49,7 +49,8 @@ long Try(const char* what) {
   } else if (!strcmp(n, "clone_newuser")) {
     // Raw clone with a fork-like (null) stack: a child that got through
     // exits at once, so the probe still prints one line.
-    rc = syscall(SYS_clone, static_cast<long>(CLONE_NEWUSER | SIGCHLD), nullptr, nullptr, nullptr, nullptr);
+    rc = syscall(SYS_clone, static_cast<long>(CLONE_NEWUSER | SIGCHLD), nullptr, nullptr, nullptr,
+                 nullptr);
     if (rc == 0) _exit(0);
     if (rc > 0) waitpid(static_cast<pid_t>(rc), nullptr, 0);
   } else if (!strcmp(n, "clone3")) {
@@ -150,9 +151,12 @@ long Try(const char* what) {
     else if (!strcmp(fam, "packet")) domain = AF_PACKET, type = SOCK_RAW;
     else if (!strcmp(fam, "key")) domain = AF_KEY, type = SOCK_RAW, proto = 2 /* PF_KEY_V2 */;
     else if (!strcmp(fam, "alg")) domain = AF_ALG, type = SOCK_SEQPACKET;
-    else if (!strcmp(fam, "netlink_route")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_ROUTE;
-    else if (!strcmp(fam, "netlink_audit")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_AUDIT;
-    else if (!strcmp(fam, "netlink_uevent")) domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_KOBJECT_UEVENT;
+    else if (!strcmp(fam, "netlink_route"))
+      domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_ROUTE;
+    else if (!strcmp(fam, "netlink_audit"))
+      domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_AUDIT;
+    else if (!strcmp(fam, "netlink_uevent"))
+      domain = AF_NETLINK, type = SOCK_RAW, proto = NETLINK_KOBJECT_UEVENT;
     // AF_VSOCK with garbage in the upper half of the register: the kernel
     // reads an int, a filter that compared all 64 bits would miss it.
     else if (!strcmp(fam, "vsock_high")) domain = -2;
@@ -162,11 +166,14 @@ long Try(const char* what) {
     }
     if (pair) {
       int sv[2];
-      rc = syscall(SYS_socketpair, static_cast<long>(domain), static_cast<long>(type), static_cast<long>(proto), sv);
+      rc = syscall(SYS_socketpair, static_cast<long>(domain), static_cast<long>(type),
+                   static_cast<long>(proto), sv);
     } else if (domain == -2) {
-      rc = syscall(SYS_socket, static_cast<long>(0x100000000L | AF_VSOCK), static_cast<long>(SOCK_STREAM), 0L);
+      rc = syscall(SYS_socket, static_cast<long>(0x100000000L | AF_VSOCK),
+                   static_cast<long>(SOCK_STREAM), 0L);
     } else {
-      rc = syscall(SYS_socket, static_cast<long>(domain), static_cast<long>(type), static_cast<long>(proto));
+      rc = syscall(SYS_socket, static_cast<long>(domain), static_cast<long>(type),
+                   static_cast<long>(proto));
     }
   } else if (!strcmp(n, "open_tree_attr")) {
     // Newer than the policy's table (Linux 6.15, x86_64 467): an
