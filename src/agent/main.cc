@@ -26,9 +26,9 @@ int main(int argc, char** argv) {
   try {
     // Keep 0-2 occupied so no pipe or socket we create lands there: the
     // child's dup2 onto 0-2 must always move an fd, clearing O_CLOEXEC.
+    // (A placeholder stdio fd is meant to stay open in children: no O_CLOEXEC.)
     for (int fd = 0; fd < 3; ++fd)
-      // NOLINTNEXTLINE(android-cloexec-open): a placeholder stdio fd, meant to stay open in
-      // children
+      // NOLINTNEXTLINE(android-cloexec-open)
       if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);  // lands on fd: lowest free
     // Commands must not inherit the layer fd, and nothing in the sandbox
     // may open it through /proc/1/fd: non-dumpable makes /proc/1/fd (and
