@@ -16,8 +16,6 @@ Cidr Net(const char* addr, int prefix) {
   return c;
 }
 
-uint32_t MaskOf(int prefix) { return prefix == 0 ? 0 : ~uint32_t{0} << (32 - prefix); }
-
 bool Inside(const Cidr& inner, const Cidr& outer) {
   return inner.prefix >= outer.prefix && outer.Contains(inner.addr);
 }
@@ -55,10 +53,9 @@ std::vector<Cidr> HostNetworks(const Cidr& pool, const std::string& own_if_prefi
     const uint32_t addr = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
     const uint32_t mask =
         ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
-    int prefix = __builtin_popcount(mask);
     Cidr c;
-    c.addr = addr & MaskOf(prefix);
-    c.prefix = prefix;
+    c.addr = addr & mask;
+    c.prefix = __builtin_popcount(mask);
     if (Inside(c, pool)) continue;
     bool dup = false;
     for (const auto& o : out) dup |= o == c;
