@@ -155,17 +155,25 @@ TEST(E2bAuth, KeyFormsAndTokens) {
   using auth::SandboxToken;
   using auth::SandboxTokenKind;
   const auto envd = SandboxTokenKind::kE2bEnvd;
-  EXPECT_EQ(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "h", "sb_1"));
-  EXPECT_NE(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "h", "sb_2"));
-  EXPECT_NE(SandboxToken(envd, "h", "sb_1"), SandboxToken(envd, "g", "sb_1"));
-  // The derivations the SDK tests hold, byte for byte.
-  EXPECT_EQ(SandboxToken(envd, "h", "sb_1"), Sha256Hex("hutch-e2b-envd-access-token\nh\nsb_1"));
-  EXPECT_EQ(SandboxToken(SandboxTokenKind::kE2bTraffic, "h", "sb_1"),
-            Sha256Hex("hutch-e2b-traffic-access-token\nh\nsb_1"));
-  EXPECT_EQ(SandboxToken(SandboxTokenKind::kOpenSandboxExecd, "h", "sb_1"),
-            Sha256Hex("hutch-opensandbox-execd-access-token\nh\nsb_1"));
-  EXPECT_TRUE(auth::SandboxTokenMatches(envd, SandboxToken(envd, "h", "sb_1"), "h", "sb_1"));
-  EXPECT_FALSE(auth::SandboxTokenMatches(envd, "", "h", "sb_1"));
+  const std::string k = "0123456789abcdef0123456789abcdef";
+  EXPECT_EQ(SandboxToken(envd, k, "h", "sb_1"), SandboxToken(envd, k, "h", "sb_1"));
+  EXPECT_NE(SandboxToken(envd, k, "h", "sb_1"), SandboxToken(envd, k, "h", "sb_2"));
+  EXPECT_NE(SandboxToken(envd, k, "h", "sb_1"), SandboxToken(envd, k, "g", "sb_1"));
+  // Another server secret, other tokens: a copy of state.db mints none.
+  EXPECT_NE(SandboxToken(envd, k, "h", "sb_1"), SandboxToken(envd, k + "x", "h", "sb_1"));
+  EXPECT_EQ(SandboxToken(envd, "", "h", "sb_1"), "");
+  // HMAC-SHA-256(secret, label \n owner \n id), byte for byte (vectors
+  // from Python's hmac module).
+  EXPECT_EQ(SandboxToken(envd, k, "h", "sb_1"),
+            "a85710b9f10f55c6904c86d1f9bf5883ac742f934299da55166bdd0185085974");
+  EXPECT_EQ(SandboxToken(SandboxTokenKind::kE2bTraffic, k, "h", "sb_1"),
+            "5ed12ec0c3a6b755f6b6a0ed9cecbaf516fec2ac66b761af836c62cc942bad53");
+  EXPECT_EQ(SandboxToken(SandboxTokenKind::kOpenSandboxExecd, k, "h", "sb_1"),
+            "9d4381e63329e4f93cebfd1201313fd084f9982cec37bcd31cae889495b067a0");
+  EXPECT_TRUE(
+      auth::SandboxTokenMatches(envd, k, SandboxToken(envd, k, "h", "sb_1"), "h", "sb_1"));
+  EXPECT_FALSE(auth::SandboxTokenMatches(envd, k, "", "h", "sb_1"));
+  EXPECT_FALSE(auth::SandboxTokenMatches(envd, "", "", "h", "sb_1"));
   EXPECT_EQ(auth::BearerToken("bearer abc"), "abc");
   EXPECT_EQ(auth::BearerToken("Bearer "), "");
   EXPECT_EQ(auth::BearerToken("Basic abc"), "");

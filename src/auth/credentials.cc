@@ -24,26 +24,27 @@ std::string BearerToken(std::string_view auth) {
   return std::string(auth.substr(prefix.size()));
 }
 
-std::string Credentials::MatchKey(std::string_view presented) const {
+Principal Credentials::MatchKey(std::string_view presented) const {
   if (presented.empty()) return {};
   return MatchAnyKey({std::string(presented)});
 }
 
-std::string Credentials::MatchAnyKey(const std::vector<std::string>& candidates) const {
+Principal Credentials::MatchAnyKey(const std::vector<std::string>& candidates) const {
   // Compared as hashes: equal-length strings, and no key in memory.
-  std::string found;
+  Principal found;
   for (const auto& c : candidates) {
     if (c.empty()) continue;
     std::string hash = Sha256Hex(c);
-    bool ok = false;
-    for (const auto& k : key_hashes_) ok |= SecretEquals(k, hash);
-    if (ok && found.empty()) found = hash;
+    const KeyEntry* match = nullptr;
+    for (const auto& k : keys_)
+      if (SecretEquals(k.hash, hash) && match == nullptr) match = &k;
+    if (match != nullptr && found.empty()) found = {match->hash, match->OwnerId(), match->role};
   }
   return found;
 }
 
-int Credentials::Charge(const std::string& key_hash) {
-  auto d = limiter_.Take(limiter_.KeyId(key_hash), RateLimiter::Clock::now());
+int Credentials::Charge(const std::string& owner) {
+  auto d = limiter_.Take(limiter_.KeyId(owner), RateLimiter::Clock::now());
   return d.allowed ? 0 : std::max(1, static_cast<int>(d.retry_after_seconds));
 }
 

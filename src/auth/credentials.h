@@ -1,14 +1,17 @@
 // Who may call hutchd, in one place for every dialect and the port proxy:
 // the accepted API keys (kept as SHA-256 hex only, compared in constant
-// time), the bearer form of a key, and the per-key rate limit that every
-// request spends, whichever dialect or credential it came through.
-// I/O thread only, like the router that owns it.
+// time) with their roles and tenants, the bearer form of a key, the
+// per-sandbox tokens (derived with the server secret), and the per-owner
+// rate limit that every request spends, whichever dialect or credential it
+// came through. I/O thread only, like the router that owns it.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "auth/principal.h"
+#include "auth/sandbox_token.h"
 #include "common/rate_limiter.h"
 
 namespace hutch::auth {
@@ -22,33 +25,49 @@ std::string BearerToken(std::string_view authorization);
 
 class Credentials {
  public:
-  // `key_hashes`: SHA-256 hex of each accepted key. rate <= 0 turns the
-  // rate limit off (RateLimiter).
-  Credentials(std::vector<std::string> key_hashes, double rate_per_second, double burst)
-      : key_hashes_(std::move(key_hashes)), limiter_(rate_per_second, burst) {}
+  // `server_secret`: the bytes every per-sandbox token is derived with
+  // (server_secret.h). rate <= 0 turns the rate limit off (RateLimiter).
+  Credentials(std::vector<KeyEntry> keys, std::string server_secret, double rate_per_second,
+              double burst)
+      : keys_(std::move(keys)),
+        secret_(std::move(server_secret)),
+        limiter_(rate_per_second, burst) {}
 
-  // Replaces the accepted keys (SIGHUP reload).
-  void SetKeyHashes(std::vector<std::string> hashes) { key_hashes_ = std::move(hashes); }
-  // The hash of `presented` if it is an accepted key, else "".
-  std::string MatchKey(std::string_view presented) const;
-  // The hash of the first of `candidates` that is an accepted key, else ""
+  // Replaces the accepted keys (SIGHUP reload, the keys API): a revoked
+  // key stops working at its next request, without a restart.
+  void SetKeys(std::vector<KeyEntry> keys) { keys_ = std::move(keys); }
+  const std::vector<KeyEntry>& keys() const { return keys_; }
+
+  // The principal of `presented` if it is an accepted key, else an empty one.
+  Principal MatchKey(std::string_view presented) const;
+  // The principal of the first of `candidates` that is an accepted key
   // (every candidate is compared, so the time does not say which matched).
-  std::string MatchAnyKey(const std::vector<std::string>& candidates) const;
-  // The hash of the key of an "Authorization: Bearer <key>" header value
-  // if it is accepted, else "".
-  std::string MatchBearer(std::string_view authorization) const {
+  Principal MatchAnyKey(const std::vector<std::string>& candidates) const;
+  // The principal of an "Authorization: Bearer <key>" header value.
+  Principal MatchBearer(std::string_view authorization) const {
     return MatchKey(BearerToken(authorization));
   }
 
-  // Spends one request of the key hashed `key_hash` (a caller's own key,
-  // or the owner's key of the sandbox a per-sandbox token opened): 0 when
-  // allowed, else the whole seconds to wait (at least 1, for Retry-After).
-  int Charge(const std::string& key_hash);
-  // Keys with a partly used bucket (the metric hutch_rate_limit_buckets).
+  // The per-sandbox token of `kind` for sandbox `id` owned by `owner`.
+  std::string SandboxToken(SandboxTokenKind kind, const std::string& owner,
+                           const std::string& id) const {
+    return auth::SandboxToken(kind, secret_, owner, id);
+  }
+  bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view presented,
+                           const std::string& owner, const std::string& id) const {
+    return auth::SandboxTokenMatches(kind, secret_, presented, owner, id);
+  }
+
+  // Spends one request of the bucket `owner` (a principal's owner id, or
+  // the owner of the sandbox a per-sandbox token opened): 0 when allowed,
+  // else the whole seconds to wait (at least 1, for Retry-After).
+  int Charge(const std::string& owner);
+  // Owners with a partly used bucket (the metric hutch_rate_limit_buckets).
   size_t rate_limit_buckets() const { return limiter_.bucket_count(); }
 
  private:
-  std::vector<std::string> key_hashes_;
+  std::vector<KeyEntry> keys_;
+  std::string secret_;
   RateLimiter limiter_;
 };
 

@@ -64,6 +64,8 @@ const char* CodeName(Code c) {
       return "port_unreachable";
     case Code::kAgentTimeout:
       return "agent_timeout";
+    case Code::kForbidden:
+      return "forbidden";
   }
   return "internal";
 }
@@ -107,6 +109,8 @@ int CodeHttpStatus(Code c) {
       return 502;
     case Code::kAgentTimeout:
       return 504;
+    case Code::kForbidden:
+      return 403;
     case Code::kRateLimited:
       return 429;
     case Code::kInternal:

@@ -46,6 +46,7 @@ enum class Code {
   kBuildFailed,      // a template build step failed (its step, exit code and log tail go with it)
   kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
   kAgentTimeout,     // the sandbox's agent did not answer in time (stopped, starved)
+  kForbidden,        // the key's role may not do this (a tenant key on an admin route)
 };
 
 const char* CodeName(Code c);

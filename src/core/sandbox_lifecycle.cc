@@ -136,7 +136,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   const bool from_layers = !o.snapshot.empty() || !layers.empty();
   if (!o.snapshot.empty()) {
     auto snap = s_.snapshots.find(o.snapshot);
-    if (snap == s_.snapshots.end() || snap->second.deleted)
+    if (snap == s_.snapshots.end() || snap->second.deleted ||
+        (!o.scope.empty() && snap->second.owner != o.scope))
       co_return MakeError(Code::kSnapshotNotFound, "snapshot " + o.snapshot + " not found");
     o.template_name = snap->second.template_name;
     layers = snap->second.layers;
@@ -146,6 +147,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   if (!drv.ok()) co_return drv.error();
   auto tpl = s_.templates->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
+  if (!o.scope.empty() && !tpl->owner.empty() && tpl->owner != o.scope)
+    co_return MakeError(Code::kTemplateNotFound, "template '" + o.template_name + "' not found");
   // A snapshot's stack already lists the template's layers; a template's
   // own create stands on the template's stack.
   if (!from_layers) layers = tpl->layers;
@@ -160,6 +163,11 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   std::vector<InstanceMount> mounts;
   for (const auto& v : o.volumes) {
     if (!s_.volumes) co_return MakeError(Code::kNotSupported, "this server has no volumes");
+    if (!o.scope.empty()) {
+      auto vol = s_.volumes->Get(v.name);
+      if (vol.ok() && vol->owner != o.scope)
+        co_return MakeError(Code::kVolumeNotFound, "volume " + v.name + " not found");
+    }
     auto dir = s_.volumes->DataDir(v.name);
     if (!dir.ok()) co_return dir.error();
     mounts.push_back({*dir, v.path, v.read_only});
@@ -384,6 +392,7 @@ ListPage SandboxLifecycle::List(const ListFilter& f) {
   for (; it != s_.sandboxes.end(); ++it) {
     const SandboxRecord& r = it->second->rec;
     if (f.status && r.status != *f.status) continue;
+    if (!f.owner.empty() && r.owner_key != f.owner) continue;
     if (!f.any_status.empty() &&
         std::find(f.any_status.begin(), f.any_status.end(), r.status) == f.any_status.end())
       continue;

@@ -30,6 +30,10 @@ struct CreateOptions {
   std::optional<int64_t> memory_mb;
   std::optional<int64_t> disk_mb;
   std::string owner_key;
+  // "" (an admin key): any snapshot, volume and template. Else an owner id:
+  // only its own snapshots and volumes, and templates that are public or
+  // its own; anything else reads as not found (issue 32 #13).
+  std::string scope;
   std::string snapshot;  // start from this snapshot instead of a template
   // Read-only layers to run on when `snapshot` is empty (fork: its
   // internal snapshot's stack, which the API cannot name).
@@ -49,6 +53,7 @@ struct ListFilter {
   // running,paused).
   std::vector<SandboxStatus> any_status;
   std::map<std::string, std::string> metadata;
+  std::string owner;  // when non-empty, only sandboxes of this owner id (a tenant's list)
   size_t limit = 50;
   std::string cursor;  // last id of the previous page
 };

@@ -15,6 +15,7 @@ nlohmann::json SnapshotRecord::ToJson() const {
 std::string SnapshotRecord::ToStoreJson() const {
   nlohmann::json j = {{"id", id},
                       {"sandbox_id", sandbox_id},
+                      {"owner", owner},
                       {"template", template_name},
                       {"layers", layers},
                       {"rootfs", rootfs},
@@ -32,6 +33,7 @@ bool SnapshotRecord::FromStoreJson(const std::string& text, SnapshotRecord* out)
     SnapshotRecord r;
     r.id = j.at("id").get<std::string>();
     r.sandbox_id = j.at("sandbox_id").get<std::string>();
+    r.owner = j.value("owner", "");
     r.template_name = j.at("template").get<std::string>();
     r.layers = j.at("layers").get<std::vector<std::string>>();
     r.rootfs = j.value("rootfs", "");

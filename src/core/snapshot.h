@@ -22,6 +22,7 @@ namespace hutch {
 struct SnapshotRecord {
   std::string id;                   // snap_...
   std::string sandbox_id;           // the sandbox it was taken of
+  std::string owner;                // its sandbox's owner id (auth/principal.h)
   std::string template_name;        // the template under every layer
   std::vector<std::string> layers;  // host dirs, topmost first; layers[0] is its own
   std::string rootfs;               // the template's bottom under them ("" in old records)

@@ -39,6 +39,7 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool int
   SnapshotRecord snap;
   snap.id = "snap_" + RandomHex(8);
   snap.sandbox_id = sb.rec.id;
+  snap.owner = sb.rec.owner_key;
   snap.template_name = sb.rec.template_name;
   snap.internal = internal;
   snap.deleted = internal;  // a fork's layer goes when its sandboxes go

@@ -233,6 +233,7 @@ class TemplateBuilder::BuildRun {
     r.name = spec_.name;
     r.info.name = spec_.name;
     r.spec = spec_.ToJson();
+    r.owner = spec_.owner;
     if (auto st = b_.reg_->Register(r); !st.ok()) return Result<TemplateRecord>(st.error());
     return Result<TemplateRecord>(std::move(r));
   }
@@ -332,6 +333,7 @@ class TemplateBuilder::BuildRun {
     } else {
       tmp_guard_->keep = true;
     }
+    r.owner = spec_.owner;
     if (auto st = b_.reg_->Register(r); !st.ok()) return st.error();
     return r;
   }

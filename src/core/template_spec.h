@@ -41,6 +41,9 @@ struct TemplateSpec {
   std::string ready;    // command that exits 0 once the sandbox is ready
   int64_t ready_timeout_seconds = 30;
   std::string description;
+  // Not part of the spec (never parsed, never hashed): the owner id of the
+  // tenant key asking for the build, "" for an admin key (TemplateRecord::owner).
+  std::string owner;
 
   // Whether `from` names a debootstrap root rather than a template.
   bool FromDebian() const { return from.rfind("debian:", 0) == 0; }

@@ -79,7 +79,8 @@ std::string TemplateRecord::ToStoreJson() const {
   json j = {{"name", name},           {"hash", hash},
             {"from", from},           {"spec", spec},
             {"info", InfoJson(info)}, {"built_at_ms", ToUnixMs(built_at)},
-            {"build_ms", build_ms},   {"size_bytes", size_bytes}};
+            {"build_ms", build_ms},   {"size_bytes", size_bytes},
+            {"owner", owner}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -106,6 +107,8 @@ bool TemplateRecord::FromStoreJson(const std::string& text, TemplateRecord* out)
     r.built_at = FromUnixMs(j.value("built_at_ms", int64_t{0}));
     r.build_ms = j.value("build_ms", int64_t{0});
     r.size_bytes = j.value("size_bytes", uint64_t{0});
+    r.owner = j.value("owner", "");
+    r.info.owner = r.owner;
     *out = std::move(r);
     return true;
   } catch (const json::exception&) {
@@ -278,6 +281,7 @@ Status TemplateRegistry::Register(const TemplateRecord& r) {
       return st.error().Context("register template");
   }
   records_[r.name] = r;
+  records_[r.name].info.owner = r.owner;
   return Status{};
 }
 

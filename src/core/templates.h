@@ -44,6 +44,7 @@ struct TemplateInfo {
   std::string start;
   std::string ready;
   int64_t ready_timeout_seconds = 30;
+  std::string owner;  // TemplateRecord::owner
 };
 
 // A built template: its build record (template.json) under a name.
@@ -56,6 +57,9 @@ struct TemplateRecord {
   SysTime built_at;
   int64_t build_ms = 0;
   uint64_t size_bytes = 0;  // of its own rootfs/layer
+  // The owner id of the tenant key that built it; "" for a template every
+  // key may use (base, shipped ones, anything an admin key built).
+  std::string owner;
 
   nlohmann::json ToJson() const;  // the API's view
   std::string ToStoreJson() const;

@@ -10,7 +10,10 @@ nlohmann::json VolumeRecord::ToJson() const {
 
 std::string VolumeRecord::ToStoreJson() const {
   nlohmann::json j = {
-      {"name", name}, {"size_mb", size_mb}, {"created_at_ms", ToUnixMs(created_at)}};
+      {"name", name},
+      {"size_mb", size_mb},
+      {"created_at_ms", ToUnixMs(created_at)},
+      {"owner", owner}};
   return j.dump();
 }
 
@@ -22,6 +25,7 @@ bool VolumeRecord::FromStoreJson(const std::string& text, VolumeRecord* out) {
     r.name = j.at("name").get<std::string>();
     r.size_mb = j.at("size_mb").get<int64_t>();
     r.created_at = FromUnixMs(j.at("created_at_ms").get<int64_t>());
+    r.owner = j.value("owner", "");
     if (!CheckVolumeName(r.name).ok() || r.size_mb <= 0) return false;
     *out = std::move(r);
     return true;

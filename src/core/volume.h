@@ -22,6 +22,7 @@ struct VolumeRecord {
   std::string name;
   int64_t size_mb = 0;
   SysTime created_at;
+  std::string owner;  // the owner id of the key that made it (auth/principal.h)
 
   nlohmann::json ToJson() const;  // the API's view, without live figures
   std::string ToStoreJson() const;

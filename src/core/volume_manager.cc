@@ -61,7 +61,8 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
 }
 
 asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& name,
-                                                            std::optional<int64_t> size_mb) {
+                                                            std::optional<int64_t> size_mb,
+                                                            const std::string& owner) {
   if (auto st = CheckVolumeName(name); !st.ok()) co_return st.error();
   int64_t size = size_mb.value_or(opts_.default_size_mb);
   if (size < 16 || size > opts_.max_size_mb)
@@ -95,6 +96,7 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
   r.name = name;
   r.size_mb = size;
   r.created_at = std::chrono::system_clock::now();
+  r.owner = owner;
   if (store_) {
     if (auto st = store_->PutVolume(name, r.ToStoreJson()); !st.ok()) co_return fail(st.error());
   }

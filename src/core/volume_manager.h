@@ -43,8 +43,10 @@ class VolumeManager {
   };
   Result<RecoverReport> Recover();
 
+  // `owner`: the owner id of the key creating it (VolumeRecord::owner).
   asio::awaitable<Result<VolumeRecord>> Create(const std::string& name,
-                                               std::optional<int64_t> size_mb);
+                                               std::optional<int64_t> size_mb,
+                                               const std::string& owner = "");
   Result<VolumeRecord> Get(const std::string& name) const;
   std::vector<VolumeRecord> List() const;
   // The caller has checked that no sandbox uses it.

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "auth/principal.h"
 #include "common/result.h"
 #include "http/request_target.h"
 
@@ -41,10 +42,10 @@ class HttpContext {
   std::string Header(beast::string_view name) const;
   const std::string& request_id() const { return request_id_; }
   bool query_ok() const { return query_ok_; }
-  // The hash of the API key the request authenticated with, set by the
-  // route's guard (Mount::guard); "" when it used none.
-  const std::string& principal() const { return principal_; }
-  void set_principal(std::string key_hash) { principal_ = std::move(key_hash); }
+  // Who the request speaks for (its key's hash, owner id and role), set by
+  // the route's guard (Mount::guard); empty when it used no key.
+  const auth::Principal& principal() const { return principal_; }
+  void set_principal(auth::Principal p) { principal_ = std::move(p); }
 
   // Reads the whole body (at most `limit` bytes: else payload_too_large).
   asio::awaitable<Result<std::string>> ReadBody(size_t limit);
@@ -132,7 +133,7 @@ class HttpContext {
   std::vector<std::pair<std::string, std::string>> query_list_;
   bool query_ok_ = true;
   std::string request_id_;
-  std::string principal_;
+  auth::Principal principal_;
   bool body_read_ = false;
   bool responded_ = false;
   bool keep_alive_ = true;

@@ -188,6 +188,10 @@ asio::awaitable<void> Router::Dispatch(HttpContext& ctx) {
     const bool pass = co_await mount->guard(ctx);
     if (!pass) co_return;
   }
+  if (route && mount && mount->scope && !route->open && !route->not_supported) {
+    const bool pass = co_await mount->scope(ctx);
+    if (!pass) co_return;
+  }
   if (route) co_return co_await route->handler(ctx, match);
   if (known) {
     if (mount && mount->method_not_allowed)

@@ -16,7 +16,8 @@
 //  2. a malformed query is refused (400), unless the route is raw;
 //  3. the other matchers;
 //  4. the guard of the longest mount the path is under (unless the route
-//     is open), then the route; a path with routes but not for this method
+//     is open), then its scope check (routed requests only), then the
+//     route; a path with routes but not for this method
 //     gets the mount's 405, a path without routes its 404 (JSON errors of
 //     hutch by default).
 #pragma once
@@ -64,6 +65,12 @@ struct Mount {
   // Runs before any request under the prefix is routed: answers it and
   // returns false to stop it there.
   std::function<asio::awaitable<bool>(HttpContext&)> guard;
+  // Runs after the guard, only for a request that found its route (and
+  // not for routes that answer not_supported whatever they name): the
+  // tenant check of what the path names. Running it after routing keeps
+  // another tenant's id indistinguishable from a missing one: both get
+  // the same 404/405/501 an unknown id gets.
+  std::function<asio::awaitable<bool>(HttpContext&)> scope;
   RouteHandler not_found;           // default: 404 "no route for <path>"
   RouteHandler method_not_allowed;  // default: 405 "method X not allowed here"
 };

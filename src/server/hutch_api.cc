@@ -5,7 +5,7 @@ namespace hutch::api {
 HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
     : cfg_(std::move(cfg)),
       mgr_(mgr),
-      creds_(cfg_.api_key_hashes, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
+      creds_(cfg_.api_keys, cfg_.server_secret, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
       v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr,
           &creds_, &router_.metrics(), &ports_),

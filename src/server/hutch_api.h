@@ -22,8 +22,10 @@
 namespace hutch::api {
 
 struct ApiConfig {
-  // SHA-256 hex of each accepted API key (keys themselves are not kept).
-  std::vector<std::string> api_key_hashes;
+  // The accepted API keys (hashes, tenants, roles; keys themselves are not
+  // kept) and the server secret per-sandbox tokens derive from.
+  std::vector<auth::KeyEntry> api_keys;
+  std::string server_secret;
   size_t json_body_limit = 1 << 20;
   size_t exec_output_cap = 16 << 20;
   std::chrono::seconds sse_ping_interval{15};
@@ -47,7 +49,7 @@ class HutchApi {
 
   Router& router() { return router_; }
   // Replaces the accepted keys (SIGHUP reload).
-  void SetKeyHashes(std::vector<std::string> hashes) { creds_.SetKeyHashes(std::move(hashes)); }
+  void SetKeys(std::vector<auth::KeyEntry> keys) { creds_.SetKeys(std::move(keys)); }
 
  private:
   void RegisterProbes();

@@ -33,6 +33,8 @@
 #include "driver/vm/vm_driver.h"
 #include "http/http_server.h"
 #include "net/network_manager.h"
+#include "auth/server_secret.h"
+#include "server/api_keys.h"
 #include "server/hutch_api.h"
 #include "store/state_store.h"
 
@@ -40,67 +42,6 @@ namespace fs = std::filesystem;
 using namespace hutch;
 
 namespace {
-
-std::vector<std::string> SplitKeys(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string k;
-  while (std::getline(ss, k, sep)) {
-    while (!k.empty() && isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
-    size_t b = 0;
-    while (b < k.size() && isspace(static_cast<unsigned char>(k[b]))) ++b;
-    k = k.substr(b);
-    if (!k.empty() && k[0] != '#') out.push_back(k);
-  }
-  return out;
-}
-
-// Operator-provided keys: HUTCH_API_KEY (comma-separated), else the lines
-// of --keys-file. Empty when neither is set.
-Result<std::vector<std::string>> OperatorKeys(const std::string& keys_file) {
-  if (const char* env = getenv("HUTCH_API_KEY"); env && *env) {
-    auto keys = SplitKeys(env, ',');
-    if (!keys.empty()) return keys;
-  }
-  if (keys_file.empty()) return std::vector<std::string>{};
-  std::ifstream in(keys_file);
-  if (!in) return MakeError(Code::kInvalidRequest, "cannot read keys file " + keys_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto keys = SplitKeys(ss.str(), '\n');
-  if (keys.empty())
-    return MakeError(Code::kInvalidRequest, "keys file " + keys_file + " holds no key");
-  return keys;
-}
-
-// Makes a key, stores only its hash, and prints it: the one time anyone
-// sees it.
-Result<std::string> NewStoredKey(store::StateStore* db, const std::string& label) {
-  std::string key = "hk_" + RandomHex(20);
-  if (auto st = db->AddApiKeyHash(Sha256Hex(key), label); !st.ok()) return st.error();
-  return key;
-}
-
-// Hashes of the keys hutchd accepts: the operator's (HUTCH_API_KEY or
-// --keys-file) if any, else the keys stored in the state store; on the
-// very first start a key is generated and printed once.
-Result<std::vector<std::string>> LoadKeyHashes(const std::string& keys_file, store::StateStore* db,
-                                               bool allow_generate) {
-  auto keys = OperatorKeys(keys_file);
-  if (!keys.ok()) return keys.error();
-  std::vector<std::string> hashes;
-  for (const auto& k : *keys) hashes.push_back(Sha256Hex(k));
-  if (!hashes.empty()) return hashes;
-  auto stored = db->LoadApiKeyHashes();
-  if (!stored.ok()) return stored.error();
-  if (!stored->empty() || !allow_generate) return stored;
-  auto key = NewStoredKey(db, "generated at first start");
-  if (!key.ok()) return key.error();
-  std::cout << "hutchd: generated an API key. It is shown only this once (the state dir keeps only "
-               "its hash):\n  "
-            << *key << "\n(make another with: hutchd --state-dir DIR --new-key)" << std::endl;
-  return std::vector<std::string>{Sha256Hex(*key)};
-}
 
 // Process checkpoint/restore would let snapshots keep memory. It is probed,
 // never assumed: CRIU from Debian fails `criu check` on some kernels (an
@@ -154,7 +95,8 @@ struct Options {
   std::string keys_file, templates_dir, agent_path, builder, log_level = "info",
                                                              durability = "normal";
   uint32_t uid_base = 1000000;
-  bool new_key = false;
+  bool new_key = false, list_keys = false;
+  std::string new_key_tenant, new_key_role, revoke_key, secret_file;
   VolumeOptions vopts;
   ManagerOptions mopts;
   api::ApiConfig acfg;
@@ -178,6 +120,19 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", o.keys_file,
                  "File with API keys, one per line (HUTCH_API_KEY overrides)");
+  app.add_option("--tenant", o.new_key_tenant,
+                 "With --new-key: the tenant the key belongs to (a tenant key sees only what its "
+                 "tenant created)");
+  app.add_option("--role", o.new_key_role,
+                 "With --new-key: admin or tenant (default: tenant with --tenant, else admin)");
+  app.add_option("--revoke-key", o.revoke_key,
+                 "Remove the stored key whose hash starts with this prefix (12+ hex characters, "
+                 "from --list-keys), and exit (SIGHUP a running hutchd to apply)");
+  app.add_flag("--list-keys", o.list_keys,
+               "Print the stored keys (hash prefix, tenant, role, label) and exit");
+  app.add_option("--secret-file", o.secret_file,
+                 "The server secret per-sandbox tokens derive from (default: "
+                 "<state-dir>/server.secret, made at first start, mode 0600; never in state.db)");
   app.add_flag("--new-key", o.new_key,
                "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd "
                "to load it)");
@@ -329,9 +284,13 @@ Status ConfigureApi(Options& o, store::StateStore* db) {
     if (!t.ok()) return t.error().Context("--opensandbox-images");
     o.acfg.opensandbox_images = std::move(*t);
   }
-  auto keys = LoadKeyHashes(o.keys_file, db, true);
+  auto keys = server::LoadKeys(o.keys_file, db, true);
   if (!keys.ok()) return keys.error();
-  o.acfg.api_key_hashes = *keys;
+  o.acfg.api_keys = *keys;
+  auto secret = auth::LoadOrCreateServerSecret(
+      o.secret_file.empty() ? o.state_dir + "/server.secret" : o.secret_file);
+  if (!secret.ok()) return secret.error().Context("--secret-file");
+  o.acfg.server_secret = *secret;
   return {};
 }
 
@@ -579,9 +538,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   std::function<void(boost::system::error_code, int)> on_hup = [&](boost::system::error_code e,
                                                                    int) {
     if (e) return;
-    auto reloaded = LoadKeyHashes(o.keys_file, db, false);
+    auto reloaded = server::LoadKeys(o.keys_file, db, false);
     if (reloaded.ok() && !reloaded->empty()) {
-      api.SetKeyHashes(*reloaded);
+      api.SetKeys(*reloaded);
       spdlog::info("keys_reloaded count={}", reloaded->size());
     } else {
       spdlog::error("keys_reload_failed err=\"{}\"",
@@ -620,9 +579,25 @@ int main(int argc, char** argv) {
                                                                    : store::Durability::kNormal);
   if (!db.ok()) return Fail(db.error());
   if (o.new_key) {
-    auto key = NewStoredKey(db->get(), "hutchd --new-key");
+    auth::Role role = o.new_key_tenant.empty() ? auth::Role::kAdmin : auth::Role::kTenant;
+    if (!o.new_key_role.empty() && !auth::ParseRole(o.new_key_role, &role))
+      return Fail(MakeError(Code::kInvalidRequest, "--role must be admin or tenant"));
+    if (!o.new_key_tenant.empty() && !auth::ValidTenantName(o.new_key_tenant))
+      return Fail(MakeError(Code::kInvalidRequest, "--tenant must be [a-z0-9][a-z0-9._-]{0,62}"));
+    if (role == auth::Role::kTenant && o.new_key_tenant.empty())
+      return Fail(MakeError(Code::kInvalidRequest, "--role tenant needs --tenant NAME"));
+    auto key = server::NewStoredKey(db->get(), "hutchd --new-key", o.new_key_tenant, role);
     if (!key.ok()) return Fail(key.error());
     std::cout << *key << std::endl;
+    return 0;
+  }
+  if (o.list_keys) {
+    auto st = server::PrintStoredKeys(db->get(), std::cout);
+    return st.ok() ? 0 : Fail(st.error());
+  }
+  if (!o.revoke_key.empty()) {
+    auto st = server::RevokeStoredKey(db->get(), o.revoke_key);
+    if (!st.ok()) return Fail(st.error());
     return 0;
   }
   auto code = Serve(o, db->get());

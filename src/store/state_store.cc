@@ -102,6 +102,12 @@ const char* const kMigrations[] = {
       record TEXT NOT NULL
     );
     )sql",
+    // Key roles and tenants (issue 32 #13): every key stored before them
+    // keeps working as the admin key it was.
+    R"sql(
+    ALTER TABLE api_keys ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+    ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
+    )sql",
 };
 
 }  // namespace
@@ -294,20 +300,32 @@ Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadTemplat
   return out;
 }
 
-Status StateStore::AddApiKeyHash(const std::string& hash, const std::string& label) {
-  Stmt st(db_, "INSERT OR IGNORE INTO api_keys (hash, label, created_at_ms) VALUES (?,?,?)");
-  st.Bind(1, hash);
-  st.Bind(2, label);
-  st.Bind(3, ToUnixMs(std::chrono::system_clock::now()));
+Status StateStore::AddApiKey(const ApiKeyRow& row) {
+  Stmt st(db_,
+          "INSERT OR IGNORE INTO api_keys (hash, label, created_at_ms, tenant, role) "
+          "VALUES (?,?,?,?,?)");
+  st.Bind(1, row.hash);
+  st.Bind(2, row.label);
+  st.Bind(3, row.created_at_ms != 0 ? row.created_at_ms
+                                    : ToUnixMs(std::chrono::system_clock::now()));
+  st.Bind(4, row.tenant);
+  st.Bind(5, row.role.empty() ? std::string("admin") : row.role);
   return RunWrite(db_, st, "add api key");
 }
 
-Result<std::vector<std::string>> StateStore::LoadApiKeyHashes() {
-  Stmt st(db_, "SELECT hash FROM api_keys ORDER BY created_at_ms");
+Status StateStore::DeleteApiKey(const std::string& hash) {
+  Stmt st(db_, "DELETE FROM api_keys WHERE hash=?");
+  st.Bind(1, hash);
+  return RunWrite(db_, st, "delete api key");
+}
+
+Result<std::vector<ApiKeyRow>> StateStore::LoadApiKeys() {
+  Stmt st(db_, "SELECT hash, label, created_at_ms, tenant, role FROM api_keys ORDER BY created_at_ms");
   if (!st.ok()) return DbError(db_, "prepare load api keys");
-  std::vector<std::string> out;
+  std::vector<ApiKeyRow> out;
   int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(st.Text(0));
+  while ((rc = st.Step()) == SQLITE_ROW)
+    out.push_back({st.Text(0), st.Text(1), st.Int(2), st.Text(3), st.Text(4)});
   if (rc != SQLITE_DONE) return DbError(db_, "load api keys");
   return out;
 }

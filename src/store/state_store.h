@@ -41,6 +41,14 @@ struct IdempotencyRow {
   int64_t created_at_ms = 0;
 };
 
+struct ApiKeyRow {
+  std::string hash;
+  std::string label;
+  int64_t created_at_ms = 0;  // 0: now (AddApiKey)
+  std::string tenant;         // "" for a key that is its own owner
+  std::string role;           // "admin" or "tenant" ("" → admin)
+};
+
 class StateStore {
  public:
   // Opens (creating if needed) <path>, applies the schema migrations.
@@ -76,9 +84,11 @@ class StateStore {
   Status DeleteTemplate(const std::string& name);
   Result<std::vector<std::pair<std::string, std::string>>> LoadTemplates();
 
-  // API keys, by SHA-256 hex of the key (the key itself is never stored).
-  Status AddApiKeyHash(const std::string& hash, const std::string& label);
-  Result<std::vector<std::string>> LoadApiKeyHashes();
+  // API keys, by SHA-256 hex of the key (the key itself is never stored),
+  // with their tenant and role (auth/principal.h).
+  Status AddApiKey(const ApiKeyRow& row);
+  Status DeleteApiKey(const std::string& hash);
+  Result<std::vector<ApiKeyRow>> LoadApiKeys();
 
   const std::string& path() const { return path_; }
 

@@ -76,6 +76,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kBuildFailed:
       return "failed_precondition";
     case Code::kPermissionDenied:
+    case Code::kForbidden:
       return "permission_denied";
     case Code::kPayloadTooLarge:
     case Code::kRateLimited:

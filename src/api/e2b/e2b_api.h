@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "api/common/port_proxy.h"
+#include "api/common/tenant_scope.h"
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/proto_json.h"
 #include "auth/credentials.h"
@@ -61,6 +62,8 @@ class E2bApi {
  private:
   // e2b_routes.cc: the guard of the control plane (X-API-Key, rate limit).
   asio::awaitable<bool> Admit(HttpContext& ctx);
+  // The tenant check of the sandbox a routed request names (Mount::scope).
+  asio::awaitable<bool> Scope(HttpContext& ctx);
   // envd: requests that carry E2b-Sandbox-Id (e2b_envd.cc).
   asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::vector<std::string>& seg);
 

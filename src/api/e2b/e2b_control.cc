@@ -81,9 +81,9 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["metadata"] = r.metadata;
     j["state"] = E2bState(r.status);
   } else {
-    j["envdAccessToken"] = auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
+    j["envdAccessToken"] = creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
     j["trafficAccessToken"] =
-        auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
+        creds_->SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
   }
   return j;
 }
@@ -171,6 +171,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
   o.owner_key = key_hash;
+  o.scope = ctx.principal().Scope();
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   co_await ctx.SendJson(201, SandboxJson(*rec, false));
@@ -179,6 +180,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
 asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   ListFilter f;
   f.limit = 100;  // E2B's default page
+  f.owner = ctx.principal().Scope();
   f.any_status = {SandboxStatus::kRunning};
   if (v2) f.any_status.push_back(SandboxStatus::kPaused);
   std::vector<std::string> states;
@@ -235,9 +237,9 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
   Json j = SandboxJson(*rec, true);
   j["envdAccessToken"] =
-      auth::SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
+      creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
   j["trafficAccessToken"] =
-      auth::SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
+      creds_->SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
   co_await ctx.SendJson(200, j);
 }
 

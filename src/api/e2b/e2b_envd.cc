@@ -59,8 +59,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     co_return co_await ctx.SendEmpty(204);
   }
   const std::string token = ctx.Header("X-Access-Token");
-  if (!auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key,
-                                 rec->id)) {
+  if (!creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key,
+                                   rec->id)) {
     Error e = MakeError(Code::kUnauthorized, "missing or wrong X-Access-Token for sandbox " + id);
     if (rpc) co_return co_await SendUnary(ctx, e);
     ctx.NoteError(e);

@@ -61,23 +61,26 @@ asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id,
   // credential every id answers 401 alike.
   std::string spender;  // whose rate-limit tokens this request spends
   const std::string api_key = ctx.Header("X-API-Key");
-  if (std::string h = creds_->MatchAnyKey(KeyCandidates(api_key)); !h.empty()) {
-    spender = h;
+  auth::Principal who = creds_->MatchAnyKey(KeyCandidates(api_key));
+  if (!who.empty()) {
     req.strip_headers.push_back("X-API-Key");
-  } else if (std::string b = creds_->MatchBearer(ctx.Header("Authorization")); !b.empty()) {
-    spender = b;
+  } else if (who = creds_->MatchBearer(ctx.Header("Authorization")); !who.empty()) {
     req.strip_headers.push_back("Authorization");
   }
+  spender = who.owner;
   auto rec = mgr_->Get(id);
+  // Another tenant's sandbox reads as no sandbox at all (issue 32 #13).
+  if (!who.empty() && rec.ok() && !who.Owns(rec->owner_key))
+    rec = MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found");
   if (spender.empty() && rec.ok()) {
     const std::string traffic = ctx.Header("e2b-traffic-access-token");
     const std::string access = ctx.Header("X-Access-Token");
-    if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bTraffic, traffic, rec->owner_key,
-                                  rec->id)) {
+    if (creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bTraffic, traffic, rec->owner_key,
+                                    rec->id)) {
       req.strip_headers.push_back("e2b-traffic-access-token");
       spender = rec->owner_key;
-    } else if (auth::SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access, rec->owner_key,
-                                         rec->id)) {
+    } else if (creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access,
+                                           rec->owner_key, rec->id)) {
       req.strip_headers.push_back("X-Access-Token");
       spender = rec->owner_key;
     }

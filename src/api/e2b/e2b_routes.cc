@@ -20,22 +20,37 @@ constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network",
 }  // namespace
 
 asio::awaitable<bool> E2bApi::Admit(HttpContext& ctx) {
-  const std::string hash = creds_->MatchAnyKey(KeyCandidates(ctx.Header("X-API-Key")));
-  if (hash.empty()) {
+  auth::Principal who = creds_->MatchAnyKey(KeyCandidates(ctx.Header("X-API-Key")));
+  if (who.empty()) {
     Error e =
         MakeError(Code::kUnauthorized,
                   "missing or invalid API key (X-API-Key: a hutch key, or e2b_<hex> for hk_<hex>)");
     co_await SendControlError(ctx, e);
     co_return false;
   }
-  if (int wait = creds_->Charge(hash); wait > 0) {
+  if (int wait = creds_->Charge(who.owner); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
                                                 std::to_string(wait) + " s");
     co_await SendControlError(ctx, e);
     co_return false;
   }
-  ctx.set_principal(hash);
+  ctx.set_principal(std::move(who));
+  co_return true;
+}
+
+asio::awaitable<bool> E2bApi::Scope(HttpContext& ctx) {
+  // /e2b/sandboxes/{id}/... and /e2b/v2/sandboxes/{id}/...: another
+  // tenant's sandbox is not found (tenant_scope.h).
+  const auto& seg = ctx.segments();
+  const size_t at = seg.size() > 1 && seg[1] == "v2" ? 2 : 1;
+  if (mgr_ != nullptr && seg.size() > at + 1 && seg[at] == "sandboxes") {
+    const ScopedTarget t{ScopedKind::kSandbox, seg[at + 1]};
+    if (auto st = CheckScope(*mgr_, ctx.principal(), t); !st.ok()) {
+      co_await SendControlError(ctx, st.error());
+      co_return false;
+    }
+  }
   co_return true;
 }
 
@@ -74,6 +89,7 @@ void E2bApi::Register(Router& r) {
   Mount mount;
   mount.prefix = "/e2b";
   mount.guard = [this](HttpContext& ctx) { return Admit(ctx); };
+  mount.scope = [this](HttpContext& ctx) { return Scope(ctx); };
   // (Handlers that make an Error are coroutines themselves, so it lives
   // as long as the answer that refers to it.)
   mount.not_found = [](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
@@ -90,7 +106,7 @@ void E2bApi::Register(Router& r) {
   for (const bool v2 : {false, true}) {
     const std::string base = v2 ? "/e2b/v2/sandboxes" : "/e2b/sandboxes";
     r.Add(V::post, base,
-          [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
+          [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal().owner); });
     r.Add(V::get, base, [this, v2](HttpContext& c, const RouteMatch&) { return List(c, v2); });
     r.Add(kAnyMethod, base, wrong_method);
     r.Add(V::post, base + "/{id}/connect",

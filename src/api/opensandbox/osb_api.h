@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api/common/tenant_scope.h"
 #include "api/opensandbox/image_table.h"
 #include "auth/credentials.h"
 #include "core/sandbox_manager.h"
@@ -57,6 +58,8 @@ class OpenSandboxApi {
  private:
   // osb_routes.cc: the guard of /opensandbox/v1 (key, rate limit).
   asio::awaitable<bool> Admit(HttpContext& ctx);
+  // The tenant check of what a routed request names (Mount::scope).
+  asio::awaitable<bool> Scope(HttpContext& ctx);
   // osb_proxy.cc: /opensandbox/sandboxes/{id}/proxy/{port}/...; the
   // sandbox's access token or a valid API key is required (AdmitProxy,
   // the mount's guard). An execd handler gets the running sandbox and the

@@ -148,6 +148,7 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
   }
   CreateOptions o;
   o.owner_key = key_hash;
+  o.scope = ctx.principal().Scope();
   // image XOR snapshotId, as the SDK enforces too.
   const bool has_image = j.contains("image") && !j["image"].is_null();
   auto snap = OptString(j, "snapshotId");
@@ -252,6 +253,7 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
 asio::awaitable<void> OpenSandboxApi::List(HttpContext& ctx) {
   ListFilter f;
   f.limit = 1000;
+  f.owner = ctx.principal().Scope();
   int64_t page = 1, page_size = 20;
   std::vector<SandboxStatus> states;
   for (const auto& [k, v] : ctx.query_list()) {
@@ -406,7 +408,7 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   if (host.empty()) host = "localhost";
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
               {"headers",
-               {{kAccessTokenHeader, auth::SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd,
+               {{kAccessTokenHeader, creds_->SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd,
                                                         rec->owner_key, id)}}}};
   co_await ctx.SendJson(200, out);
 }
@@ -437,7 +439,8 @@ asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx,
     const auto sandbox = ctx.Query("sandboxId");
     Json items = Json::array();
     for (const auto& r : mgr_->ListSnapshots())
-      if (!sandbox || r.sandbox_id == *sandbox) items.push_back(snap_json(r));
+      if ((!sandbox || r.sandbox_id == *sandbox) && ctx.principal().Owns(r.owner))
+        items.push_back(snap_json(r));
     const int64_t total = static_cast<int64_t>(items.size());
     Json out = {{"items", items},
                 {"pagination",

@@ -31,9 +31,17 @@ asio::awaitable<bool> OpenSandboxApi::AdmitProxy(HttpContext& ctx) {
     co_return false;
   }
   const std::string token = ctx.Header(kAccessTokenHeader);
-  const bool token_ok = auth::SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd, token,
-                                                  rec->owner_key, id);
-  if (!token_ok && creds_->MatchKey(ctx.Header("OPEN-SANDBOX-API-KEY")).empty()) {
+  const bool token_ok =
+      creds_->SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd, token, rec->owner_key, id);
+  const auth::Principal who =
+      token_ok ? auth::Principal{} : creds_->MatchKey(ctx.Header("OPEN-SANDBOX-API-KEY"));
+  if (!token_ok && !who.empty() && !who.Owns(rec->owner_key)) {
+    // Another tenant's sandbox: as if it did not exist (issue 32 #13).
+    Error e = MakeError(Code::kSandboxNotFound, "sandbox " + id + " not found");
+    co_await SendError(ctx, e);
+    co_return false;
+  }
+  if (!token_ok && who.empty()) {
     Error e = MakeError(Code::kUnauthorized, std::string("missing or wrong ") + kAccessTokenHeader +
                                                  " for sandbox " + id +
                                                  " (the endpoint's headers carry it)");

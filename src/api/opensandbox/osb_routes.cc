@@ -8,8 +8,8 @@ namespace hutch::api::opensandbox {
 
 asio::awaitable<bool> OpenSandboxApi::Admit(HttpContext& ctx) {
   const std::string presented = ctx.Header("OPEN-SANDBOX-API-KEY");
-  const std::string hash = creds_->MatchKey(presented);
-  if (hash.empty()) {
+  auth::Principal who = creds_->MatchKey(presented);
+  if (who.empty()) {
     // OpenSandbox's own codes for these two, which its SDKs show as is.
     ctx.NoteError(MakeError(Code::kUnauthorized, "api key"));
     const nlohmann::json body = {
@@ -19,14 +19,30 @@ asio::awaitable<bool> OpenSandboxApi::Admit(HttpContext& ctx) {
     co_await ctx.SendJson(401, body);
     co_return false;
   }
-  if (int wait = creds_->Charge(hash); wait > 0) {
+  if (int wait = creds_->Charge(who.owner); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +
                                                 std::to_string(wait) + " s");
     co_await SendError(ctx, e);
     co_return false;
   }
-  ctx.set_principal(hash);
+  ctx.set_principal(std::move(who));
+  co_return true;
+}
+
+asio::awaitable<bool> OpenSandboxApi::Scope(HttpContext& ctx) {
+  // /opensandbox/v1/sandboxes/{id}/... and .../snapshots/{id}: another
+  // tenant's reads as not found (tenant_scope.h).
+  const auto& seg = ctx.segments();
+  if (mgr_ != nullptr && seg.size() > 3 && seg[1] == "v1") {
+    ScopedTarget t;
+    if (seg[2] == "sandboxes") t = {ScopedKind::kSandbox, seg[3]};
+    if (seg[2] == "snapshots") t = {ScopedKind::kSnapshot, seg[3]};
+    if (auto st = CheckScope(*mgr_, ctx.principal(), t); !st.ok()) {
+      co_await SendError(ctx, st.error());
+      co_return false;
+    }
+  }
   co_return true;
 }
 
@@ -56,6 +72,7 @@ void OpenSandboxApi::Register(Router& r) {
   Mount lifecycle;
   lifecycle.prefix = v1;
   lifecycle.guard = [this](HttpContext& ctx) { return Admit(ctx); };
+  lifecycle.scope = [this](HttpContext& ctx) { return Scope(ctx); };
   lifecycle.not_found = [](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
     const Error e = MakeError(
         Code::kNotFound,
@@ -72,7 +89,7 @@ void OpenSandboxApi::Register(Router& r) {
           co_await c.SendEmpty(204);
         });
   r.Add(V::post, v1 + "/sandboxes",
-        [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal()); });
+        [this](HttpContext& c, const RouteMatch&) { return Create(c, c.principal().owner); });
   r.Add(V::get, v1 + "/sandboxes", [this](HttpContext& c, const RouteMatch&) { return List(c); });
   r.Add(V::get, v1 + "/sandboxes/{id}",
         [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
@@ -91,7 +108,7 @@ void OpenSandboxApi::Register(Router& r) {
   // Snapshots: RouteSnapshots gives its own answer to other methods.
   auto snapshots = [this](HttpContext& c, const RouteMatch& m) -> asio::awaitable<void> {
     const std::vector<std::string> s(m.seg.begin() + 2, m.seg.end());
-    co_await RouteSnapshots(c, s, c.principal());
+    co_await RouteSnapshots(c, s, c.principal().owner);
   };
   r.Add(V::post, v1 + "/sandboxes/{id}/snapshots", snapshots);
   r.Add(kAnyMethod, v1 + "/sandboxes/{id}/snapshots", snapshots);

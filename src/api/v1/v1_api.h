@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/common/port_proxy.h"
+#include "api/common/tenant_scope.h"
 #include "auth/credentials.h"
 #include "core/sandbox_manager.h"
 #include "http/api_metrics.h"
@@ -68,6 +69,9 @@ class V1Api {
                               const std::vector<std::string>& seg);
   // The guard of the /v1 mount: bearer key, then its rate limit.
   asio::awaitable<bool> Admit(HttpContext& ctx);
+  // The tenant check of what a routed request names (Mount::scope).
+  asio::awaitable<bool> Scope(HttpContext& ctx);
+  static ScopedTarget ScopedTargetOf(const HttpContext& ctx);
   // /v1/volumes[/{name}[/fs[/op]]] (v1_volumes.cc)
   asio::awaitable<void> RouteVolumes(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> CreateVolume(HttpContext& ctx);

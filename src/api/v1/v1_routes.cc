@@ -7,23 +7,49 @@
 namespace hutch::api {
 
 asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
-  const std::string hash = creds_->MatchBearer(ctx.Header("Authorization"));
-  if (hash.empty()) {
+  auth::Principal who = creds_->MatchBearer(ctx.Header("Authorization"));
+  if (who.empty()) {
     co_await ctx.SendError(
         MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
     co_return false;
   }
-  // (Buckets are keyed by the key's hash, so the other dialects, which
-  // know a sandbox's owner only by hash, spend the same tokens.)
-  if (int wait = creds_->Charge(hash); wait > 0) {
+  // (Buckets are keyed by the owner id, so the other dialects, which know
+  // a sandbox's owner only by that id, spend the same tokens.)
+  if (int wait = creds_->Charge(who.owner); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     co_await ctx.SendError(MakeError(
         Code::kRateLimited,
         "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s"));
     co_return false;
   }
-  ctx.set_principal(hash);
+  ctx.set_principal(std::move(who));
   co_return true;
+}
+
+asio::awaitable<bool> V1Api::Scope(HttpContext& ctx) {
+  if (mgr_ == nullptr) co_return true;
+  if (auto st = CheckScope(*mgr_, ctx.principal(), ScopedTargetOf(ctx)); !st.ok()) {
+    co_await ctx.SendError(st.error());
+    co_return false;
+  }
+  co_return true;
+}
+
+// The resource a /v1 path names, for the tenant check (tenant_scope.h).
+ScopedTarget V1Api::ScopedTargetOf(const HttpContext& ctx) {
+  const auto& seg = ctx.segments();
+  if (seg.size() < 2 || seg[0] != "v1") return {};
+  const std::string& kind = seg[1];
+  if (kind == "template-aliases")
+    return ctx.method() == http::verb::get ? ScopedTarget{} : ScopedTarget{ScopedKind::kAdminOnly};
+  if (seg.size() < 3) return {};
+  if (kind == "sandboxes") return {ScopedKind::kSandbox, seg[2]};
+  if (kind == "snapshots") return {ScopedKind::kSnapshot, seg[2]};
+  if (kind == "volumes") return {ScopedKind::kVolume, seg[2]};
+  if (kind == "templates")
+    return {ctx.method() == http::verb::get ? ScopedKind::kTemplateRead : ScopedKind::kTemplateWrite,
+            seg[2]};
+  return {};
 }
 
 void V1Api::Register(Router& r) {
@@ -31,6 +57,7 @@ void V1Api::Register(Router& r) {
   Mount mount;
   mount.prefix = "/v1";
   mount.guard = [this](HttpContext& ctx) { return Admit(ctx); };
+  mount.scope = [this](HttpContext& ctx) { return Scope(ctx); };
   r.AddMount(std::move(mount));
   r.AddLogLabel(
       [](const HttpContext&, const std::vector<std::string>& seg) -> std::optional<std::string> {

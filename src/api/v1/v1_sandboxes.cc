@@ -64,7 +64,8 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
   if (*mem) o.memory_mb = **mem;
   if (*disk) o.disk_mb = **disk;
   if (*snapshot) o.snapshot = **snapshot;
-  o.owner_key = ctx.principal();
+  o.owner_key = ctx.principal().owner;
+  o.scope = ctx.principal().Scope();
   std::string idem = ctx.Header("Idempotency-Key");
   bool replayed = false;
   const auto t0 = std::chrono::steady_clock::now();
@@ -111,6 +112,7 @@ asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
       co_return co_await ctx.SendError(
           MakeError(Code::kInvalidRequest, "unknown query parameter '" + k + "'"));
   }
+  f.owner = ctx.principal().Scope();
   auto page = mgr_->List(f);
   nlohmann::json items = nlohmann::json::array();
   for (const auto& r : page.items) items.push_back(r.ToJson());

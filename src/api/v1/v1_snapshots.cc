@@ -28,7 +28,7 @@ asio::awaitable<void> V1Api::ForkSandbox(HttpContext& ctx, const std::string& id
     HUTCH_FIELD(n, OptInt(j, "count", 1, 1000));
     if (*n) count = **n;
   }
-  auto kids = co_await mgr_->Fork(id, static_cast<int>(count), ctx.principal());
+  auto kids = co_await mgr_->Fork(id, static_cast<int>(count), ctx.principal().owner);
   if (!kids.ok()) co_return co_await ctx.SendError(kids.error());
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : *kids) list.push_back(r.ToJson());
@@ -48,7 +48,8 @@ asio::awaitable<void> V1Api::RouteSnapshots(HttpContext& ctx, const std::vector<
           MakeError(Code::kMethodNotAllowed,
                     "method " + std::string(http::to_string(m)) + " not allowed here"));
     nlohmann::json items = nlohmann::json::array();
-    for (const auto& s : mgr_->ListSnapshots()) items.push_back(s.ToJson());
+    for (const auto& s : mgr_->ListSnapshots())
+      if (ctx.principal().Owns(s.owner)) items.push_back(s.ToJson());
     nlohmann::json out = {{"items", items}};
     co_return co_await ctx.SendJson(200, out);
   }

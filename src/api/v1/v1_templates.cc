@@ -12,9 +12,11 @@ namespace {
 // Specs carry their files inline; a few MB of them is plenty.
 constexpr size_t kSpecLimit = 32 << 20;
 
-nlohmann::json TemplateListJson(SandboxManager* mgr) {
+// A tenant key lists the shared templates and its own (tenant_scope.h).
+nlohmann::json TemplateListJson(SandboxManager* mgr, const auth::Principal& who) {
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& r : mgr->templates()->List()) items.push_back(r.ToJson());
+  for (const auto& r : mgr->templates()->List())
+    if (r.owner.empty() || who.Owns(r.owner)) items.push_back(r.ToJson());
   return nlohmann::json{{"items", items}, {"aliases", mgr->templates()->Aliases()}};
 }
 
@@ -35,6 +37,21 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
       co_return co_await ctx.SendError(
           MakeError(Code::kInvalidRequest, "'name' is not a template name"));
     spec->name = *n;
+  }
+  if (const auth::Principal& who = ctx.principal(); !who.admin()) {
+    // Names are server-wide: a tenant may build a new name or rebuild its
+    // own, never replace (or shadow, as an alias) what others use; and it
+    // builds on shared templates or its own.
+    spec->owner = who.owner;
+    if (auto taken = mgr_->templates()->Resolve(spec->name); taken.ok() && taken->owner != who.owner)
+      co_return co_await ctx.SendError(MakeError(
+          Code::kConflict, "template name '" + spec->name + "' is taken; choose another"));
+    if (!spec->FromDebian()) {
+      auto parent = mgr_->templates()->Resolve(spec->from);
+      if (parent.ok() && !parent->owner.empty() && parent->owner != who.owner)
+        co_return co_await ctx.SendError(
+            MakeError(Code::kTemplateNotFound, "template '" + spec->from + "' not found"));
+    }
   }
   if (builder->building(spec->name))
     co_return co_await ctx.SendError(
@@ -86,7 +103,7 @@ asio::awaitable<void> V1Api::RouteTemplates(HttpContext& ctx, const std::vector<
   if (seg.size() == 2) {
     if (m == V::post) co_return co_await BuildTemplate(ctx);
     if (m != V::get) co_return co_await ctx.SendError(MethodNotAllowed(m));
-    nlohmann::json out = TemplateListJson(mgr_);
+    nlohmann::json out = TemplateListJson(mgr_, ctx.principal());
     co_return co_await ctx.SendJson(200, out);
   }
   if (seg.size() == 3) {

@@ -61,7 +61,8 @@ asio::awaitable<void> V1Api::RouteVolumes(HttpContext& ctx, const std::vector<st
     if (m == V::post) co_return co_await CreateVolume(ctx);
     if (m == V::get) {
       nlohmann::json out = {{"volumes", nlohmann::json::array()}};
-      for (const auto& r : vm->List()) out["volumes"].push_back(VolumeJson(r));
+      for (const auto& r : vm->List())
+        if (ctx.principal().Owns(r.owner)) out["volumes"].push_back(VolumeJson(r));
       co_return co_await ctx.SendJson(200, out);
     }
     co_return co_await ctx.SendError(MethodNotAllowed(m));
@@ -110,7 +111,7 @@ asio::awaitable<void> V1Api::CreateVolume(HttpContext& ctx) {
   HUTCH_FIELD(size, OptInt(*body, "size_mb", 1, int64_t{1} << 30));
   if (!*name)
     co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'name' is required"));
-  auto rec = co_await mgr_->volumes()->Create(**name, *size);
+  auto rec = co_await mgr_->volumes()->Create(**name, *size, ctx.principal().owner);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
   co_await ctx.SendJson(201, VolumeJson(*rec));
 }
