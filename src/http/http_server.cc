@@ -125,6 +125,8 @@ ConnectionBudget::Id HttpServer::Admit(const asio::ip::tcp::socket& sock) {
 }
 
 void HttpServer::Authenticate(ConnectionBudget::Id id) {
+  // (Every request of an authenticated connection says so again.)
+  if (budget_.IsAuthenticated(id)) return;
   budget_.Authenticate(id);
   UpdateGauges();
 }
@@ -136,10 +138,8 @@ void HttpServer::Closed(ConnectionBudget::Id id) {
 }
 
 void HttpServer::UpdateGauges() {
-  ApiMetrics& m = router_->metrics();
-  m.connections.With({"authenticated"})
-      .Set(static_cast<double>(budget_.open() - budget_.unauthenticated()));
-  m.connections.With({"unauthenticated"}).Set(static_cast<double>(budget_.unauthenticated()));
+  authenticated_gauge_.Set(static_cast<double>(budget_.open() - budget_.unauthenticated()));
+  unauthenticated_gauge_.Set(static_cast<double>(budget_.unauthenticated()));
 }
 
 asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {

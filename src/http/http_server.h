@@ -19,7 +19,12 @@ namespace hutch::api {
 
 class HttpServer {
  public:
-  HttpServer(asio::io_context& io, Router* router) : io_(io), router_(router), acceptor_(io) {}
+  HttpServer(asio::io_context& io, Router* router)
+      : io_(io),
+        router_(router),
+        acceptor_(io),
+        authenticated_gauge_(router->metrics().connections.With({"authenticated"})),
+        unauthenticated_gauge_(router->metrics().connections.With({"unauthenticated"})) {}
   // Binds "ADDR:PORT" (port 0: any free port).
   Result<asio::ip::tcp::endpoint> Listen(const std::string& addr_port);
   void Start();
@@ -65,6 +70,8 @@ class HttpServer {
   std::chrono::milliseconds unauth_first_header_ = std::chrono::seconds(10);
   std::chrono::milliseconds unauth_idle_ = std::chrono::seconds(5);
   size_t refusing_ = 0;  // 503 answers being written
+  Gauge& authenticated_gauge_;
+  Gauge& unauthenticated_gauge_;
 };
 
 }  // namespace hutch::api

@@ -233,7 +233,8 @@ void AddOptions(CLI::App& app, Options& o) {
                  "Connections that have not yet passed a credential check, at once; past it the "
                  "oldest of them is closed for a new one (default: half of --max-connections)");
   app.add_option("--max-unauthenticated-per-address", o.max_unauthenticated_per_address,
-                 "The same from one client address (an IPv6 /64 counts as one)")
+                 "Connections without a credential yet from one client address (an IPv6 /64 "
+                 "counts as one); past it that address's oldest is closed for a new one")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--unauthenticated-timeout", o.unauthenticated_timeout_s,
