@@ -227,8 +227,9 @@ void AddOptions(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option(
       "--max-connections", o.max_connections,
-      "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
-      "kept for sandboxes, or half of a limit below 2048)");
+      "Client connections served at once; past it a new one takes the place of the oldest "
+      "connection without a credential, or gets 503 when all have one (default: the open-file "
+      "limit less 1024 kept for sandboxes, or half of a limit below 2048)");
   app.add_option("--max-unauthenticated", o.max_unauthenticated,
                  "Connections that have not yet passed a credential check, at once; past it the "
                  "oldest of them is closed for a new one (default: half of --max-connections)");
