@@ -1,5 +1,7 @@
 #include "http/api_metrics.h"
 
+#include "http/connection_budget.h"
+
 namespace hutch::api {
 
 namespace {
@@ -38,8 +40,27 @@ ApiMetrics::ApiMetrics()
                                             {"state"})),
       rate_limit_buckets(registry.AddGauge("hutch_rate_limit_buckets",
                                            "API keys with a partly used rate-limit bucket.")),
+      connections(registry.AddGaugeFamily(
+          "hutch_http_connections",
+          "Client connections open, by state: authenticated (a request passed a credential "
+          "check) or unauthenticated.",
+          {"state"})),
+      connections_evicted(registry.AddCounterFamily(
+          "hutch_http_connections_evicted_total",
+          "Unauthenticated connections closed to make room for a new connection, by the limit "
+          "that was reached.",
+          {"reason"})),
+      connections_refused(registry.AddCounter(
+          "hutch_http_connections_refused_total",
+          "New connections answered 503 because every open connection had authenticated.")),
       uptime_seconds(
-          registry.AddGauge("hutch_process_uptime_seconds", "Seconds since hutchd started.")) {}
+          registry.AddGauge("hutch_process_uptime_seconds", "Seconds since hutchd started.")) {
+  // Every label value from the start, so a scrape shows zeros rather than
+  // nothing before the first event.
+  for (const char* state : {"authenticated", "unauthenticated"}) connections.With({state});
+  for (auto r : {EvictReason::kSource, EvictReason::kBudget, EvictReason::kCapacity})
+    connections_evicted.With({EvictReasonName(r)});
+}
 
 void ApiMetrics::CountRequest(std::string_view method, int status) {
   std::string cls = status >= 100 && status <= 599 ? std::to_string(status / 100) + "xx" : "none";

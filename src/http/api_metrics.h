@@ -39,6 +39,9 @@ struct ApiMetrics {
   Family<Counter>& errors;       // {code}
   Family<Gauge>& network_slots;  // {state}: warm, leased
   Gauge& rate_limit_buckets;
+  Family<Gauge>& connections;            // {state}: authenticated, unauthenticated
+  Family<Counter>& connections_evicted;  // {reason}: EvictReasonName
+  Counter& connections_refused;
   Gauge& uptime_seconds;
 };
 

@@ -46,6 +46,19 @@ class HttpContext {
   // the route's guard (Mount::guard); empty when it used no key.
   const auth::Principal& principal() const { return principal_; }
   void set_principal(auth::Principal p) { principal_ = std::move(p); }
+  // The request passed a dialect's credential check (an API key or a
+  // sandbox's token; a valid key over its rate limit counts too). Each
+  // dialect calls it where it decides, once per credential kind, never per
+  // route. Its connection then leaves the unauthenticated budget for good
+  // (HttpServer, ConnectionBudget): it is never evicted for a newcomer and
+  // gets the ordinary deadlines.
+  void MarkAuthenticated() {
+    if (authenticated_) return;
+    authenticated_ = true;
+    if (on_authenticated_) on_authenticated_();
+  }
+  bool authenticated() const { return authenticated_; }
+  void set_authenticated_observer(std::function<void()> f) { on_authenticated_ = std::move(f); }
 
   // Reads the whole body (at most `limit` bytes: else payload_too_large).
   asio::awaitable<Result<std::string>> ReadBody(size_t limit);
@@ -134,6 +147,8 @@ class HttpContext {
   bool query_ok_ = true;
   std::string request_id_;
   auth::Principal principal_;
+  bool authenticated_ = false;
+  std::function<void()> on_authenticated_;
   bool body_read_ = false;
   bool responded_ = false;
   bool keep_alive_ = true;

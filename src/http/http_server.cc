@@ -80,29 +80,81 @@ asio::awaitable<void> HttpServer::AcceptLoop() {
       continue;
     }
     sock.set_option(asio::ip::tcp::no_delay(true), ec);
-    if (open_ >= max_connections_) {
+    const ConnectionBudget::Id id = Admit(sock);
+    if (id == 0) {
       // A flood of refusals must not take the fds the cap protects: past
       // a few hundred in flight, close at once.
       if (refusing_ >= 256) continue;
       asio::co_spawn(io_, Refuse(std::move(sock)), asio::detached);
       continue;
     }
-    asio::co_spawn(io_, Session(std::move(sock)), asio::detached);
+    auto stream = std::make_unique<beast::tcp_stream>(std::move(sock));
+    streams_[id] = stream.get();
+    asio::co_spawn(io_, Session(id, std::move(stream)), asio::detached);
   }
+}
+
+ConnectionBudget::Id HttpServer::Admit(const asio::ip::tcp::socket& sock) {
+  boost::system::error_code ec;
+  const auto peer = sock.remote_endpoint(ec);
+  // (A peer gone already still gets its turn; it fails at its first read.)
+  const std::string source = ec ? std::string("unknown") : SourceKey(peer.address());
+  auto admission = budget_.Admit(source);
+  ApiMetrics& m = router_->metrics();
+  for (const auto& [victim, why] : admission.evicted) {
+    ++m.connections_evicted.With({EvictReasonName(why)});
+    static size_t warned = 0;
+    if (warned++ % 1000 == 0)
+      spdlog::warn(
+          "connection_evicted reason={} source={} open={} unauthenticated={} evicted_so_far={}",
+          EvictReasonName(why), source, budget_.open(), budget_.unauthenticated(), warned);
+    // Closing cancels whatever its session awaits; the session then ends
+    // and its Closed() finds nothing left to remove.
+    if (auto it = streams_.find(victim); it != streams_.end()) {
+      it->second->close();
+      streams_.erase(it);
+    }
+  }
+  if (!admission.admitted) {
+    ++m.connections_refused;
+    UpdateGauges();
+    return 0;
+  }
+  UpdateGauges();
+  return admission.id;
+}
+
+void HttpServer::Authenticate(ConnectionBudget::Id id) {
+  // (Every request of an authenticated connection says so again.)
+  if (budget_.IsAuthenticated(id)) return;
+  budget_.Authenticate(id);
+  UpdateGauges();
+}
+
+void HttpServer::Closed(ConnectionBudget::Id id) {
+  budget_.Remove(id);
+  streams_.erase(id);
+  UpdateGauges();
+}
+
+void HttpServer::UpdateGauges() {
+  authenticated_gauge_.Set(static_cast<double>(budget_.open() - budget_.unauthenticated()));
+  unauthenticated_gauge_.Set(static_cast<double>(budget_.unauthenticated()));
 }
 
 asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
   CountWhileAlive count(refusing_);
   static size_t warned = 0;
   if (warned++ % 1000 == 0)
-    spdlog::warn("connection_refused reason=max_connections open={} max={}", open_,
-                 max_connections_);
+    spdlog::warn("connection_refused reason=max_connections open={} max={}", budget_.open(),
+                 budget_.limits().max_connections);
   router_->CountMalformedRequest(503, Code::kCapacityExhausted);
-  nlohmann::json j = {{"code", "capacity_exhausted"},
-                      {"message", "too many open connections (" + std::to_string(max_connections_) +
-                                      "); retry when some have closed"},
-                      {"request_id", "r_" + RandomHex(10)},
-                      {"retryable", true}};
+  nlohmann::json j = {
+      {"code", "capacity_exhausted"},
+      {"message", "too many open connections (" + std::to_string(budget_.limits().max_connections) +
+                      "); retry when some have closed"},
+      {"request_id", "r_" + RandomHex(10)},
+      {"retryable", true}};
   http::response<http::string_body> res{http::status::service_unavailable, 11};
   res.set(http::field::content_type, "application/json");
   res.set(http::field::retry_after, "1");
@@ -126,11 +178,13 @@ asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
   stream.close();
 }
 
-asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
-  CountWhileAlive count(open_);
-  beast::tcp_stream stream(std::move(sock));
+asio::awaitable<void> HttpServer::Session(ConnectionBudget::Id id,
+                                          std::unique_ptr<beast::tcp_stream> owned) {
+  beast::tcp_stream& stream = *owned;
   beast::flat_buffer buf;
-  while (true) {
+  bool first = true;
+  // (An evicted connection's socket is closed under it.)
+  while (stream.socket().is_open()) {
     http::request_parser<http::empty_body> hp;
     hp.header_limit(kHeaderLimit);
     // Per-route limits are applied when the body is read. (Beast 1.74
@@ -138,7 +192,12 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
     // optional and rejects every body.)
     hp.body_limit(std::numeric_limits<std::uint64_t>::max());
     boost::system::error_code ec;
-    stream.expires_after(kHeaderTimeout);
+    // Without a credential yet, short deadlines: a client that means to
+    // send a request sends it at once, and a probe's keep-alive must not
+    // hold a connection for long.
+    if (budget_.IsAuthenticated(id)) stream.expires_after(kHeaderTimeout);
+    else stream.expires_after(first ? unauth_first_header_ : unauth_idle_);
+    first = false;
     co_await http::async_read_header(stream, buf, hp,
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
@@ -168,6 +227,7 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
       break;
     }
     HttpContext ctx(stream, buf, hp);
+    ctx.set_authenticated_observer([this, id] { Authenticate(id); });
     bool failed = false;
     try {
       co_await router_->Handle(ctx);
@@ -186,6 +246,7 @@ asio::awaitable<void> HttpServer::Session(asio::ip::tcp::socket sock) {
   boost::system::error_code ec;
   stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
   stream.close();
+  Closed(id);
 }
 
 }  // namespace hutch::api

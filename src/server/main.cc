@@ -111,6 +111,9 @@ struct Options {
   bool no_vm_snapshots = false;
   double agent_timeout_s = 60;
   size_t max_connections = 0;
+  size_t max_unauthenticated = 0;  // 0: half of max_connections
+  size_t max_unauthenticated_per_address = 64;
+  double unauthenticated_timeout_s = 10, unauthenticated_idle_s = 5;
   std::string log_format = "text";
   std::string osb_images;
 };
@@ -179,8 +182,26 @@ void AddOptions(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option(
       "--max-connections", o.max_connections,
-      "Client connections served at once, more get 503 (default: the open-file limit less 1024 "
-      "kept for sandboxes, or half of a limit below 2048)");
+      "Client connections served at once; past it a new one takes the place of the oldest "
+      "connection without a credential, or gets 503 when all have one (default: the open-file "
+      "limit less 1024 kept for sandboxes, or half of a limit below 2048)");
+  app.add_option("--max-unauthenticated", o.max_unauthenticated,
+                 "Connections that have not yet passed a credential check, at once; past it the "
+                 "oldest of them is closed for a new one (default: half of --max-connections)");
+  app.add_option("--max-unauthenticated-per-address", o.max_unauthenticated_per_address,
+                 "Connections without a credential yet from one client address (an IPv6 /64 "
+                 "counts as one); past it that address's oldest is closed for a new one")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--unauthenticated-timeout", o.unauthenticated_timeout_s,
+                 "Seconds a new connection has to send its first request's header")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--unauthenticated-idle", o.unauthenticated_idle_s,
+                 "Seconds a connection that has not passed a credential check is kept open "
+                 "between requests (e.g. after /healthz)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   app.add_option("--durability", o.durability,
                  "normal: state survives a hutchd crash; full: also power loss (fsync per write)")
       ->check(CLI::IsMember({"normal", "full"}));
@@ -416,8 +437,10 @@ nlohmann::json Capabilities(const Options& o, int cgroup_version, const VmDriver
 }
 
 // Every open connection holds an fd: take the whole open-file limit we
-// may, and keep part of it for sandboxes, agents and files.
-void SetConnectionLimit(api::HttpServer& server, size_t max_connections) {
+// may, and keep part of it for sandboxes, agents and files. Connections
+// without a credential yet get a part of the cap and short deadlines, so
+// a flood of them never keeps a client with a key out.
+void SetConnectionLimits(api::HttpServer& server, const Options& o) {
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
   if (rl.rlim_cur < rl.rlim_max) {
@@ -427,9 +450,21 @@ void SetConnectionLimit(api::HttpServer& server, size_t max_connections) {
   }
   const size_t nofile =
       rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
-  if (max_connections == 0) max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
-  server.set_max_connections(max_connections);
-  spdlog::info("connections max={} nofile={}", max_connections, nofile);
+  api::ConnectionLimits limits;
+  limits.max_connections = o.max_connections;
+  if (limits.max_connections == 0)
+    limits.max_connections = nofile >= 2048 ? nofile - 1024 : nofile / 2;
+  limits.max_unauthenticated = o.max_unauthenticated;
+  if (limits.max_unauthenticated == 0)
+    limits.max_unauthenticated = std::max<size_t>(limits.max_connections / 2, 1);
+  limits.max_unauthenticated_per_source = o.max_unauthenticated_per_address;
+  server.set_limits(limits);
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  server.set_unauthenticated_timeouts(ms(o.unauthenticated_timeout_s),
+                                      ms(o.unauthenticated_idle_s));
+  spdlog::info("connections max={} unauthenticated_max={} unauthenticated_per_address={} nofile={}",
+               limits.max_connections, limits.max_unauthenticated,
+               limits.max_unauthenticated_per_source, nofile);
 }
 
 // Tests and scripts read the bound address (port 0 picks one).
@@ -479,7 +514,7 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   mgr.SetTemplateBuilder(&template_builder);
   api::HutchApi api(o.acfg, &mgr);
   api::HttpServer server(io, &api.router());
-  SetConnectionLimit(server, o.max_connections);
+  SetConnectionLimits(server, o);
   auto ep = server.Listen(o.listen);
   if (!ep.ok()) return ep.error();
   const std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());

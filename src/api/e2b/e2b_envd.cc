@@ -67,6 +67,7 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::vector<std
     const nlohmann::json body = {{"code", 401}, {"message", e.message}};
     co_return co_await ctx.SendJson(401, body);
   }
+  ctx.MarkAuthenticated();
   // envd calls spend the tokens of the key that owns the sandbox, as its
   // /v1 calls would.
   if (int wait = creds_->Charge(rec->owner_key); wait > 0) {

@@ -92,6 +92,7 @@ asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id,
                                            "X-API-Key or Authorization: Bearer)");
     co_return co_await ctx.SendError(e);
   }
+  ctx.MarkAuthenticated();
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
   if (int wait = creds_->Charge(spender); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));

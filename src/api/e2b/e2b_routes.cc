@@ -28,6 +28,7 @@ asio::awaitable<bool> E2bApi::Admit(HttpContext& ctx) {
     co_await SendControlError(ctx, e);
     co_return false;
   }
+  ctx.MarkAuthenticated();
   if (int wait = creds_->Charge(who.owner); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +

@@ -48,6 +48,7 @@ asio::awaitable<bool> OpenSandboxApi::AdmitProxy(HttpContext& ctx) {
     co_await SendError(ctx, e);
     co_return false;
   }
+  ctx.MarkAuthenticated();
   // In-sandbox calls spend the tokens of the key that owns the sandbox.
   if (int wait = creds_->Charge(rec->owner_key); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));

@@ -19,6 +19,7 @@ asio::awaitable<bool> OpenSandboxApi::Admit(HttpContext& ctx) {
     co_await ctx.SendJson(401, body);
     co_return false;
   }
+  ctx.MarkAuthenticated();
   if (int wait = creds_->Charge(who.owner); wait > 0) {
     ctx.AddHeader("Retry-After", std::to_string(wait));
     Error e = MakeError(Code::kRateLimited, "rate limit of this API key exceeded; retry after " +

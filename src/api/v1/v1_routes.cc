@@ -13,6 +13,7 @@ asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
         MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
     co_return false;
   }
+  ctx.MarkAuthenticated();
   // (Buckets are keyed by the owner id, so the other dialects, which know
   // a sandbox's owner only by that id, spend the same tokens.)
   if (int wait = creds_->Charge(who.owner); wait > 0) {
