@@ -7,8 +7,9 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       mgr_(mgr),
       creds_(cfg_.api_key_hashes, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
-      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr,
-          &creds_, &router_.metrics(), &ports_),
+      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.exec_buffer_budget,
+                   cfg_.sse_ping_interval},
+          mgr, &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
       osb_(mgr, cfg_.json_body_limit, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
