@@ -737,4 +737,9 @@ TEST(ApiExecCap, ServerWideBudgetCutsBigAnswersAndKeepsSmallOnes) {
   r = ExecJ(s, id, {{"cmd", "head -c 2000000 /dev/zero | tr '\\0' b"}});
   EXPECT_EQ(r.value("stdout", "").size(), out.size());
   EXPECT_EQ(s.Exec(id, "echo ok")["stdout"], "ok\n");
+  // Nothing is held once the answers went out.
+  const std::string m = s.Client().Request("GET", "/metrics").body;
+  const size_t at = m.find("\nhutch_exec_output_held_bytes ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_EQ(std::stod(m.substr(at + 30)), 0.0) << m.substr(at, 60);
 }

@@ -6,11 +6,7 @@ namespace hutch::api {
 
 bool OutputBudget::Lease::TryGrow(size_t n) {
   if (n == 0) return true;
-  if (b_->total_ == 0) {
-    held_ += n;
-    return true;
-  }
-  const size_t limit = b_->Limit(held_ + n);
+  const size_t limit = b_->total_ == 0 ? SIZE_MAX : b_->Limit(held_ + n);
   size_t used = b_->used_.load(std::memory_order_relaxed);
   do {
     if (used > limit || limit - used < n) return false;
@@ -32,7 +28,7 @@ size_t OutputBudget::Lease::Room() const {
 void OutputBudget::Lease::Release(size_t n) {
   n = std::min(n, held_);
   held_ -= n;
-  if (b_->total_ != 0 && n) b_->used_.fetch_sub(n, std::memory_order_relaxed);
+  if (n) b_->used_.fetch_sub(n, std::memory_order_relaxed);
 }
 
 }  // namespace hutch::api

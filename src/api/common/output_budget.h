@@ -47,6 +47,7 @@ class OutputBudget {
   };
 
   size_t total() const { return total_; }
+  // Held by all leases now (counted without a bound too: /metrics).
   size_t used() const { return used_.load(std::memory_order_relaxed); }
 
  private:

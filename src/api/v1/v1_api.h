@@ -40,6 +40,8 @@ class V1Api {
         exec_budget_(cfg.exec_buffer_budget) {}
   // Adds the /v1 mount (bearer key, rate limit) and every /v1 route.
   void Register(Router& r);
+  // Bytes blocking exec answers hold now (hutch_exec_output_held_bytes).
+  size_t exec_output_held() const { return exec_budget_.used(); }
 
  private:
   // /v1 handlers (v1_*.cc)
