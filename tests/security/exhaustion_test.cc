@@ -565,6 +565,57 @@ TEST(Exhaustion, ParallelBlockingExecsOfControlBytesKeepServerMemoryBoundedAndAn
   EXPECT_EQ(r.value("stdout_truncated", true), false);
 }
 
+// The same amplification through OpenSandbox's execd: a foreground command
+// streams one event per line, and a line was held whole until its newline,
+// so 32 MiB without one became a single ~200 MB event at the end. Now a
+// line over 64 KiB goes out in pieces as it comes.
+TEST(Exhaustion, OpenSandboxCommandPrintingMegabytesWithoutANewlineIsRelayedInPieces) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  const std::string id = s.CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  auto c = s.Client();
+  auto ep = c.Request("GET", "/opensandbox/v1/sandboxes/" + id + "/endpoints/44772", "",
+                      {{"OPEN-SANDBOX-API-KEY", s.key()}});
+  ASSERT_EQ(ep.status, 200) << ep.body;
+  const std::string token = ep.json()["headers"].value("X-EXECD-ACCESS-TOKEN", "");
+  // Paced (512 KiB every 0.1 s), so that the process's output ring keeps
+  // up and the bytes reach hutchd rather than being dropped.
+  const json body = {{"command",
+                      "for i in $(seq 64); do head -c 524288 /dev/zero | tr '\\0' '\\1'; "
+                      "sleep 0.1; done"}};
+  const size_t rss_before = s.RssBytes();
+  hutch::testing::RssWatch watch(s);
+  auto r = c.Request("POST", "/opensandbox/sandboxes/" + id + "/proxy/44772/command", body.dump(),
+                     {{"X-EXECD-ACCESS-TOKEN", token}, {"Content-Type", "application/json"}});
+  watch.Stop();
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  size_t events = 0, biggest = 0, bytes = 0;
+  std::string last;
+  for (size_t pos = 0; pos < r.body.size();) {
+    size_t end = r.body.find("\n\n", pos);
+    if (end == std::string::npos) end = r.body.size();
+    auto ev = json::parse(r.body.substr(pos, end - pos), nullptr, false);
+    pos = end + 2;
+    if (!ev.is_object()) continue;
+    last = ev.value("type", "");
+    if (last != "stdout") continue;
+    const std::string text = ev.value("text", "");
+    ++events;
+    biggest = std::max(biggest, text.size());
+    bytes += text.size();
+  }
+  std::cout << "OpenSandbox command of 32 MiB without a newline: " << events
+            << " stdout events, the biggest " << biggest << " bytes, " << bytes / kMiB
+            << " MiB relayed; hutchd RSS " << rss_before / kMiB << " MiB before, peak "
+            << watch.max() / kMiB << " MiB\n";
+  EXPECT_EQ(last, "execution_complete");
+  EXPECT_GT(bytes, 8 * kMiB);
+  EXPECT_LE(biggest, size_t{64} << 10);
+  EXPECT_LT(watch.max(), rss_before + 150 * kMiB)
+      << "hutchd RSS grew from " << rss_before / kMiB << " MiB to " << watch.max() / kMiB << " MiB";
+}
+
 TEST(Exhaustion, QuarterGigabyteUploadAndDownloadStreamWithFlatServerMemory) {
   hutch::testing::UploadDownloadRoundTrip(256 * kMiB);
 }
