@@ -509,14 +509,74 @@ TEST_F(ApiExec, InvalidUtf8IsBase64AndSplitCharacterIsJoined) {
   EXPECT_EQ(st.out, "x\xe2\x82");
 }
 
-TEST_F(ApiExec, BlockingExecReturnsNonUtf8AsBase64Too) {
-  // Blocking exec: non-UTF-8 output also comes back exactly as base64.
+TEST_F(ApiExec, BlockingExecReturnsNonUtf8AsBase64) {
+  // Blocking exec: non-UTF-8 output comes back exactly as base64, and the
+  // string field is then empty (not a mangled copy).
   auto r = Exec({{"cmd", "printf 'a\\377\\376'"}});
   EXPECT_EQ(r["_status"], 200);
   ASSERT_TRUE(r.contains("stdout_b64")) << r.dump();
   EXPECT_EQ(Base64Decode(r["stdout_b64"].get<std::string>()), "a\xff\xfe");
+  EXPECT_EQ(r["stdout"], "");
+  EXPECT_EQ(r["stdout_bytes"], 3);
+  EXPECT_EQ(r["stdout_truncated"], false);
   r = Exec({{"cmd", "printf 'plain'"}});
   EXPECT_FALSE(r.contains("stdout_b64")) << r.dump();
+  EXPECT_EQ(r["stdout"], "plain");
+  EXPECT_EQ(r["stdout_bytes"], 5);
+  EXPECT_EQ(r["stderr_bytes"], 0);
+}
+
+TEST_F(ApiExec, BlockingExecEncodesControlHeavyOutputAsBase64AndTextAsText) {
+  // Mostly control bytes (valid UTF-8, but \u0001 is six bytes each): base64.
+  auto r = Exec({{"cmd", "head -c 1000 /dev/zero | tr '\\0' '\\1'"}});
+  EXPECT_EQ(r["_status"], 200);
+  ASSERT_TRUE(r.contains("stdout_b64")) << r.dump();
+  EXPECT_EQ(Base64Decode(r["stdout_b64"].get<std::string>()), std::string(1000, '\x01'));
+  EXPECT_EQ(r["stdout"], "");
+  // Colored text (a few escapes per line) stays text.
+  r = Exec({{"cmd", "for i in 1 2 3; do printf '\\033[1mbold %s\\033[0m \"q\" \\\\\\n' $i; done"}});
+  EXPECT_FALSE(r.contains("stdout_b64")) << r.dump();
+  EXPECT_EQ(r["stdout"],
+            "\x1b[1mbold 1\x1b[0m \"q\" \\\n\x1b[1mbold 2\x1b[0m \"q\" \\\n"
+            "\x1b[1mbold 3\x1b[0m \"q\" \\\n");
+}
+
+TEST_F(ApiExec, BlockingExecBigAnswersRoundTripExactly) {
+  // Over 64 KiB the answer is streamed: text with escapes and multi-byte
+  // characters (some split between the agent's frames) parses back exactly,
+  // and binary output comes back byte-exact through stdout_b64/stderr_b64.
+  std::string line = "\xc3\xa9t\xc3\xa9 \"quoted\" back\\slash\ttab \xe2\x82\xac\n";
+  std::string text;
+  while (text.size() < 300000) text += line;
+  auto c = s().Client();
+  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + id_ + "/fs?path=/tmp/text.txt", text).status, 201);
+  auto r = Exec({{"cmd", "cat /tmp/text.txt"}});
+  EXPECT_EQ(r["_status"], 200);
+  EXPECT_FALSE(r.contains("stdout_b64"));
+  EXPECT_TRUE(r.value("stdout", "") == text) << "text differs";
+  EXPECT_EQ(r["stdout_bytes"], text.size());
+
+  std::string bin;
+  uint32_t x = 12345;
+  for (int i = 0; i < 700000; ++i) {
+    x = x * 1103515245 + 12345;
+    bin.push_back(static_cast<char>(x >> 24));
+  }
+  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + id_ + "/fs?path=/tmp/bin", bin).status, 201);
+  r = Exec({{"cmd", "cat /tmp/bin; cat /tmp/bin >&2"}});
+  EXPECT_EQ(r["_status"], 200);
+  ASSERT_TRUE(r.contains("stdout_b64"));
+  ASSERT_TRUE(r.contains("stderr_b64"));
+  EXPECT_TRUE(Base64Decode(r["stdout_b64"].get<std::string>()) == bin) << "stdout differs";
+  EXPECT_TRUE(Base64Decode(r["stderr_b64"].get<std::string>()) == bin) << "stderr differs";
+  EXPECT_EQ(r["truncated"], false);
+  // Small binary output (answered whole) too, every byte value.
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + id_ + "/fs?path=/tmp/all", all).status, 201);
+  r = Exec({{"cmd", "cat /tmp/all"}});
+  ASSERT_TRUE(r.contains("stdout_b64")) << r.dump();
+  EXPECT_TRUE(Base64Decode(r["stdout_b64"].get<std::string>()) == all);
 }
 
 // --- 10. Request validation -----------------------------------------------
@@ -636,6 +696,9 @@ TEST(ApiExecCap, BlockingExecOutputIsCutAtLimit) {
   auto r = ExecJ(s, id, {{"cmd", "head -c 3000000 /dev/zero | tr '\\0' b; echo done >&2"}});
   EXPECT_EQ(r["_status"], 200) << r.dump().substr(0, 300);
   EXPECT_EQ(r["truncated"], true);
+  EXPECT_EQ(r["stdout_truncated"], true);
+  EXPECT_EQ(r["stderr_truncated"], false);
+  EXPECT_EQ(r["stdout_bytes"], 3000000);
   EXPECT_EQ(r["exit_code"], 0);
   std::string out = r.value("stdout", "");
   EXPECT_EQ(out.size(), 1048576u);
@@ -645,4 +708,38 @@ TEST(ApiExecCap, BlockingExecOutputIsCutAtLimit) {
   r = ExecJ(s, id, {{"cmd", "head -c 1000000 /dev/zero | tr '\\0' b"}});
   EXPECT_EQ(r["truncated"], false);
   EXPECT_EQ(r.value("stdout", "").size(), 1000000u);
+  // The cap counts bytes after encoding: base64 of at most 1 MiB.
+  r = ExecJ(s, id, {{"cmd", "head -c 3000000 /dev/zero | tr '\\0' '\\1'"}});
+  EXPECT_EQ(r["stdout_truncated"], true);
+  ASSERT_TRUE(r.contains("stdout_b64"));
+  EXPECT_LE(r["stdout_b64"].get<std::string>().size(), 1048576u);
+  const std::string kept = Base64Decode(r["stdout_b64"].get<std::string>());
+  EXPECT_EQ(kept, std::string(kept.size(), '\x01'));
+  EXPECT_GE(kept.size(), 1048576u / 4 * 3 - 3);
+}
+
+TEST(ApiExecCap, ServerWideBudgetCutsBigAnswersAndKeepsSmallOnes) {
+  // A budget of 1 MiB: an answer past its first 64 KiB may only use three
+  // quarters of it, so one exec printing 2 MiB keeps at most 768 KiB.
+  TestServer s({"--exec-buffer-budget-mb", "1"});
+  ASSERT_TRUE(s.ok());
+  std::string id = s.CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  auto r = ExecJ(s, id, {{"cmd", "head -c 2000000 /dev/zero | tr '\\0' b"}});
+  EXPECT_EQ(r["_status"], 200) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["stdout_truncated"], true);
+  EXPECT_EQ(r["stdout_bytes"], 2000000);
+  const std::string out = r.value("stdout", "");
+  EXPECT_LE(out.size(), 786432u);
+  EXPECT_GT(out.size(), 0u);
+  EXPECT_EQ(std::count(out.begin(), out.end(), 'b'), static_cast<long>(out.size()));
+  // The budget came back: the next one keeps as much, and small ones all.
+  r = ExecJ(s, id, {{"cmd", "head -c 2000000 /dev/zero | tr '\\0' b"}});
+  EXPECT_EQ(r.value("stdout", "").size(), out.size());
+  EXPECT_EQ(s.Exec(id, "echo ok")["stdout"], "ok\n");
+  // Nothing is held once the answers went out.
+  const std::string m = s.Client().Request("GET", "/metrics").body;
+  const size_t at = m.find("\nhutch_exec_output_held_bytes ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_EQ(std::stod(m.substr(at + 30)), 0.0) << m.substr(at, 60);
 }

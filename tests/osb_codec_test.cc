@@ -85,6 +85,49 @@ TEST(SessionProtocol, EmptyLineBeforeSentinelIsItsNewlineButOthersStay) {
   EXPECT_TRUE(err.done());
 }
 
+TEST(LineSplitter, LongLineComesOutInPiecesCutBetweenCharacters) {
+  // Issue 32 #3: a line without a newline is not held whole.
+  LineSplitter l(8);
+  auto a = l.FeedPieces(
+      "abcdefg\xe2\x82\xac"
+      "xyz");  // the euro sign straddles byte 8
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].text, "abcdefg");
+  EXPECT_TRUE(a[0].line_start);
+  auto b = l.FeedPieces("\nnext\n");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].text, "\xe2\x82\xacxyz");
+  EXPECT_FALSE(b[0].line_start);
+  EXPECT_EQ(b[1].text, "next");
+  EXPECT_TRUE(b[1].line_start);
+  // A megabyte without a newline: pieces of at most 64 KiB as it comes.
+  LineSplitter big;
+  size_t pieces = 0, bytes = 0;
+  for (int i = 0; i < 16; ++i)
+    for (auto& p : big.Feed(std::string(65536, '\x01'))) {
+      EXPECT_LE(p.size(), LineSplitter::kMaxPiece);
+      ++pieces;
+      bytes += p.size();
+    }
+  for (auto& p : big.Flush()) bytes += p.size();
+  EXPECT_GE(pieces, 15u);
+  EXPECT_EQ(bytes, 16u * 65536);
+}
+
+TEST(SessionProtocol, SentinelIsOnlySeenAtTheStartOfALine) {
+  const std::string s = NewSentinel();
+  SentinelLines out(s);
+  // A long line whose 64 KiB cut falls just before text that looks like the sentinel.
+  std::string line(LineSplitter::kMaxPiece, 'a');
+  auto a = out.Feed(line + s + ":9\n");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1], s + ":9");
+  EXPECT_FALSE(out.done());
+  EXPECT_TRUE(out.Feed(s + ":0\n").empty());
+  EXPECT_TRUE(out.done());
+  EXPECT_EQ(out.status(), 0);
+}
+
 TEST(SessionProtocol, ScriptQuotesCwdAndKeepsCommandInTheShell) {
   const std::string script = SessionScript("cd /tmp; export X=1", "/it's", "__S__");
   EXPECT_EQ(script,

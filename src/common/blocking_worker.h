@@ -5,15 +5,20 @@
 // meanwhile. Calls run one at a time, in the order they came; the result
 // is handed back on the awaiting coroutine's executor.
 //
+// Also used for CPU work that would hold the I/O thread up for long
+// (encoding a big blocking exec answer, api/common/exec_answer).
+//
 // A call must not touch state the io_context's thread owns: give it copies.
 // The owner destroys the worker from the io_context's thread or after it
 // stopped: the running call finishes (its result is then never delivered
 // if the io_context no longer runs), calls not started are dropped.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -25,7 +30,10 @@ namespace hutch {
 
 class BlockingWorker {
  public:
-  explicit BlockingWorker(boost::asio::io_context& io) : io_(io) {}
+  explicit BlockingWorker(boost::asio::io_context& io) : io_(&io) {}
+  // Without an io_context: the awaiting coroutine's executor is kept busy
+  // (its run() does not return) while a call is out.
+  BlockingWorker() = default;
   ~BlockingWorker() {
     pool_.stop();
     pool_.join();
@@ -40,14 +48,17 @@ class BlockingWorker {
     auto init = [this, f = std::move(f)](auto handler) mutable {
       // Counted as work until the result is posted back: the io_context's
       // run() does not return while a call is out.
-      auto work = boost::asio::make_work_guard(io_);
+      auto work = boost::asio::prefer(
+          io_ ? boost::asio::any_io_executor(io_->get_executor())
+              : boost::asio::any_io_executor(boost::asio::get_associated_executor(handler)),
+          boost::asio::execution::outstanding_work.tracked);
       boost::asio::post(
           pool_, [f = std::move(f), h = std::move(handler), work = std::move(work)]() mutable {
             R r = f();
-            auto ex = boost::asio::get_associated_executor(h, work.get_executor());
+            auto ex = boost::asio::get_associated_executor(h, work);
             boost::asio::post(
                 ex, [h = std::move(h), r = std::move(r)]() mutable { std::move(h)(std::move(r)); });
-            work.reset();
+            work = boost::asio::any_io_executor();
           });
     };
     co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void(R)>(
@@ -55,7 +66,7 @@ class BlockingWorker {
   }
 
  private:
-  boost::asio::io_context& io_;
+  boost::asio::io_context* io_ = nullptr;
   boost::asio::thread_pool pool_{1};
 };
 

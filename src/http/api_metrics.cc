@@ -26,6 +26,10 @@ ApiMetrics::ApiMetrics()
           kCreateBuckets)),
       execs(registry.AddCounter("hutch_execs_total", "Commands started.")),
       open_streams(registry.AddGauge("hutch_open_streams", "Exec event streams in progress.")),
+      exec_output_held(
+          registry.AddGauge("hutch_exec_output_held_bytes",
+                            "Output blocking exec answers hold now, counted after encoding "
+                            "(bounded by --exec-buffer-budget-mb).")),
       http_requests(registry.AddCounterFamily("hutch_http_requests_total",
                                               "HTTP requests handled, by method and status class.",
                                               {"method", "status_class"})),

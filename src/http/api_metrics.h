@@ -34,6 +34,7 @@ struct ApiMetrics {
   Histogram& sandbox_create_seconds;
   Counter& execs;
   Gauge& open_streams;
+  Gauge& exec_output_held;         // read at scrape time from /v1's OutputBudget
   Family<Counter>& http_requests;  // {method, status_class}
   Counter& http_errors_5xx;
   Family<Counter>& errors;       // {code}

@@ -7,8 +7,9 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       mgr_(mgr),
       creds_(cfg_.api_keys, cfg_.server_secret, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
-      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.sse_ping_interval}, mgr,
-          &creds_, &router_.metrics(), &ports_),
+      v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.exec_buffer_budget,
+                   cfg_.sse_ping_interval},
+          mgr, &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
       osb_(mgr, cfg_.json_body_limit, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
@@ -47,6 +48,7 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
     metrics.network_slots.With({"leased"}).Set(static_cast<double>(net->in_use()));
   }
   metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
+  metrics.exec_output_held.Set(static_cast<double>(v1_.exec_output_held()));
   auto up = std::chrono::steady_clock::now() - metrics.started;
   metrics.uptime_seconds.Set(std::chrono::duration<double>(up).count());
   co_await ctx.SendText(200, "text/plain; version=0.0.4; charset=utf-8", metrics.registry.Render());

@@ -28,6 +28,7 @@ struct ApiConfig {
   std::string server_secret;
   size_t json_body_limit = 1 << 20;
   size_t exec_output_cap = 16 << 20;
+  size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
   // Per-key token bucket, every dialect (0 = off): requests a second, bucket size.
   double rate_limit_rps = 50;

@@ -101,6 +101,7 @@ struct Options {
   ManagerOptions mopts;
   api::ApiConfig acfg;
   size_t output_cap_mb = 16;
+  size_t exec_budget_mb = 64;
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 8;
   std::vector<std::string> net_allow_private;
@@ -173,7 +174,12 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--max-volume-mb", o.vopts.max_size_mb, "Largest size_mb of a volume")
       ->capture_default_str();
   app.add_option("--exec-output-limit-mb", o.output_cap_mb,
-                 "Per-stream output kept by blocking exec");
+                 "Per-stream output a blocking exec's answer carries, counted after encoding")
+      ->capture_default_str();
+  app.add_option("--exec-buffer-budget-mb", o.exec_budget_mb,
+                 "Output all blocking execs' answers may hold at once, server-wide (more is cut "
+                 "and marked truncated; 0 = no bound)")
+      ->capture_default_str();
   app.add_option("--agent-timeout", o.agent_timeout_s,
                  "Seconds a sandbox's agent may take to answer a request (file, exec or process "
                  "start), or to "
@@ -300,6 +306,7 @@ void DefaultPaths(Options& o) {
 // The API's settings that come from files: OpenSandbox images, keys.
 Status ConfigureApi(Options& o, store::StateStore* db) {
   o.acfg.exec_output_cap = o.output_cap_mb << 20;
+  o.acfg.exec_buffer_budget = o.exec_budget_mb << 20;
   if (!o.osb_images.empty()) {
     auto t = api::opensandbox::ImageTable::LoadOver(o.osb_images);
     if (!t.ok()) return t.error().Context("--opensandbox-images");

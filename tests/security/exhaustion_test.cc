@@ -472,6 +472,150 @@ TEST(Exhaustion, SixtyFourMegabytesOfStdoutWithASlowReaderKeepServerMemoryBounde
   hutch::testing::StdoutFloodWithSlowReader(64 * kMiB);
 }
 
+// Issue 32 #3: a blocking exec whose command prints 32 MiB of \x01 used to
+// become a ~200 MB JSON answer (six bytes per escaped byte) built in
+// hutchd's memory on its I/O thread; eight at once took hutchd past 1.3 GB
+// and stalled every other request. Now what blocking execs keep is capped
+// per stream after encoding and across all requests (--exec-buffer-budget-mb),
+// control-heavy output comes back as base64, and the answer is streamed.
+TEST(Exhaustion, ParallelBlockingExecsOfControlBytesKeepServerMemoryBoundedAndAnswersCompact) {
+  TestServer s;  // the defaults: 16 MiB per stream, a 64 MiB budget
+  ASSERT_TRUE(s.ok());
+  const std::string id = s.CreateSandbox();
+  const std::string neighbour = s.CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_FALSE(neighbour.empty());
+  ASSERT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
+  constexpr int kParallel = 8;
+  constexpr uint64_t kBytes = 32 * kMiB;
+  const json body = {{"cmd", "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' '\\1'"},
+                     {"timeout_seconds", 600}};
+  const size_t rss_before = s.RssBytes();
+  hutch::testing::RssWatch watch(s);
+  struct Answer {
+    int status = 0;
+    size_t body_bytes = 0;
+    json j;
+  };
+  std::vector<Answer> answers(kParallel);
+  std::atomic<int> running{kParallel};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kParallel; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = s.Client();
+      auto r = c.Json("POST", "/v1/sandboxes/" + id + "/exec", body);
+      answers[i].status = r.status;
+      answers[i].body_bytes = r.body.size();
+      answers[i].j = json::parse(r.body, nullptr, false);
+      --running;
+    });
+  }
+  // The neighbour keeps being served while the floods run.
+  int neighbour_execs = 0;
+  double neighbour_worst_ms = 0;
+  std::vector<std::string> neighbour_bad;
+  while (running > 0) {
+    const auto t0 = Clock::now();
+    auto r = s.Exec(neighbour, "echo ok");
+    neighbour_worst_ms = std::max(neighbour_worst_ms, Ms(Clock::now() - t0));
+    ++neighbour_execs;
+    if (StdoutOf(r) != "ok\n") neighbour_bad.push_back(r.dump().substr(0, 300));
+  }
+  for (auto& t : threads) t.join();
+  watch.Stop();
+  EXPECT_TRUE(neighbour_bad.empty()) << ::testing::PrintToString(neighbour_bad);
+  size_t kept_total = 0;
+  for (const auto& a : answers) {
+    ASSERT_EQ(a.status, 200) << a.j.dump().substr(0, 300);
+    ASSERT_TRUE(a.j.is_object());
+    EXPECT_EQ(a.j.value("exit_code", -1), 0);
+    EXPECT_EQ(a.j.value("stdout_bytes", uint64_t{0}), kBytes);
+    EXPECT_EQ(a.j.value("stdout_truncated", false), true);
+    EXPECT_EQ(a.j.value("truncated", false), true);
+    // Compact: what came back is base64 of the bytes, never escapes, and
+    // never more than the per-stream limit.
+    const std::string text = a.j.value("stdout", std::string("?"));
+    EXPECT_TRUE(text.empty()) << "control bytes came back as escaped text: " << text.size();
+    const std::string kept = StdoutOf(a.j);
+    kept_total += kept.size();
+    EXPECT_EQ(static_cast<size_t>(std::count(kept.begin(), kept.end(), '\x01')), kept.size());
+    EXPECT_LE(a.body_bytes, kept.size() / 3 * 4 + 4096) << "answer not compact";
+    EXPECT_LE(a.body_bytes, 16 * kMiB + 4096);
+  }
+  EXPECT_GT(kept_total, 0u);
+  std::cout << kParallel << " blocking execs of 32 MiB of \\x01: answers kept " << kept_total / kMiB
+            << " MiB in all; neighbour " << neighbour_execs << " execs, worst "
+            << neighbour_worst_ms << " ms; hutchd RSS " << rss_before / kMiB << " MiB before, peak "
+            << watch.max() / kMiB << " MiB\n";
+  ::testing::Test::RecordProperty("hutchd_rss_before_mb", static_cast<int>(rss_before / kMiB));
+  ::testing::Test::RecordProperty("hutchd_rss_peak_mb", static_cast<int>(watch.max() / kMiB));
+  EXPECT_LT(watch.max(), rss_before + 150 * kMiB)
+      << "hutchd RSS grew from " << rss_before / kMiB << " MiB to " << watch.max() / kMiB << " MiB";
+  // Binary output round-trips byte-exact through the base64 field.
+  std::string all;
+  for (int rep = 0; rep < 1024; ++rep)
+    for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  auto c = s.Client();
+  ASSERT_EQ(c.Request("PUT", "/v1/sandboxes/" + id + "/fs?path=/tmp/all.bin", all).status, 201);
+  auto r = s.Exec(id, "cat /tmp/all.bin; cat /tmp/all.bin >&2");
+  ASSERT_EQ(r["_status"], 200) << r.dump().substr(0, 300);
+  EXPECT_TRUE(r.contains("stdout_b64"));
+  EXPECT_TRUE(StdoutOf(r) == all) << "stdout differs";
+  EXPECT_TRUE(StderrOf(r) == all) << "stderr differs";
+  EXPECT_EQ(r.value("stdout_truncated", true), false);
+}
+
+// The same amplification through OpenSandbox's execd: a foreground command
+// streams one event per line, and a line was held whole until its newline,
+// so 32 MiB without one became a single ~200 MB event at the end. Now a
+// line over 64 KiB goes out in pieces as it comes.
+TEST(Exhaustion, OpenSandboxCommandPrintingMegabytesWithoutANewlineIsRelayedInPieces) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  const std::string id = s.CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  auto c = s.Client();
+  auto ep = c.Request("GET", "/opensandbox/v1/sandboxes/" + id + "/endpoints/44772", "",
+                      {{"OPEN-SANDBOX-API-KEY", s.key()}});
+  ASSERT_EQ(ep.status, 200) << ep.body;
+  const std::string token = ep.json()["headers"].value("X-EXECD-ACCESS-TOKEN", "");
+  // Paced (512 KiB every 0.1 s), so that the process's output ring keeps
+  // up and the bytes reach hutchd rather than being dropped.
+  const json body = {{"command",
+                      "for i in $(seq 64); do head -c 524288 /dev/zero | tr '\\0' '\\1'; "
+                      "sleep 0.1; done"}};
+  const size_t rss_before = s.RssBytes();
+  hutch::testing::RssWatch watch(s);
+  auto r = c.Request("POST", "/opensandbox/sandboxes/" + id + "/proxy/44772/command", body.dump(),
+                     {{"X-EXECD-ACCESS-TOKEN", token}, {"Content-Type", "application/json"}});
+  watch.Stop();
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  size_t events = 0, biggest = 0, bytes = 0;
+  std::string last;
+  for (size_t pos = 0; pos < r.body.size();) {
+    size_t end = r.body.find("\n\n", pos);
+    if (end == std::string::npos) end = r.body.size();
+    auto ev = json::parse(r.body.substr(pos, end - pos), nullptr, false);
+    pos = end + 2;
+    if (!ev.is_object()) continue;
+    last = ev.value("type", "");
+    if (last != "stdout") continue;
+    const std::string text = ev.value("text", "");
+    ++events;
+    biggest = std::max(biggest, text.size());
+    bytes += text.size();
+  }
+  std::cout << "OpenSandbox command of 32 MiB without a newline: " << events
+            << " stdout events, the biggest " << biggest << " bytes, " << bytes / kMiB
+            << " MiB relayed; hutchd RSS " << rss_before / kMiB << " MiB before, peak "
+            << watch.max() / kMiB << " MiB\n";
+  EXPECT_EQ(last, "execution_complete");
+  EXPECT_GT(bytes, 8 * kMiB);
+  EXPECT_LE(biggest, size_t{64} << 10);
+  EXPECT_LT(watch.max(), rss_before + 150 * kMiB)
+      << "hutchd RSS grew from " << rss_before / kMiB << " MiB to " << watch.max() / kMiB << " MiB";
+}
+
 TEST(Exhaustion, QuarterGigabyteUploadAndDownloadStreamWithFlatServerMemory) {
   hutch::testing::UploadDownloadRoundTrip(256 * kMiB);
 }

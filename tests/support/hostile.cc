@@ -13,12 +13,17 @@ namespace hutch::testing {
 
 using nlohmann::json;
 
-std::string StdoutOf(const json& r) {
-  return r.is_object() ? r.value("stdout", std::string()) : std::string();
+namespace {
+// A blocking exec's stream: its base64 field when the output was not text.
+std::string OutputOf(const json& r, const std::string& name) {
+  if (!r.is_object()) return std::string();
+  if (r.contains(name + "_b64")) return client::Base64Decode(r.value(name + "_b64", std::string()));
+  return r.value(name, std::string());
 }
-std::string StderrOf(const json& r) {
-  return r.is_object() ? r.value("stderr", std::string()) : std::string();
-}
+}  // namespace
+
+std::string StdoutOf(const json& r) { return OutputOf(r, "stdout"); }
+std::string StderrOf(const json& r) { return OutputOf(r, "stderr"); }
 
 json StartDetached(const TestServer& s, const std::string& id, const std::string& cmd) {
   auto c = s.Client();

@@ -16,7 +16,8 @@
 
 namespace hutch::testing {
 
-// stdout / stderr of a TestServer::Exec answer ("" when absent).
+// stdout / stderr of a TestServer::Exec answer ("" when absent; the
+// exact bytes of its stdout_b64 / stderr_b64 when the output was not text).
 std::string StdoutOf(const nlohmann::json& r);
 std::string StderrOf(const nlohmann::json& r);
 

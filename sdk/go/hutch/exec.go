@@ -60,8 +60,15 @@ type ExecResult struct {
 	// OOMKilled is set when the kernel's OOM killer killed the command.
 	OOMKilled bool
 	// Truncated is set when blocking Exec dropped output over the server's
-	// limit (16 MiB per stream by default); use ExecStream for big outputs.
-	Truncated bool
+	// limits (16 MiB per stream after encoding by default, and a budget
+	// shared by all blocking execs); use ExecStream for big outputs.
+	// StdoutTruncated and StderrTruncated say which stream was cut: what
+	// Stdout / Stderr hold is then a prefix of the output.
+	Truncated, StdoutTruncated, StderrTruncated bool
+	// StdoutBytes and StderrBytes count every byte the command wrote to
+	// each stream, kept or not (blocking Exec only; 0 from servers before
+	// these fields).
+	StdoutBytes, StderrBytes int64
 	// Duration is the command's run time as measured by the server.
 	Duration time.Duration
 	// PID is the command's pid inside the sandbox (ExecStream only).
@@ -139,6 +146,11 @@ func (sb *Sandbox) exec(ctx context.Context, b *execBody) (*ExecResult, error) {
 		TimedOut   bool   `json:"timed_out"`
 		OOMKilled  bool   `json:"oom_killed"`
 		Truncated  bool   `json:"truncated"`
+		// Which stream was cut, and the bytes each really had.
+		StdoutTruncated bool  `json:"stdout_truncated"`
+		StderrTruncated bool  `json:"stderr_truncated"`
+		StdoutBytes     int64 `json:"stdout_bytes"`
+		StderrBytes     int64 `json:"stderr_bytes"`
 	}
 	err := sb.c.doJSON(ctx, &request{method: http.MethodPost, path: sandboxPath(sb.ID, "exec"), jsonBody: b}, &wire)
 	if err != nil {
@@ -147,8 +159,12 @@ func (sb *Sandbox) exec(ctx context.Context, b *execBody) (*ExecResult, error) {
 	r := &ExecResult{
 		Stdout: wire.Stdout, Stderr: wire.Stderr, ExitCode: wire.ExitCode,
 		TimedOut: wire.TimedOut, OOMKilled: wire.OOMKilled, Truncated: wire.Truncated,
+		StdoutTruncated: wire.StdoutTruncated, StderrTruncated: wire.StderrTruncated,
+		StdoutBytes: wire.StdoutBytes, StderrBytes: wire.StderrBytes,
 		Duration: time.Duration(wire.DurationMS) * time.Millisecond,
 	}
+	// Output that is not text (not UTF-8, or mostly control bytes) comes as
+	// base64 of its bytes in stdout_b64 / stderr_b64, the string field "".
 	if wire.StdoutB64 != "" {
 		raw, err := base64.StdEncoding.DecodeString(wire.StdoutB64)
 		if err != nil {

@@ -43,6 +43,13 @@ func TestExecResults(t *testing.T) {
 	if err != nil || res.Stdout != "a\xff\xfeb" || res.Stderr != "\x80" {
 		t.Fatalf("binary: %v %q %q", err, res.Stdout, res.Stderr)
 	}
+	// Mostly control bytes (valid UTF-8, but six bytes each as JSON escapes)
+	// come as base64 too, exactly; the byte counts are there.
+	res, err = sb.Exec(ctx, `head -c 100000 /dev/zero | tr '\0' '\1'`, hutch.ExecOptions{})
+	if err != nil || res.Stdout != strings.Repeat("\x01", 100000) || res.StdoutBytes != 100000 ||
+		res.StdoutTruncated || res.Truncated {
+		t.Fatalf("control bytes: %v len=%d bytes=%d truncated=%v", err, len(res.Stdout), res.StdoutBytes, res.Truncated)
+	}
 	if _, err := sb.Exec(ctx, "", hutch.ExecOptions{}); err == nil {
 		t.Fatal("empty command accepted")
 	}

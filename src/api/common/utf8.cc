@@ -1,5 +1,7 @@
 #include "api/common/utf8.h"
 
+#include <algorithm>
+
 namespace hutch::api {
 
 size_t Utf8ValidPrefix(std::string_view s, bool* invalid) {
@@ -119,6 +121,36 @@ std::string OutputEvent(const char* name, bool text, std::string_view bytes) {
   }
   ev += "\"}\n\n";
   return ev;
+}
+
+size_t Utf8Check::Feed(std::string_view s) {
+  if (bad_) return 0;
+  if (!pending_.empty()) {
+    // Complete the character the last piece ended inside.
+    const unsigned char lead = static_cast<unsigned char>(pending_[0]);
+    const size_t len = (lead & 0xe0) == 0xc0 ? 2 : (lead & 0xf0) == 0xe0 ? 3 : 4;
+    const size_t take = std::min(len - pending_.size(), s.size());
+    pending_.append(s.substr(0, take));
+    bool invalid = false;
+    const size_t ok = Utf8ValidPrefix(pending_, &invalid);
+    if (invalid) {
+      bad_ = true;
+      return 0;
+    }
+    if (ok == 0) return std::string_view::npos;  // still unfinished: `s` was that short
+    pending_.clear();
+    s.remove_prefix(take);
+    const size_t rest = Feed(s);
+    return rest == std::string_view::npos ? rest : rest + take;
+  }
+  bool invalid = false;
+  const size_t ok = Utf8ValidPrefix(s, &invalid);
+  if (invalid) {
+    bad_ = true;
+    return ok;
+  }
+  pending_.assign(s.substr(ok));
+  return std::string_view::npos;
 }
 
 std::vector<Utf8Splitter::Piece> Utf8Splitter::Feed(std::string_view data) {

@@ -29,6 +29,28 @@ size_t JsonEscapedSize(std::string_view s);
 // /dev/zero, say) that JSON escapes (6 bytes each) would outgrow base64.
 std::string OutputEvent(const char* name, bool text, std::string_view bytes);
 
+// Checks that a byte stream fed in pieces is valid UTF-8, characters
+// split between pieces included.
+class Utf8Check {
+ public:
+  // Feeds the next piece. Returns the offset in `s` of the first byte of an
+  // invalid sequence (0 when it began in an earlier piece), or npos while
+  // the stream is valid so far.
+  size_t Feed(std::string_view s);
+  // Valid so far (an unfinished character at the end still counts).
+  bool valid() const { return !bad_; }
+  // Bytes of an unfinished character at the end (0-3).
+  size_t pending() const { return pending_.size(); }
+  // Valid and not ending inside a character.
+  bool complete() const { return !bad_ && pending_.empty(); }
+  // Forgets the unfinished character at the end (its bytes were dropped).
+  void DropPending() { pending_.clear(); }
+
+ private:
+  std::string pending_;
+  bool bad_ = false;
+};
+
 class Utf8Splitter {
  public:
   struct Piece {

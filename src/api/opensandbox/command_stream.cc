@@ -48,16 +48,36 @@ nlohmann::json FailureEvent(const std::string& message) {
           {"timestamp", NowMs()}};
 }
 
-std::vector<std::string> LineSplitter::Feed(std::string_view data) {
-  std::vector<std::string> out;
+std::vector<LineSplitter::Piece> LineSplitter::FeedPieces(std::string_view data) {
+  std::vector<Piece> out;
   buf_.append(data);
   size_t start = 0;
-  for (size_t nl; (nl = buf_.find('\n', start)) != std::string::npos; start = nl + 1) {
+  while (start < buf_.size()) {
+    const size_t nl = buf_.find('\n', start);
+    const size_t len = (nl == std::string::npos ? buf_.size() : nl) - start;
+    if (len > max_ || (nl == std::string::npos && len == max_)) {
+      // Too long to hold: a piece, cut before a UTF-8 continuation byte.
+      size_t cut = start + max_;
+      for (int i = 0; i < 3 && cut > start + 1 && (buf_[cut] & 0xc0) == 0x80; ++i) --cut;
+      out.push_back({buf_.substr(start, cut - start), !in_line_});
+      in_line_ = true;
+      start = cut;
+      continue;
+    }
+    if (nl == std::string::npos) break;
     size_t end = nl;
     if (end > start && buf_[end - 1] == '\r') --end;
-    out.emplace_back(buf_.substr(start, end - start));
+    out.push_back({buf_.substr(start, end - start), !in_line_});
+    in_line_ = false;
+    start = nl + 1;
   }
   buf_.erase(0, start);
+  return out;
+}
+
+std::vector<std::string> LineSplitter::Feed(std::string_view data) {
+  std::vector<std::string> out;
+  for (auto& p : FeedPieces(data)) out.push_back(std::move(p.text));
   return out;
 }
 
@@ -65,6 +85,7 @@ std::vector<std::string> LineSplitter::Flush() {
   std::vector<std::string> out;
   if (!buf_.empty()) out.push_back(std::move(buf_));
   buf_.clear();
+  in_line_ = false;
   return out;
 }
 

@@ -34,15 +34,28 @@ nlohmann::json FailureEvent(const std::string& message);
 int ExitCodeOf(const ExitInfo& e);
 
 // Splits a byte stream into lines (the terminator "\n" or "\r\n" removed).
+// A line longer than `max_piece` comes out in pieces of at most that size
+// (cut between characters), so a command printing megabytes without a
+// newline is relayed as it runs, not held and then escaped in one event
+// (issue 32 #3).
 class LineSplitter {
  public:
-  // Complete lines of what has come so far.
+  static constexpr size_t kMaxPiece = 64 << 10;
+  explicit LineSplitter(size_t max_piece = kMaxPiece) : max_(max_piece) {}
+  struct Piece {
+    std::string text;
+    bool line_start;  // the piece begins a line (else it continues one)
+  };
+  // Complete lines (and pieces of long ones) of what has come so far.
   std::vector<std::string> Feed(std::string_view data);
+  std::vector<Piece> FeedPieces(std::string_view data);
   // The unterminated rest, if any (at the end of the stream).
   std::vector<std::string> Flush();
 
  private:
+  size_t max_;
   std::string buf_;
+  bool in_line_ = false;  // a piece of the line in buf_ went out already
 };
 
 class CommandStream {

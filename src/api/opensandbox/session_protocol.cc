@@ -33,8 +33,10 @@ std::string SessionScript(const std::string& command, const std::string& cwd,
 std::vector<std::string> SentinelLines::Feed(std::string_view data) {
   std::vector<std::string> out;
   if (done_) return out;
-  for (auto& line : lines_.Feed(data)) {
-    if (line.rfind(sentinel_, 0) == 0) {
+  for (auto& piece : lines_.FeedPieces(data)) {
+    std::string& line = piece.text;
+    // Only a whole line's start can be the sentinel, not a long line's rest.
+    if (piece.line_start && line.rfind(sentinel_, 0) == 0) {
       const std::string rest = line.substr(sentinel_.size());
       if (rest.empty() || rest[0] == ':') {
         if (rest.size() > 1) status_ = std::atoi(rest.c_str() + 1);

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "api/common/output_budget.h"
 #include "api/common/port_proxy.h"
 #include "api/common/tenant_scope.h"
 #include "auth/credentials.h"
+#include "common/blocking_worker.h"
 #include "core/sandbox_manager.h"
 #include "http/api_metrics.h"
 #include "http/router.h"
@@ -20,7 +22,10 @@ namespace hutch::api {
 
 struct V1Config {
   size_t json_body_limit = 1 << 20;
+  // Per stream of a blocking exec's answer, after encoding.
   size_t exec_output_cap = 16 << 20;
+  // What all blocking execs' answers may hold at once (0: no bound).
+  size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
 };
 
@@ -28,9 +33,16 @@ class V1Api {
  public:
   V1Api(V1Config cfg, SandboxManager* mgr, auth::Credentials* creds, ApiMetrics* metrics,
         PortProxy* ports)
-      : cfg_(cfg), mgr_(mgr), creds_(creds), metrics_(*metrics), ports_(*ports) {}
+      : cfg_(cfg),
+        mgr_(mgr),
+        creds_(creds),
+        metrics_(*metrics),
+        ports_(*ports),
+        exec_budget_(cfg.exec_buffer_budget) {}
   // Adds the /v1 mount (bearer key, rate limit) and every /v1 route.
   void Register(Router& r);
+  // Bytes blocking exec answers hold now (hutch_exec_output_held_bytes).
+  size_t exec_output_held() const { return exec_budget_.used(); }
 
  private:
   // /v1 handlers (v1_*.cc)
@@ -90,6 +102,10 @@ class V1Api {
   auth::Credentials* creds_;
   ApiMetrics& metrics_;
   PortProxy& ports_;  // shared with the E2B dialect's port forms
+  // Blocking execs: the output their answers hold, and the thread that
+  // encodes big answers off the I/O thread.
+  OutputBudget exec_budget_;
+  BlockingWorker exec_encoder_;
 };
 
 }  // namespace hutch::api

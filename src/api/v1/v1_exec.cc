@@ -3,8 +3,10 @@
 // Both watch the client's socket while the command runs: if the client goes
 // away the command is killed inside the sandbox (unless "detach":true), so
 // cancellation reaches the guest and not only the socket.
+#include "api/common/exec_answer.h"
 #include "api/common/exec_body.h"
 #include "api/common/json_fields.h"
+#include "api/common/kept_output.h"
 #include "api/common/utf8.h"
 #include "api/v1/v1_api.h"
 #include "core/exec_session.h"
@@ -40,22 +42,15 @@ asio::awaitable<void> V1Api::Exec(HttpContext& ctx, const std::string& id, bool 
   });
 
   if (!stream) {
-    std::string out, err;
-    bool truncated = false;
+    // What is kept is capped after encoding, per stream and server-wide
+    // (issue 32 #3: 32 MiB of \x01 used to become a 200 MB answer).
+    OutputBudget::Lease lease(&exec_budget_);
+    KeptOutput out(cfg_.exec_output_cap, &lease), err(cfg_.exec_output_cap, &lease);
     while (true) {
       ExecEvent ev = co_await session->Next();
       if (ev.kind == ExecEvent::kExit) {
         ctx.StopWatchingClose();
-        nlohmann::json j = ExitJson(ev.exit);
-        // JSON strings carry text only: bytes that are not UTF-8 also come
-        // back exactly as base64 in stdout_b64 / stderr_b64.
-        bool bad = false;
-        if (Utf8ValidPrefix(out, &bad) != out.size()) j["stdout_b64"] = Base64Encode(out);
-        if (Utf8ValidPrefix(err, &bad) != err.size()) j["stderr_b64"] = Base64Encode(err);
-        j["stdout"] = std::move(out);
-        j["stderr"] = std::move(err);
-        j["truncated"] = truncated;
-        co_return co_await ctx.SendJson(200, j);
+        co_return co_await SendExecAnswer(ctx, exec_encoder_, ev.exit, out, err, lease);
       }
       if (ev.kind == ExecEvent::kError) {
         ctx.StopWatchingClose();
@@ -65,11 +60,9 @@ asio::awaitable<void> V1Api::Exec(HttpContext& ctx, const std::string& id, bool 
           co_return;  // nobody to answer; dropping the session kills the process
         co_return co_await ctx.SendError(ev.error);
       }
-      std::string& dst = ev.kind == ExecEvent::kStdout ? out : err;
-      size_t room = dst.size() < cfg_.exec_output_cap ? cfg_.exec_output_cap - dst.size() : 0;
-      if (ev.data.size() > room) truncated = true;
-      dst.append(ev.data, 0, std::min(room, ev.data.size()));
-      session->Consumed(ev.data.size());
+      const size_t n = ev.data.size();
+      (ev.kind == ExecEvent::kStdout ? out : err).Add(std::move(ev.data));
+      session->Consumed(n);
     }
   }
 
