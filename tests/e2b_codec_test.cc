@@ -170,8 +170,7 @@ TEST(E2bAuth, KeyFormsAndTokens) {
             "5ed12ec0c3a6b755f6b6a0ed9cecbaf516fec2ac66b761af836c62cc942bad53");
   EXPECT_EQ(SandboxToken(SandboxTokenKind::kOpenSandboxExecd, k, "h", "sb_1"),
             "9d4381e63329e4f93cebfd1201313fd084f9982cec37bcd31cae889495b067a0");
-  EXPECT_TRUE(
-      auth::SandboxTokenMatches(envd, k, SandboxToken(envd, k, "h", "sb_1"), "h", "sb_1"));
+  EXPECT_TRUE(auth::SandboxTokenMatches(envd, k, SandboxToken(envd, k, "h", "sb_1"), "h", "sb_1"));
   EXPECT_FALSE(auth::SandboxTokenMatches(envd, k, "", "h", "sb_1"));
   EXPECT_FALSE(auth::SandboxTokenMatches(envd, "", "", "h", "sb_1"));
   EXPECT_EQ(auth::BearerToken("bearer abc"), "abc");

@@ -44,9 +44,8 @@ std::string SandboxToken(SandboxTokenKind kind, std::string_view secret, const s
   return out;
 }
 
-bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view secret,
-                         std::string_view presented, const std::string& owner,
-                         const std::string& id) {
+bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view secret, std::string_view presented,
+                         const std::string& owner, const std::string& id) {
   const std::string want = SandboxToken(kind, secret, owner, id);
   return !presented.empty() && !want.empty() && SecretEquals(presented, want);
 }

@@ -25,8 +25,7 @@ enum class SandboxTokenKind {
 std::string SandboxToken(SandboxTokenKind kind, std::string_view secret, const std::string& owner,
                          const std::string& id);
 // Whether `presented` is that token (constant time; an empty one never is).
-bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view secret,
-                         std::string_view presented, const std::string& owner,
-                         const std::string& id);
+bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view secret, std::string_view presented,
+                         const std::string& owner, const std::string& id);
 
 }  // namespace hutch::auth

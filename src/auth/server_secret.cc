@@ -18,7 +18,7 @@ namespace {
 constexpr size_t kMinSecretBytes = 32;  // hex characters of 16 random bytes
 
 Result<std::string> ReadSecret(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0) return ErrnoError("stat " + path, errno);
   if ((st.st_mode & 077) != 0)
     return MakeError(Code::kInvalidRequest,

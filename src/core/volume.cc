@@ -9,11 +9,10 @@ nlohmann::json VolumeRecord::ToJson() const {
 }
 
 std::string VolumeRecord::ToStoreJson() const {
-  nlohmann::json j = {
-      {"name", name},
-      {"size_mb", size_mb},
-      {"created_at_ms", ToUnixMs(created_at)},
-      {"owner", owner}};
+  nlohmann::json j = {{"name", name},
+                      {"size_mb", size_mb},
+                      {"created_at_ms", ToUnixMs(created_at)},
+                      {"owner", owner}};
   return j.dump();
 }
 

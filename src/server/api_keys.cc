@@ -67,8 +67,8 @@ Result<auth::KeyEntry> ParseKeyEntry(const std::string& entry) {
     // its attributes only.)
     if (name == "tenant") {
       if (!auth::ValidTenantName(value))
-        return MakeError(Code::kInvalidRequest, "key entry: tenant \"" + value +
-                                                    "\" is not [a-z0-9][a-z0-9._-]{0,62}");
+        return MakeError(Code::kInvalidRequest,
+                         "key entry: tenant \"" + value + "\" is not [a-z0-9][a-z0-9._-]{0,62}");
       e.tenant = value;
     } else if (name == "role") {
       if (!auth::ParseRole(value, &e.role))
@@ -103,8 +103,8 @@ Result<std::string> NewStoredKey(store::StateStore* db, const std::string& label
   return key;
 }
 
-Result<std::vector<auth::KeyEntry>> LoadKeys(const std::string& keys_file,
-                                             store::StateStore* db, bool allow_generate) {
+Result<std::vector<auth::KeyEntry>> LoadKeys(const std::string& keys_file, store::StateStore* db,
+                                             bool allow_generate) {
   auto entries = OperatorEntries(keys_file);
   if (!entries.ok()) return entries.error();
   std::vector<auth::KeyEntry> keys;

@@ -31,8 +31,8 @@ bool OperatorListsKeys(const std::string& keys_file);
 // The accepted keys: the operator's if any, else the stored ones; on the
 // very first start (allow_generate) an admin key is generated, stored as
 // its hash and printed once.
-Result<std::vector<auth::KeyEntry>> LoadKeys(const std::string& keys_file,
-                                             store::StateStore* db, bool allow_generate);
+Result<std::vector<auth::KeyEntry>> LoadKeys(const std::string& keys_file, store::StateStore* db,
+                                             bool allow_generate);
 
 // Makes a key ("hk_" + 40 hex), stores its hash with its tenant and role,
 // and returns it: the one time anyone sees it.

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "auth/server_secret.h"
 #include "common/clock.h"
 #include "common/log_format.h"
 #include "common/sha256.h"
@@ -33,7 +34,6 @@
 #include "driver/vm/vm_driver.h"
 #include "http/http_server.h"
 #include "net/network_manager.h"
-#include "auth/server_secret.h"
 #include "server/api_keys.h"
 #include "server/hutch_api.h"
 #include "store/state_store.h"

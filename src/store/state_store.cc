@@ -306,8 +306,8 @@ Status StateStore::AddApiKey(const ApiKeyRow& row) {
           "VALUES (?,?,?,?,?)");
   st.Bind(1, row.hash);
   st.Bind(2, row.label);
-  st.Bind(3, row.created_at_ms != 0 ? row.created_at_ms
-                                    : ToUnixMs(std::chrono::system_clock::now()));
+  st.Bind(3,
+          row.created_at_ms != 0 ? row.created_at_ms : ToUnixMs(std::chrono::system_clock::now()));
   st.Bind(4, row.tenant);
   st.Bind(5, row.role.empty() ? std::string("admin") : row.role);
   return RunWrite(db_, st, "add api key");
@@ -320,7 +320,8 @@ Status StateStore::DeleteApiKey(const std::string& hash) {
 }
 
 Result<std::vector<ApiKeyRow>> StateStore::LoadApiKeys() {
-  Stmt st(db_, "SELECT hash, label, created_at_ms, tenant, role FROM api_keys ORDER BY created_at_ms");
+  Stmt st(db_,
+          "SELECT hash, label, created_at_ms, tenant, role FROM api_keys ORDER BY created_at_ms");
   if (!st.ok()) return DbError(db_, "prepare load api keys");
   std::vector<ApiKeyRow> out;
   int rc;

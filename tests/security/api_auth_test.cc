@@ -23,12 +23,12 @@
 using namespace std::string_literals;
 using hutch::client::HttpClient;
 using hutch::client::Response;
-using hutch::testing::HostSh;
-using hutch::testing::Route;
-using hutch::testing::V1Routes;
 using hutch::testing::E2bControlRoutes;
 using hutch::testing::EnvdRoutes;
 using hutch::testing::Fill;
+using hutch::testing::HostSh;
+using hutch::testing::Route;
+using hutch::testing::V1Routes;
 using nlohmann::json;
 
 namespace {

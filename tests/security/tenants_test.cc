@@ -182,12 +182,12 @@ TEST_F(Tenants, AnotherTenantsSandboxIsNotFoundThroughThePortProxy) {
       "GET", "/e2b/", "",
       {{"E2b-Sandbox-Id", alice_sb_}, {"E2b-Sandbox-Port", "8000"}, {"X-API-Key", kBob}});
   EXPECT_EQ(header_form.status, 404) << header_form.body;
-  auto host_form =
-      anon.Request("GET", "/", "", {{"Host", "8000-" + alice_sb_ + ".hutch.test"}, {"X-API-Key", kBob}});
+  auto host_form = anon.Request(
+      "GET", "/", "", {{"Host", "8000-" + alice_sb_ + ".hutch.test"}, {"X-API-Key", kBob}});
   EXPECT_EQ(host_form.status, 404) << host_form.body;
-  auto bearer_form = anon.Request("GET", "/", "",
-                                  {{"Host", "8000-" + alice_sb_ + ".hutch.test"},
-                                   {"Authorization", "Bearer " + kBob}});
+  auto bearer_form = anon.Request(
+      "GET", "/", "",
+      {{"Host", "8000-" + alice_sb_ + ".hutch.test"}, {"Authorization", "Bearer " + kBob}});
   EXPECT_EQ(bearer_form.status, 404) << bearer_form.body;
   // Alice's own key through the same forms: the control.
   auto alice_host = anon.Request(
@@ -241,8 +241,9 @@ TEST_F(Tenants, AnotherTenantsSnapshotAndVolumeCannotBeUsed) {
   auto from_snap = bob.Json("POST", "/v1/sandboxes", {{"snapshot", alice_snap_}});
   EXPECT_EQ(from_snap.status, 404) << from_snap.body;
   EXPECT_EQ(Code(from_snap), "snapshot_not_found");
-  auto with_vol = bob.Json(
-      "POST", "/v1/sandboxes", {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
+  auto with_vol =
+      bob.Json("POST", "/v1/sandboxes",
+               {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
   EXPECT_EQ(with_vol.status, 404) << with_vol.body;
   EXPECT_EQ(Code(with_vol), "volume_not_found");
   // Alice (her other key) can.
@@ -250,7 +251,8 @@ TEST_F(Tenants, AnotherTenantsSnapshotAndVolumeCannotBeUsed) {
   auto own = alice.Json("POST", "/v1/sandboxes",
                         {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
   EXPECT_EQ(own.status, 201) << own.body;
-  if (own.status == 201) alice.Request("DELETE", "/v1/sandboxes/" + own.json()["id"].get<std::string>());
+  if (own.status == 201)
+    alice.Request("DELETE", "/v1/sandboxes/" + own.json()["id"].get<std::string>());
   ExpectAliceUntouched();
 }
 
@@ -288,7 +290,7 @@ TEST_F(Tenants, SandboxTokensUseTheServerSecretKeptOutsideTheDatabase) {
   EXPECT_EQ(on_bob.status, 401) << on_bob.body;
 
   const std::string secret_path = server_->state_dir() + "/state/server.secret";
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(secret_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::ifstream in(secret_path);

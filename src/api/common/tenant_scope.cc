@@ -32,16 +32,16 @@ Status CheckScope(SandboxManager& mgr, const auth::Principal& who, const ScopedT
       // Public templates (owner "") are everyone's to use, an admin's to remove.
       if (info->owner.empty() && t.kind == ScopedKind::kTemplateRead) return Status{};
       if (info->owner.empty())
-        return MakeError(Code::kForbidden,
-                         "template '" + t.id + "' is shared by every key; only an admin key may "
+        return MakeError(Code::kForbidden, "template '" + t.id +
+                                               "' is shared by every key; only an admin key may "
                                                "remove it");
       if (!who.Owns(info->owner))
         return MakeError(Code::kTemplateNotFound, "template '" + t.id + "' not found");
       return Status{};
     }
     case ScopedKind::kAdminOnly:
-      return MakeError(Code::kForbidden, "this route needs an admin key (this key is tenant " +
-                                             who.owner + "'s)");
+      return MakeError(Code::kForbidden,
+                       "this route needs an admin key (this key is tenant " + who.owner + "'s)");
     case ScopedKind::kNone:
       break;
   }

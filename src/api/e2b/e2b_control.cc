@@ -81,7 +81,8 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
     j["metadata"] = r.metadata;
     j["state"] = E2bState(r.status);
   } else {
-    j["envdAccessToken"] = creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
+    j["envdAccessToken"] =
+        creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
     j["trafficAccessToken"] =
         creds_->SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
   }

@@ -79,8 +79,8 @@ asio::awaitable<void> E2bApi::PortsE2b(HttpContext& ctx, const std::string& id,
                                     rec->id)) {
       req.strip_headers.push_back("e2b-traffic-access-token");
       spender = rec->owner_key;
-    } else if (creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access,
-                                           rec->owner_key, rec->id)) {
+    } else if (creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, access, rec->owner_key,
+                                           rec->id)) {
       req.strip_headers.push_back("X-Access-Token");
       spender = rec->owner_key;
     }

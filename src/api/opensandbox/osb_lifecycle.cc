@@ -409,7 +409,7 @@ asio::awaitable<void> OpenSandboxApi::Endpoint(HttpContext& ctx, const std::stri
   Json out = {{"endpoint", host + "/" + kPrefix + "/sandboxes/" + id + "/proxy/" + port},
               {"headers",
                {{kAccessTokenHeader, creds_->SandboxToken(auth::SandboxTokenKind::kOpenSandboxExecd,
-                                                        rec->owner_key, id)}}}};
+                                                          rec->owner_key, id)}}}};
   co_await ctx.SendJson(200, out);
 }
 

@@ -31,8 +31,8 @@ asio::awaitable<bool> OpenSandboxApi::AdmitProxy(HttpContext& ctx) {
     co_return false;
   }
   const std::string token = ctx.Header(kAccessTokenHeader);
-  const bool token_ok =
-      creds_->SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd, token, rec->owner_key, id);
+  const bool token_ok = creds_->SandboxTokenMatches(auth::SandboxTokenKind::kOpenSandboxExecd,
+                                                    token, rec->owner_key, id);
   const auth::Principal who =
       token_ok ? auth::Principal{} : creds_->MatchKey(ctx.Header("OPEN-SANDBOX-API-KEY"));
   if (!token_ok && !who.empty() && !who.Owns(rec->owner_key)) {

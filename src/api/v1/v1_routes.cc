@@ -48,8 +48,9 @@ ScopedTarget V1Api::ScopedTargetOf(const HttpContext& ctx) {
   if (kind == "snapshots") return {ScopedKind::kSnapshot, seg[2]};
   if (kind == "volumes") return {ScopedKind::kVolume, seg[2]};
   if (kind == "templates")
-    return {ctx.method() == http::verb::get ? ScopedKind::kTemplateRead : ScopedKind::kTemplateWrite,
-            seg[2]};
+    return {
+        ctx.method() == http::verb::get ? ScopedKind::kTemplateRead : ScopedKind::kTemplateWrite,
+        seg[2]};
   return {};
 }
 

@@ -43,7 +43,8 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
     // own, never replace (or shadow, as an alias) what others use; and it
     // builds on shared templates or its own.
     spec->owner = who.owner;
-    if (auto taken = mgr_->templates()->Resolve(spec->name); taken.ok() && taken->owner != who.owner)
+    if (auto taken = mgr_->templates()->Resolve(spec->name);
+        taken.ok() && taken->owner != who.owner)
       co_return co_await ctx.SendError(MakeError(
           Code::kConflict, "template name '" + spec->name + "' is taken; choose another"));
     if (!spec->FromDebian()) {
