@@ -6,6 +6,7 @@ the SDKs show the text); `POST /contexts/{id}/interrupt` is hutch's own
 """
 
 import json
+import sys
 
 import tornado.web
 
@@ -159,6 +160,14 @@ class ContextInterrupt(_Base):
         self.json(None)
 
 
+def _log_failures(handler) -> None:
+    # Only the server's own failures: 4xx answers are the client's business,
+    # and a line per request would fill the sandbox's start-command log.
+    if handler.get_status() >= 500:
+        r = handler.request
+        print(f"{handler.get_status()} {r.method} {r.uri}", file=sys.stderr, flush=True)
+
+
 def make_app(settings: Settings) -> tornado.web.Application:
     args = {"settings": settings}
     return tornado.web.Application([
@@ -168,4 +177,4 @@ def make_app(settings: Settings) -> tornado.web.Application:
         (r"/contexts/([^/]+)", ContextItem, args),
         (r"/contexts/([^/]+)/restart", ContextRestart, args),
         (r"/contexts/([^/]+)/interrupt", ContextInterrupt, args),
-    ], default_handler_class=NotFound, default_handler_args=args)
+    ], default_handler_class=NotFound, default_handler_args=args, log_function=_log_failures)

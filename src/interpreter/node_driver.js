@@ -58,7 +58,7 @@ process.on('unhandledRejection', (e) => {
 
 function describe(e) {
   if (e instanceof Error || (e && typeof e === 'object' && 'stack' in e)) {
-    return {name: e.name || 'Error', value: e.message || String(e), traceback: String(e.stack || e)};
+    return {name: e.name || 'Error', value: e.message || String(e), traceback: userStack(e.stack || e)};
   }
   return {name: 'Error', value: util.inspect(e), traceback: 'Uncaught ' + util.inspect(e)};
 }
@@ -94,15 +94,35 @@ function transpile(code) {
   }).outputText;
 }
 
-// A script when it compiles as one; code with a top-level `await` runs as
-// an async function instead (its declarations then stay local to the run).
+// A script when it compiles as one. Code with a top-level `await` runs as
+// an async function instead; so that it still behaves like a cell, its
+// column-0 `const|let|var NAME =` become globals and its last line, when
+// it is an expression, is returned as the cell's value.
 function compile(code) {
   try {
-    return {script: new vm.Script(code, {filename: 'cell'})};
+    return new vm.Script(code, {filename: 'cell'});
   } catch (e) {
     if (!(e instanceof SyntaxError) || !/\bawait\b/.test(code)) throw e;
-    return {script: new vm.Script('(async () => {\n' + code + '\n})()', {filename: 'cell'})};
   }
+  const body = code.replace(/^(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=/gm, 'globalThis.$1 =');
+  const lines = body.replace(/\s+$/, '').split('\n');
+  const last = lines.pop().replace(/;\s*$/, '');
+  const wrap = (text) => new vm.Script('(async () => {\n' + text + '\n})()', {filename: 'cell'});
+  if (last.trim() && !/^\s*(return|throw|if|for|while|do|switch|try|class|function|import)\b/.test(last)) {
+    try {
+      return wrap(lines.concat(['return (' + last + ');']).join('\n'));
+    } catch (e) {
+      // not an expression: run it as written
+    }
+  }
+  return wrap(body);
+}
+
+// The user's frames only: the driver's and vm's own are noise in a cell's traceback.
+function userStack(stack) {
+  return String(stack).split('\n').filter(
+      (l) => !/node_driver\.js|\(node:vm:|sigintHandlersWrap|processTicksAndRejections/.test(l))
+      .join('\n');
 }
 
 function interruptedError() {
@@ -120,7 +140,7 @@ async function run(req) {
   current = {id: req.id, interrupt: null};
   try {
     const code = req.language === 'typescript' ? transpile(req.code) : req.code;
-    const {script} = compile(code);
+    const script = compile(code);
     let value = script.runInThisContext({breakOnSigint: true, displayErrors: false});
     if (value && typeof value.then === 'function') {
       value = await new Promise((resolve, reject) => {
