@@ -163,7 +163,7 @@ class ContextInterrupt(_Base):
 def _log_failures(handler) -> None:
     # Only the server's own failures: 4xx answers are the client's business,
     # and a line per request would fill the sandbox's start-command log.
-    if handler.get_status() >= 500:
+    if handler.get_status() >= 500 and handler.request.path != "/health":
         r = handler.request
         print(f"{handler.get_status()} {r.method} {r.uri}", file=sys.stderr, flush=True)
 

@@ -104,6 +104,16 @@ class CodeServer:
         return check_lines(raw)
 
 
+def read_past(resp, needle: bytes):
+    """Reads a streaming /execute until a line holding needle (fails at the end)."""
+    while True:
+        line = resp.readline()
+        if not line:
+            raise AssertionError(f"the stream ended before {needle!r}")
+        if needle in line:
+            return line
+
+
 def check_lines(raw):
     """Parses lines, asserting what every E2B client relies on: no blank
     line, one JSON object per line, no null field, end_of_execution last."""
