@@ -47,6 +47,12 @@ class ExecuteStream:
             self._lines.put_nowait(line)
 
     async def serve(self, ctx: Context, code: str, env_vars) -> None:
+        # The headers go out at once: the SDKs' request timeout runs until
+        # they arrive, and a run may wait in its context's queue for long.
+        try:
+            await asyncio.wait_for(self._handler.flush(), self._stall_s)
+        except (StreamClosedError, asyncio.TimeoutError):
+            return
         ticket = Ticket()
         task = asyncio.ensure_future(ctx.execute(code, env_vars, self._emit, ticket))
         task.add_done_callback(lambda _: self._lines.put_nowait(_END))

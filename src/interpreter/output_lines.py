@@ -9,6 +9,7 @@ line's keys, so a key it does not know breaks it: only E2B's keys appear).
 
 import datetime
 import json
+import math
 
 # MIME types of a Jupyter display bundle → E2B's result keys.
 MIME_KEYS = {
@@ -35,9 +36,25 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
+def _finite(value):
+    """NaN and infinities as null: JSON has no such numbers, and JavaScript's
+    JSON.parse (the JS SDK) rejects the NaN that Python's json writes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def encode(line: dict) -> bytes:
     """One wire line; json.dumps escapes newlines inside strings."""
-    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    try:
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(line), ensure_ascii=False, separators=(",", ":"))
+    return text.encode() + b"\n"
 
 
 def stream(name: str, text: str) -> dict:

@@ -14,7 +14,9 @@ a kernel's late messages never leak into a run's output.
 
 import asyncio
 import os
+import shutil
 import sys
+import tempfile
 from typing import Dict, Optional
 
 from jupyter_client import AsyncKernelManager
@@ -49,6 +51,7 @@ class PythonKernel(Engine):
         self._readers = []
         self._routes: Dict[str, asyncio.Queue] = {}
         self._closed = False
+        self._ipc_dir = None
 
     async def start(self) -> None:
         env = dict(os.environ)
@@ -59,7 +62,14 @@ class PythonKernel(Engine):
         env.pop("PYTHONSTARTUP", None)
         # ipykernel's debugger otherwise warns on stderr at every start.
         env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-        self._km = AsyncKernelManager(kernel_spec_manager=_OurKernelSpecs(), kernel_name="python3")
+        # The kernel's sockets are Unix sockets in a private directory, not
+        # TCP ports: picking free ports and binding them later races with
+        # every other process (Address already in use), and no one else in
+        # the sandbox can reach a kernel through a 0700 directory.
+        self._ipc_dir = tempfile.mkdtemp(prefix="hutch-kernel-")
+        self._km = AsyncKernelManager(kernel_spec_manager=_OurKernelSpecs(), kernel_name="python3",
+                                      transport="ipc", ip=os.path.join(self._ipc_dir, "kernel"),
+                                      connection_file=os.path.join(self._ipc_dir, "kernel.json"))
         await self._km.start_kernel(env=env, cwd=self._cwd)
         self._kc = self._km.client()
         self._kc.start_channels()
@@ -168,3 +178,6 @@ class PythonKernel(Engine):
                 await self._km.shutdown_kernel(now=True)
             except Exception:
                 pass
+        if self._ipc_dir is not None:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+            self._ipc_dir = None

@@ -143,6 +143,21 @@ class InterruptTest(unittest.TestCase):
         lines = server.execute("stage", context_id=ctx["id"])
         self.assertEqual(main_text(lines), "before")
 
+    def test_client_that_stops_reading_interrupts_the_kernel(self):
+        slow_reader = CodeServer("--stall-seconds", "1")
+        try:
+            ctx = slow_reader.json("POST", "/contexts", {})
+            # Endless output to a client that never reads: the socket buffers
+            # fill, the server's write stalls, and it gives the client up.
+            conn, resp = slow_reader.start_execute(
+                {"code": "stage = 'before'\nwhile True:\n    print('x' * 65536)",
+                 "context_id": ctx["id"]})
+            lines = slow_reader.execute("stage", context_id=ctx["id"])
+            self.assertEqual(main_text(lines), "before")
+            conn.close()
+        finally:
+            slow_reader.stop()
+
     def test_keepalive_while_quiet(self):
         quick = CodeServer("--keepalive-seconds", "0.2")
         try:
