@@ -20,7 +20,9 @@ from matplotlib.dates import DateConverter, num2date
 from matplotlib.lines import Line2D
 from matplotlib.patches import PathPatch, Wedge
 
-try:  # matplotlib ≥ 3.? also has a concise converter; both are date axes.
+# matplotlib registers a converter for datetimes that switches between the
+# plain and the concise one (rcParams); both mean a date axis.
+try:
     from matplotlib.dates import _SwitchableDateConverter as _SwitchableDate
 except ImportError:  # pragma: no cover
     _SwitchableDate = DateConverter
@@ -118,7 +120,9 @@ def _point_fields(ax, chart):
 
 def _pie(ax, wedges):
     chart = _base(ax, "pie")
-    chart["elements"] = [{"label": _series_label(w), "angle": round(abs(float(w.theta2) - float(w.theta1)), 4),
+    # Wedge angles are stored as float32: 324 comes back as 323.9999914.
+    chart["elements"] = [{"label": _series_label(w),
+                          "angle": round(abs(float(w.theta2) - float(w.theta1)), 4),
                           "radius": _jsonable(w.r)} for w in wedges]
     return chart
 
@@ -144,7 +148,8 @@ def _bars(ax, containers):
 def _box_outline(artist):
     """(left, right, q1, q3) of a box drawn by boxplot: a closed rectangle."""
     if isinstance(artist, Line2D):
-        xs, ys = artist.get_xdata(), artist.get_ydata()
+        # The plotted numbers (dates and categories already converted).
+        xs, ys = artist.get_xdata(orig=False), artist.get_ydata(orig=False)
     elif isinstance(artist, PathPatch):
         v = artist.get_path().vertices
         xs, ys = v[:, 0], v[:, 1]
@@ -165,11 +170,12 @@ def _boxes(ax):
         centre = (left + right) / 2
         median, lo, hi, outliers = None, q1, q3, []
         for line in ax.lines:
-            xs = [float(x) for x in line.get_xdata()]
-            ys = [float(y) for y in line.get_ydata()]
+            xs = [float(x) for x in line.get_xdata(orig=False)]
+            ys = [float(y) for y in line.get_ydata(orig=False)]
             if not xs or not all(left <= x <= right for x in xs):
                 continue
-            if line.get_linestyle() in ("None", " ", "") and line.get_marker() not in (None, "None"):
+            marker_only = line.get_linestyle() in ("None", " ", "")
+            if marker_only and line.get_marker() not in (None, "None"):
                 outliers.extend(ys)
             elif len(xs) == 2 and ys[0] == ys[1] and q1 <= ys[0] <= q3 and xs[0] != xs[1]:
                 median = ys[0] if median is None or xs[0] < xs[1] else median

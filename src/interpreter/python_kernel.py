@@ -126,7 +126,8 @@ class PythonKernel(Engine):
                 if channel == "shell":
                     replied = kind == "execute_reply"
                     if replied and content.get("status") == "aborted" and emit:
-                        emit(output_lines.error("ExecutionAborted", "the kernel aborted the run", ""))
+                        emit(output_lines.error("ExecutionAborted", "the kernel aborted the run",
+                                                ""))
                 elif kind == "status":
                     idle = content.get("execution_state") == "idle"
                 elif emit:

@@ -112,7 +112,8 @@ def read_until(resp, kind):
 
 
 class InterruptTest(unittest.TestCase):
-    SLOW = "import time\nstage = 'before'\nprint('started', flush=True)\ntime.sleep(120)\nstage = 'after'"
+    SLOW = ("import time\nstage = 'before'\nprint('started', flush=True)\n"
+            "time.sleep(120)\nstage = 'after'")
 
     def test_interrupt_extension_stops_the_run_and_keeps_state(self):
         ctx = create()

@@ -82,6 +82,21 @@ class PythonExecuteTest(unittest.TestCase):
         box = charts[2]["elements"][0]
         self.assertEqual((box["median"], box["outliers"]), (3, [50]))
 
+    def test_date_axis_line_and_subplots_superchart(self):
+        lines = server.execute(
+            "import datetime, matplotlib.pyplot as plt\n"
+            "days = [datetime.date(2023, 9, 1) + datetime.timedelta(days=i) for i in range(3)]\n"
+            "plt.figure(); plt.plot(days, [1.0, 2.0, 3.0], label='s'); plt.ylabel('Power [W]')\n"
+            "fig, axs = plt.subplots(1, 2); axs[0].plot([1, 2]); axs[1].bar(['a'], [1])\n"
+            "fig.suptitle('both')\n")
+        charts = [r["chart"] for r in of_type(lines, "result") if "chart" in r]
+        self.assertEqual(len(charts), 2, lines)
+        self.assertEqual((charts[0]["type"], charts[0]["x_scale"], charts[0]["y_unit"]),
+                         ("line", "datetime", "W"))
+        self.assertEqual(charts[0]["elements"][0]["points"][0], ["2023-09-01", 1.0])
+        self.assertEqual((charts[1]["type"], charts[1]["title"]), ("superchart", "both"))
+        self.assertEqual([c["type"] for c in charts[1]["elements"]], ["line", "bar"])
+
     def test_dataframe_gives_data_and_html(self):
         lines = server.execute("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', None]})")
         main = [r for r in of_type(lines, "result") if r["is_main_result"]][0]
