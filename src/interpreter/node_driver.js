@@ -1,9 +1,9 @@
 // The JavaScript/TypeScript interpreter of one code-server context.
 //
-// node_engine.py starts one of these per context and talks to it over a
-// socket (its fd number is argv[2]) in JSON lines: a request
-// {id, code, language, env} in, then {id, type: stdout|stderr|result|error}
-// lines and {id, type: "done"} out. State persists because every run is
+// node_engine.py starts one of these per context and talks to it in JSON
+// lines over two sockets (their fd numbers are argv[2] and argv[3]): a
+// request {id, code, language, env} in, then {id, type:
+// stdout|stderr|result|error} lines and {id, type: "done"} out. State persists because every run is
 // a script in this one process's global context (vm.runInThisContext):
 // top-level var/function/let/const declarations outlive the run.
 //
@@ -20,8 +20,16 @@ const vm = require('vm');
 const path = require('path');
 const {createRequire} = require('module');
 
-const channel = new net.Socket({fd: Number(process.argv[2]), readable: true, writable: true});
-const send = (msg) => channel.write(JSON.stringify(msg) + '\n');
+const fs = require('fs');
+
+const requests = new net.Socket({fd: Number(process.argv[2]), readable: true, writable: false});
+// Replies are written synchronously on a socket libuv never wraps (so it
+// stays blocking): an interrupt terminates the user's script from a
+// signal watchdog, and a termination that lands inside a stream's write
+// machinery left later replies queued forever (the run never ended).
+// A plain write(2) has no such state, and keeps every line in order.
+const replyFd = Number(process.argv[3]);
+const send = (msg) => fs.writeSync(replyFd, JSON.stringify(msg) + '\n');
 
 let current = null;  // {id, interrupt: fn} of the run in progress
 
@@ -171,8 +179,8 @@ async function run(req) {
 // come in pieces.
 let pending = '';
 let queue = Promise.resolve();
-channel.setEncoding('utf8');  // a character split between chunks stays whole
-channel.on('data', (chunk) => {
+requests.setEncoding('utf8');  // a character split between chunks stays whole
+requests.on('data', (chunk) => {
   pending += chunk;
   let nl;
   while ((nl = pending.indexOf('\n')) >= 0) {
@@ -181,5 +189,5 @@ channel.on('data', (chunk) => {
     if (line) queue = queue.then(() => run(JSON.parse(line)));
   }
 });
-channel.on('end', () => process.exit(0));
+requests.on('end', () => process.exit(0));
 send({type: 'ready'});

@@ -1,7 +1,8 @@
 """A JavaScript or TypeScript context's engine: one Node.js process we host.
 
 node_driver.js keeps the state (every run is a script in its one global
-context) and speaks JSON lines over a socket pair; this side sends a run
+context) and speaks JSON lines over two socket pairs (requests in,
+replies out); this side sends a run
 and forwards what comes back until the run's "done". The driver's own
 fds 1 and 2 are pipes too: child processes the user's code starts write
 there, and that output goes to the run in progress.
@@ -36,6 +37,7 @@ class NodeEngine(Engine):
         self._cwd = cwd
         self._proc = None
         self._writer = None
+        self._reply_writer = None
         self._tasks = []
         self._next_id = 0
         self._run = None  # {"id", "emit", "done"} of the run in progress
@@ -46,15 +48,20 @@ class NodeEngine(Engine):
         node = node_binary()
         if node is None:
             raise EngineDied("Node.js is not installed")
-        ours, theirs = socket.socketpair()
+        req_ours, req_theirs = socket.socketpair()
+        rep_ours, rep_theirs = socket.socketpair()
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                node, _DRIVER, str(theirs.fileno()), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=self._cwd,
-                pass_fds=(theirs.fileno(),), start_new_session=True)
+                node, _DRIVER, str(req_theirs.fileno()), str(rep_theirs.fileno()),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=self._cwd,
+                pass_fds=(req_theirs.fileno(), rep_theirs.fileno()), start_new_session=True)
         finally:
-            theirs.close()
-        reader, self._writer = await asyncio.open_unix_connection(sock=ours, limit=_LINE_LIMIT)
+            req_theirs.close()
+            rep_theirs.close()
+        _, self._writer = await asyncio.open_unix_connection(sock=req_ours)
+        reader, self._reply_writer = await asyncio.open_unix_connection(sock=rep_ours,
+                                                                        limit=_LINE_LIMIT)
         first = await asyncio.wait_for(reader.readline(), 30)
         if not first:
             self._dead = True
@@ -141,6 +148,7 @@ class NodeEngine(Engine):
             await self._proc.wait()
         for t in self._tasks:
             t.cancel()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        for w in (self._writer, self._reply_writer):
+            if w is not None:
+                w.close()
+        self._writer = self._reply_writer = None
