@@ -20,7 +20,7 @@ from tornado.iostream import StreamClosedError
 import output_lines
 from contexts import Context, Ticket
 
-_REINTERRUPT_S = 2.0
+_REINTERRUPT_S = 1.0
 _END = object()
 _GONE = object()
 
@@ -92,14 +92,15 @@ class ExecuteStream:
         if not ticket.started:
             task.cancel()
             return
-        # Interrupt again while the run goes on: the first SIGINT may land
-        # before the code started, or be caught by it.
-        for _ in range(10):
+        # Interrupt again until the run ends: the first SIGINT may land
+        # before the code started, inside the kernel's own output machinery
+        # (ipykernel then swallows it: "KeyboardInterrupt caught in kernel"),
+        # or be caught by the code. Nobody waits for this run any more.
+        while not task.done():
             await ctx.interrupt(ticket)
             try:
                 await asyncio.wait_for(asyncio.shield(task), _REINTERRUPT_S)
-                return
             except asyncio.TimeoutError:
                 continue
-            except Exception:
+            except BaseException:
                 return

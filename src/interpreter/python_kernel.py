@@ -52,6 +52,7 @@ class PythonKernel(Engine):
         self._routes: Dict[str, asyncio.Queue] = {}
         self._closed = False
         self._ipc_dir = None
+        self._interrupted = False  # an interrupt was sent during the current request
 
     async def start(self) -> None:
         env = dict(os.environ)
@@ -110,6 +111,8 @@ class PythonKernel(Engine):
                                   allow_stdin=False, stop_on_error=False)
         q = asyncio.Queue()
         self._routes[msg_id] = q
+        self._interrupted = False
+        probe = None
         idle = replied = False
         try:
             while not (idle and replied):
@@ -119,10 +122,25 @@ class PythonKernel(Engine):
                     if self._closed or not await self._km.is_alive():
                         self._closed = True
                         raise EngineDied(await self._exit_reason())
+                    if self._interrupted and probe is None and not replied:
+                        probe = self._kc.kernel_info()
+                        self._routes[probe] = q
                     continue
                 if channel is None:  # shutdown() woke us
                     raise EngineDied("the Python kernel was stopped")
                 kind, content = msg["header"]["msg_type"], msg["content"]
+                if channel == "shell" and kind == "kernel_info_reply":
+                    # The kernel answers a shell request only once the one
+                    # before it is done: no execute_reply before this one
+                    # means an interrupt that hit ipykernel's own code ended
+                    # the run without a reply ("KeyboardInterrupt caught in
+                    # kernel"). Without this the run would wait forever.
+                    if not replied:
+                        if emit:
+                            emit(output_lines.error("KeyboardInterrupt",
+                                                    "the run was interrupted", ""))
+                        break
+                    continue
                 if channel == "shell":
                     replied = kind == "execute_reply"
                     if replied and content.get("status") == "aborted" and emit:
@@ -134,6 +152,8 @@ class PythonKernel(Engine):
                     self._translate(kind, content, emit)
         finally:
             del self._routes[msg_id]
+            if probe is not None:
+                self._routes.pop(probe, None)
 
     @staticmethod
     def _translate(kind: str, content: dict, emit: Emit) -> None:
@@ -162,6 +182,7 @@ class PythonKernel(Engine):
 
     async def interrupt(self) -> None:
         if self.alive():
+            self._interrupted = True
             await self._km.interrupt_kernel()
 
     async def shutdown(self) -> None:
