@@ -26,8 +26,10 @@ T=$(mktemp -d /tmp/hutch-e2b-ci-XXXXXX)
 STATE=${HUTCH_CI_STATE_DIR:-$T/state}
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 rm -f "$STATE/hutchd.addr"
+# HUTCHD_EXTRA_ARGS: whitespace-separated flags (e.g. --net-allow-private CIDR).
+read -r -a EXTRA <<<"${HUTCHD_EXTRA_ARGS:-}"
 HUTCH_API_KEY="hk_$HEX" "$HUTCHD_BIN" --listen 127.0.0.1:0 --state-dir "$STATE" \
-  ${HUTCHD_EXTRA_ARGS:-} >>"$T/log" 2>&1 &
+  "${EXTRA[@]}" >>"$T/log" 2>&1 &
 SERVER=$!
 cleanup() {
   kill "$SERVER" 2>/dev/null || true
