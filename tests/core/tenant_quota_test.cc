@@ -1,0 +1,73 @@
+// Tenant quotas in core (issue 32 #12): live sandboxes are counted with the
+// ones still starting, so concurrent creates of one tenant cannot all pass;
+// a fork's children count; snapshots count the owner's kept ones. Admin
+// creates (no scope, not tenant) are exempt, and owners are counted apart.
+#include <gtest/gtest.h>
+
+#include "tests/core/core_fixture.h"
+
+namespace hutch::testing {
+namespace {
+
+class TenantQuotaTest : public CoreTest {
+ protected:
+  void SetUp() override {
+    opts.quotas.max_sandboxes = 2;
+    opts.quotas.max_snapshots = 1;
+    CoreTest::SetUp();
+  }
+  static CreateOptions Tenant(const std::string& owner) {
+    CreateOptions o;
+    o.owner_key = owner;
+    o.scope = owner;
+    return o;
+  }
+};
+
+TEST_F(TenantQuotaTest, StartingSandboxesCount) {
+  driver->hold_creates = true;
+  std::optional<Result<SandboxRecord>> a, b;
+  Spawn(mgr->Create(Tenant("t:a")), &a);
+  Spawn(mgr->Create(Tenant("t:a")), &b);
+  Poll();
+  EXPECT_EQ(driver->starting, 2);
+  // Both still starting: the third is over the quota of 2.
+  auto third = Create(Tenant("t:a"));
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code, Code::kQuotaExceeded);
+  EXPECT_NE(third.error().message.find("--tenant-max-sandboxes"), std::string::npos)
+      << third.error().message;
+  driver->hold_creates = false;
+  while (!a || !b) Poll();
+  ASSERT_TRUE(a->ok());
+  ASSERT_TRUE(b->ok());
+  // Another tenant, and an admin create under the same owner id, pass.
+  EXPECT_TRUE(Create(Tenant("t:b")).ok());
+  CreateOptions admin;
+  admin.owner_key = "t:a";
+  EXPECT_TRUE(Create(admin).ok());
+  // A fork's children count, as a tenant's.
+  auto fork = Run(mgr->Fork((*a)->id, 1, "t:a", true));
+  ASSERT_FALSE(fork.ok());
+  EXPECT_EQ(fork.error().code, Code::kQuotaExceeded);
+  // Deleting one frees room.
+  ASSERT_TRUE(Run(mgr->Delete((*a)->id)).ok());
+  EXPECT_TRUE(Create(Tenant("t:a")).ok());
+}
+
+TEST_F(TenantQuotaTest, SnapshotsCountPerOwner) {
+  auto sb = MustCreate(Tenant("t:a"));
+  auto first = Run(mgr->Snapshot(sb.id, true));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto second = Run(mgr->Snapshot(sb.id, true));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, Code::kQuotaExceeded);
+  // The admin is exempt.
+  EXPECT_TRUE(Run(mgr->Snapshot(sb.id, false)).ok());
+  ASSERT_TRUE(mgr->DeleteSnapshot(first->id).ok());
+  // Still one of the owner's kept (the admin's, taken of its sandbox).
+  EXPECT_FALSE(Run(mgr->Snapshot(sb.id, true)).ok());
+}
+
+}  // namespace
+}  // namespace hutch::testing
