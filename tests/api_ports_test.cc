@@ -44,10 +44,10 @@ std::string Sha256Hex(std::string_view data) {
 
 // An HTTP/1.1 server (stdlib only): GET/HEAD/DELETE answer what arrived
 // (method, path, headers) as JSON; GET /bytes/N sends N bytes in 64 KiB
-// writes; POST/PUT echo the body (Content-Length or chunked) with its
-// SHA-256 in X-Body-Sha256.
+// writes; GET /chunked streams three lines as chunks; POST/PUT echo the
+// body (Content-Length or chunked) with its SHA-256 in X-Body-Sha256.
 constexpr const char* kEchoServer = R"PY(
-import hashlib, json, sys
+import hashlib, json, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class H(BaseHTTPRequestHandler):
@@ -64,6 +64,20 @@ class H(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
     def do_GET(self):
+        if self.path == "/chunked":
+            # A streamed chunked body, each chunk in its own write after a
+            # pause (as a streaming server flushes its lines).
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            for part in (b"one\n", b"two\n", b"three\n"):
+                time.sleep(0.2)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
         if self.path.startswith("/bytes/"):
             n = int(self.path[7:])
             self.send_response(200)
@@ -236,6 +250,18 @@ TEST_F(ApiPorts, HttpServerInsideTheSandboxAnswersThroughTheProxy) {
   EXPECT_EQ(bare.status, 200);
   EXPECT_NE(bare.body.find("hello.txt"), std::string::npos);
   EXPECT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+}
+
+// A chunked body streamed in pauses arrives whole: every chunk, then the
+// end. (A read that consumed only a chunk header once ended the relayed
+// body early: E2B's code server's /execute lines were lost.)
+TEST_F(ApiPorts, StreamedChunkedResponseArrivesWhole) {
+  const std::string id = s().CreateSandbox();
+  StartEcho(id, 8090);
+  auto r = s().Client().Request("GET", PortPath(id, 8090, "/chunked"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "one\ntwo\nthree\n");
+  EXPECT_EQ(s().Client().Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
 // Method, raw path remainder and query reach the server; hop-by-hop

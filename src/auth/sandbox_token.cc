@@ -1,9 +1,7 @@
 #include "auth/sandbox_token.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include "auth/credentials.h"
+#include "common/sha256.h"
 
 namespace hutch::auth {
 
@@ -28,20 +26,7 @@ std::string SandboxToken(SandboxTokenKind kind, std::string_view secret, const s
                          const std::string& id) {
   // Without a secret there is no token (never a guessable one).
   if (secret.empty()) return {};
-  const std::string msg = std::string(Label(kind)) + "\n" + owner + "\n" + id;
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &len) == nullptr)
-    return {};
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
-  }
-  return out;
+  return HmacSha256Hex(secret, std::string(Label(kind)) + "\n" + owner + "\n" + id);
 }
 
 bool SandboxTokenMatches(SandboxTokenKind kind, std::string_view secret, std::string_view presented,

@@ -25,7 +25,7 @@ import tempfile
 from typing import Dict, Optional
 
 import output_lines
-from engine import Emit, Engine, EngineDied
+from engine import Emit, Engine, EngineDied, kill_group, signal_group
 
 _RS = "\x1e"  # ASCII record separator: frames the markers, rare in real output
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -175,22 +175,14 @@ class BashEngine(Engine):
 
     async def interrupt(self) -> None:
         if self.alive():
-            try:
-                os.killpg(self._proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            signal_group(self._proc, signal.SIGINT)
 
     async def shutdown(self) -> None:
         self._dead = True
         run = self._run_state
         if run is not None and not run["done"].done():
             run["done"].set_exception(EngineDied("bash was stopped"))
-        if self._proc is not None and self._proc.returncode is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await self._proc.wait()
+        await kill_group(self._proc)
         for t in self._pumps:
             t.cancel()
         if self._tmp:

@@ -7,6 +7,8 @@ so an engine never sees two at once. All engines live on the server's one
 asyncio loop: no locks inside them.
 """
 
+import os
+import signal
 from typing import Callable, Dict, Optional
 
 # Receives each output line (a dict of output_lines) of the current run.
@@ -45,3 +47,22 @@ class Engine:
 
     def alive(self) -> bool:
         raise NotImplementedError
+
+
+def signal_group(proc, sig: int) -> None:
+    """Sends sig to the process group an engine's interpreter leads.
+
+    The interpreters start in their own session, so a signal reaches what
+    the user's code spawned as well; a group already gone is no error.
+    """
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+async def kill_group(proc) -> None:
+    """SIGKILLs an interpreter's group (if it still runs) and reaps it."""
+    if proc is not None and proc.returncode is None:
+        signal_group(proc, signal.SIGKILL)
+        await proc.wait()

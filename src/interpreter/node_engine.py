@@ -21,7 +21,7 @@ import socket
 from typing import Dict, Optional
 
 import output_lines
-from engine import Emit, Engine, EngineDied
+from engine import Emit, Engine, EngineDied, kill_group, signal_group
 
 _DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_driver.js")
 _LINE_LIMIT = 256 << 20  # one output line of the driver may carry a large result
@@ -130,22 +130,14 @@ class NodeEngine(Engine):
 
     async def interrupt(self) -> None:
         if self.alive():
-            try:
-                os.killpg(self._proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            signal_group(self._proc, signal.SIGINT)
 
     async def shutdown(self) -> None:
         self._dead = True
         run = self._run
         if run is not None and not run["done"].done():
             run["done"].set_exception(EngineDied("the Node.js process was stopped"))
-        if self._proc is not None and self._proc.returncode is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await self._proc.wait()
+        await kill_group(self._proc)
         for t in self._tasks:
             t.cancel()
         for w in (self._writer, self._reply_writer):

@@ -123,7 +123,8 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--listen", o.listen, "ADDR:PORT to serve on (port 0: any free port)");
   app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", o.keys_file,
-                 "File with API keys, one per line (HUTCH_API_KEY overrides)");
+                 "File with API keys, one per line: KEY [tenant=NAME] [role=admin|tenant] "
+                 "(HUTCH_API_KEY, the same entries comma-separated, overrides)");
   app.add_option("--tenant", o.new_key_tenant,
                  "With --new-key: the tenant the key belongs to (a tenant key sees only what its "
                  "tenant created)");

@@ -398,6 +398,9 @@ class Exchange {
         }
         relay_->Touch();
         rq.body().size = req_chunk_.size() - rq.body().size;
+        // Only framing consumed (a chunk header): nothing to send yet (an
+        // empty buffer would end the chunked body upstream).
+        if (rq.body().size == 0 && !rp_.is_done()) continue;
         rq.body().data = req_chunk_.data();
         rq.body().more = !rp_.is_done();
       } else {
@@ -451,6 +454,10 @@ class Exchange {
         if (ec) co_return false;  // the server went away mid-body: the client sees a cut response
         relay_->Touch();
         rs.body().size = res_chunk.size() - rs.body().size;
+        // A read that consumed only framing (a chunk header) gave no body
+        // bytes: an empty buffer with more to come would make the
+        // serializer end a chunked body right here.
+        if (rs.body().size == 0 && !pp_->is_done()) continue;
         rs.body().data = res_chunk.data();
         rs.body().more = !pp_->is_done();
       } else {

@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# Shared by run.sh and run_code_interpreter.sh (sourced, not run): the
+# pinned npm install, a real hutchd on port 0, and its clean exit.
+
+# Installs package-lock.json's pins when node_modules is missing or stale.
+ensure_node_modules() {
+  { command -v node && command -v npm; } >/dev/null || { echo "node and npm are required (scripts/setup)" >&2; exit 1; }
+  if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+    for attempt in 1 2 3; do
+      npm ci --no-audit --no-fund --loglevel=error && break
+      [[ $attempt == 3 ]] && { echo "npm ci failed" >&2; exit 1; }
+      sleep 5
+    done
+  fi
+}
+
+# On an early exit (trap cleanup EXIT): hutchd killed if it was started,
+# the script's temp dir $T removed.
+SERVER=
+cleanup() {
+  [[ -n $SERVER ]] && kill "$SERVER" 2>/dev/null
+  [[ -n $SERVER ]] && wait "$SERVER" 2>/dev/null
+  rm -rf "$T"
+}
+
+# start_hutchd STATE_DIR LOG KEY [FLAGS...]: starts hutchd on port 0 and
+# waits for its address; sets SERVER (pid) and ADDR (host:port).
+start_hutchd() {
+  local state=$1 log=$2 key=$3
+  shift 3
+  rm -f "$state/hutchd.addr"
+  HUTCH_API_KEY=$key "$HUTCHD_BIN" --listen 127.0.0.1:0 --state-dir "$state" "$@" >>"$log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 600); do [[ -s $state/hutchd.addr ]] && break; sleep 0.1; done
+  [[ -s $state/hutchd.addr ]] || { cat "$log" >&2; echo "hutchd did not start" >&2; exit 1; }
+  # shellcheck disable=SC2034  # ADDR is for the sourcing script
+  ADDR=$(cat "$state/hutchd.addr")
+}
+
+# finish_hutchd RC TMPDIR: stops hutchd with SIGTERM (it must exit 0:
+# sanitizer builds report leaks and UB that way), prints the log's tail on
+# any failure, removes TMPDIR and exits.
+finish_hutchd() {
+  local rc=$1 tmp=$2 src=0
+  kill -TERM "$SERVER"
+  wait "$SERVER" || src=$?
+  trap - EXIT
+  if [[ $rc != 0 || $src != 0 ]]; then
+    echo "--- hutchd log (test rc=$rc, server exit $src)" >&2
+    tail -n 200 "$tmp/log" >&2
+    rm -rf "$tmp"
+    exit 1
+  fi
+  rm -rf "$tmp"
+  echo PASS
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the code-interpreter suite (code_interpreter.test.mjs): the npm
+# `@e2b/code-interpreter` SDK against a real hutchd. Builds
+# templates/code-interpreter.toml (and debian, python before it: debootstrap
+# from the host's apt mirror, many minutes) unless the state dir already has
+# it. HUTCH_CI_STATE_DIR keeps the state dir (and so the built templates)
+# between runs; without it a temp dir is used and removed.
+# HUTCHD_EXTRA_ARGS goes to hutchd as more flags, e.g.
+# "--net-allow-private 203.0.113.0/24" where the apt mirror has a non-public
+# address (build sandboxes may not reach those by default).
+set -euo pipefail
+: "${HUTCHD_BIN:?}" "${HUTCH_CLI_BIN:?}" "${HUTCH_SOURCE_DIR:?}"
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+cd "$HERE"
+# shellcheck disable=SC1091  # lib.sh is checked on its own (scripts/lint)
+. "$HERE/lib.sh"
+ensure_node_modules
+
+T=$(mktemp -d /tmp/hutch-e2b-ci-XXXXXX)
+STATE=${HUTCH_CI_STATE_DIR:-$T/state}
+HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# HUTCHD_EXTRA_ARGS: whitespace-separated flags (e.g. --net-allow-private CIDR).
+read -r -a EXTRA <<<"${HUTCHD_EXTRA_ARGS:-}"
+trap cleanup EXIT
+start_hutchd "$STATE" "$T/log" "hk_$HEX" "${EXTRA[@]}"
+
+export HUTCH_URL="http://$ADDR" HUTCH_API_KEY="hk_$HEX"
+if ! "$HUTCH_CLI_BIN" template ls 2>/dev/null | grep -q '^code-interpreter\b'; then
+  "$HUTCH_CLI_BIN" template build "$HUTCH_SOURCE_DIR/templates/code-interpreter.toml"
+fi
+
+export E2B_API_URL="http://$ADDR/e2b" E2B_SANDBOX_URL="http://$ADDR/e2b" E2B_API_KEY="e2b_$HEX"
+rc=0
+node --test --test-concurrency=1 --test-reporter=spec "$HERE/code_interpreter.test.mjs" || rc=$?
+
+finish_hutchd "$rc" "$T"
