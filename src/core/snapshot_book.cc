@@ -101,11 +101,21 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Snapshot(const std::string
   if (!tenant) co_return co_await Take(*sb, false);
   const std::string owner = sb->rec.owner_key;
   if (auto st = CheckQuota(owner); !st.ok()) co_return st.error();
-  // Held across the copy, so concurrent takes of one owner count each other.
-  ++taking_[owner];
-  auto snap = co_await Take(*sb, false);
-  if (--taking_[owner] == 0) taking_.erase(owner);
-  co_return snap;
+  // Reserved before the copy (no suspension since the check) and held
+  // across it, so concurrent takes of one owner count each other; given
+  // back however the take ends.
+  struct Reservation {
+    std::map<std::string, int>& taking;
+    const std::string& owner;
+    explicit Reservation(std::map<std::string, int>& t, const std::string& o)
+        : taking(t), owner(o) {
+      ++taking[owner];
+    }
+    ~Reservation() {
+      if (--taking[owner] == 0) taking.erase(owner);
+    }
+  } held(taking_, owner);
+  co_return co_await Take(*sb, false);
 }
 
 std::vector<SnapshotRecord> SnapshotBook::List() const {

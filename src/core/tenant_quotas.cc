@@ -1,5 +1,6 @@
 #include "core/tenant_quotas.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace hutch {
@@ -25,7 +26,9 @@ Status CheckCountQuota(const char* what, int64_t used, int64_t adding, int64_t l
 
 Status CheckBytesQuota(const char* what, uint64_t used_bytes, uint64_t adding_bytes,
                        int64_t limit_gb, const char* flag) {
-  const uint64_t limit = static_cast<uint64_t>(limit_gb < 0 ? 0 : limit_gb) << 30;
+  // Clamped so the shift cannot overflow: 2^33 GB is no limit in practice.
+  const uint64_t limit = static_cast<uint64_t>(std::clamp<int64_t>(limit_gb, 0, int64_t{1} << 33))
+                         << 30;
   if (adding_bytes == 0 ? used_bytes < limit : used_bytes + adding_bytes <= limit) return {};
   std::string msg = std::string("tenant quota of ") + std::to_string(limit_gb) + " GB of " + what +
                     " exceeded: " + Gb(used_bytes) + " GB in use";

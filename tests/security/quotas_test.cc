@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/test_server.h"
@@ -28,6 +31,8 @@ const std::string kCarol = "carol-key-0123456789";  // snapshots
 const std::string kDave = "dave-key-0123456789";    // volumes
 const std::string kErin = "erin-key-0123456789";    // templates
 const std::string kBob = "bob-key-0123456789";      // the other tenant
+const std::string kGina = "gina-key-0123456789";    // concurrent creates
+const std::string kHal = "hal-key-0123456789";      // a restart
 
 class Quotas : public ::testing::Test {
  protected:
@@ -41,7 +46,9 @@ class Quotas : public ::testing::Test {
                               << kCarol << " tenant=carol\n"
                               << kDave << " tenant=dave\n"
                               << kErin << " tenant=erin\n"
-                              << kBob << " tenant=bob\n";
+                              << kBob << " tenant=bob\n"
+                              << kGina << " tenant=gina\n"
+                              << kHal << " tenant=hal\n";
     server_ = new TestServer(
         {"--keys-file", keys_file_, "--tenant-max-sandboxes", "2", "--tenant-max-snapshots", "1",
          "--tenant-max-volumes", "2", "--tenant-max-volume-gb", "1", "--tenant-max-templates", "1"},
@@ -109,7 +116,8 @@ TEST_F(Quotas, LiveSandboxesInEveryDialect) {
   auto list = alice.Request("GET", "/v1/sandboxes");
   ASSERT_EQ(list.status, 200) << list.body;
   int running = 0;
-  for (const auto& it : list.json()["items"]) running += it.value("status", "") == "running";
+  const json items = list.json()["items"];
+  for (const auto& it : items) running += it.value("status", "") == "running";
   EXPECT_EQ(running, 1) << list.body;
   mine[1] = NewSandbox(kAlice);
   ExpectQuota(alice.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}}),
@@ -141,9 +149,14 @@ TEST_F(Quotas, Snapshots) {
   auto by_bob = As(kBob).Json("POST", "/v1/sandboxes/" + bobs + "/snapshots", json::object());
   EXPECT_EQ(by_bob.status, 201) << by_bob.body;
 
-  // Deleting carol's snapshot frees room.
-  std::string snap = first.json()["id"];
+  // A snapshot of carol's sandbox is carol's, whoever took it: deleting
+  // her first one leaves the admin's counted; deleting that frees room.
+  const std::string snap = first.json().value("id", "");
   EXPECT_EQ(carol.Request("DELETE", "/v1/snapshots/" + snap).status, 204);
+  ExpectQuota(carol.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object()),
+              "--tenant-max-snapshots");
+  const std::string admins = by_admin.json().value("id", "");
+  EXPECT_EQ(carol.Request("DELETE", "/v1/snapshots/" + admins).status, 204);
   auto again = carol.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object());
   EXPECT_EQ(again.status, 201) << again.body;
 
@@ -209,4 +222,66 @@ TEST_F(Quotas, Templates) {
   EXPECT_EQ(two.status / 100, 2) << two.body;
 }
 
+// Creates at once from one tenant: the ones still starting count, so no
+// more than the quota get through, however they interleave.
+TEST_F(Quotas, ConcurrentCreatesCannotOvershoot) {
+  constexpr int kCreates = 6;
+  std::vector<Response> answers(kCreates);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCreates; ++i)
+    threads.emplace_back([i, &answers] {
+      answers[i] = As(kGina).Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}});
+    });
+  for (auto& t : threads) t.join();
+  int created = 0, refused = 0;
+  std::vector<std::string> ids;
+  for (const auto& r : answers) {
+    if (r.status == 201) {
+      ++created;
+      ids.push_back(r.json().value("id", ""));
+    } else {
+      ExpectQuota(r, "--tenant-max-sandboxes");
+      ++refused;
+    }
+  }
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(refused, kCreates - 2);
+  auto list = As(kGina).Request("GET", "/v1/sandboxes");
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(list.json()["items"].size(), 2u) << list.body;
+  for (const auto& id : ids) As(kAdmin).Request("DELETE", "/v1/sandboxes/" + id);
+}
+
+// What a restarted hutchd counts comes from its state store (and the
+// sandboxes it adopts). Last in the file: it restarts the suite's server.
+TEST_F(Quotas, ARestartedServerCountsWhatItHolds) {
+  HttpClient hal = As(kHal);
+  std::string sb = NewSandbox(kHal);
+  for (const char* n : {"hal-a", "hal-b"}) {
+    auto r = hal.Json("POST", "/v1/volumes", {{"name", n}, {"size_mb", 16}});
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  auto snap = hal.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object());
+  ASSERT_EQ(snap.status, 201) << snap.body;
+
+  // A crash: the sandbox outlives hutchd and is adopted by the next one.
+  server_->Kill9();
+  server_->Restart();
+  ASSERT_TRUE(server_->ok()) << server_->Log();
+  HttpClient after = As(kHal);
+  ASSERT_EQ(after.Request("GET", "/v1/sandboxes/" + sb).json().value("status", ""), "running");
+  ExpectQuota(after.Json("POST", "/v1/volumes", {{"name", "hal-c"}, {"size_mb", 16}}),
+              "--tenant-max-volumes");
+  ExpectQuota(after.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object()),
+              "--tenant-max-snapshots");
+  std::string second = NewSandbox(kHal);
+  ExpectQuota(after.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}}),
+              "--tenant-max-sandboxes");
+
+  HttpClient admin = As(kAdmin);
+  admin.Request("DELETE", "/v1/sandboxes/" + second);
+  admin.Request("DELETE", "/v1/sandboxes/" + sb);
+  admin.Request("DELETE", "/v1/snapshots/" + snap.json().value("id", ""));
+  for (const char* n : {"hal-a", "hal-b"}) admin.Request("DELETE", std::string("/v1/volumes/") + n);
+}
 }  // namespace
