@@ -105,6 +105,7 @@ struct Options {
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 8;
   std::vector<std::string> net_allow_private;
+  std::string apt_dir = "/etc/apt";
   int net_max_connections = 4096, net_new_connections = 500;
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest",
               vm_accel = "auto", vm_user, vm_init_path;
@@ -253,6 +254,11 @@ void AddOptions(CLI::App& app, Options& o) {
                  "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the "
                  "host's own networks "
                  "are refused by default; repeatable)");
+  app.add_option("--apt-dir", o.apt_dir,
+                 "Where the host's apt sources are: debian:<suite> templates take their mirror "
+                 "there, and template build sandboxes may reach those hosts even on non-public "
+                 "addresses")
+      ->capture_default_str();
   app.add_option("--net-max-connections", o.net_max_connections,
                  "Connections one sandbox may have tracked at once (the host's conntrack table is "
                  "shared; 0: no limit)")
@@ -544,7 +550,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   o.vopts.uid_base = o.uid_base;
   VolumeManager volumes(o.vopts, db);
   mgr.SetVolumes(&volumes);
-  TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), templates->get());
+  TemplateBuildOptions topts;
+  topts.apt_dir = o.apt_dir;
+  TemplateBuilder template_builder(topts, driver->get(), templates->get());
   template_builder.SetNetwork(network->manager.get(), network->why);
   mgr.SetTemplateBuilder(&template_builder);
   api::HutchApi api(o.acfg, &mgr);
