@@ -130,6 +130,7 @@ TEST_F(Quotas, LiveSandboxesInEveryDialect) {
 }
 
 TEST_F(Quotas, Snapshots) {
+  if (hutch::testing::OnVm()) GTEST_SKIP() << "the vm driver takes no file snapshots yet (501)";
   HttpClient carol = As(kCarol);
   std::string sb = NewSandbox(kCarol);
   auto first = carol.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object());
@@ -261,8 +262,13 @@ TEST_F(Quotas, ARestartedServerCountsWhatItHolds) {
     auto r = hal.Json("POST", "/v1/volumes", {{"name", n}, {"size_mb", 16}});
     ASSERT_EQ(r.status, 201) << r.body;
   }
-  auto snap = hal.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object());
-  ASSERT_EQ(snap.status, 201) << snap.body;
+  // The vm driver takes no file snapshots yet (501).
+  const bool snapshots = !hutch::testing::OnVm();
+  Response snap;
+  if (snapshots) {
+    snap = hal.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object());
+    ASSERT_EQ(snap.status, 201) << snap.body;
+  }
 
   // A crash: the sandbox outlives hutchd and is adopted by the next one.
   server_->Kill9();
@@ -272,8 +278,9 @@ TEST_F(Quotas, ARestartedServerCountsWhatItHolds) {
   ASSERT_EQ(after.Request("GET", "/v1/sandboxes/" + sb).json().value("status", ""), "running");
   ExpectQuota(after.Json("POST", "/v1/volumes", {{"name", "hal-c"}, {"size_mb", 16}}),
               "--tenant-max-volumes");
-  ExpectQuota(after.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object()),
-              "--tenant-max-snapshots");
+  if (snapshots)
+    ExpectQuota(after.Json("POST", "/v1/sandboxes/" + sb + "/snapshots", json::object()),
+                "--tenant-max-snapshots");
   std::string second = NewSandbox(kHal);
   ExpectQuota(after.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}}),
               "--tenant-max-sandboxes");
@@ -281,7 +288,7 @@ TEST_F(Quotas, ARestartedServerCountsWhatItHolds) {
   HttpClient admin = As(kAdmin);
   admin.Request("DELETE", "/v1/sandboxes/" + second);
   admin.Request("DELETE", "/v1/sandboxes/" + sb);
-  admin.Request("DELETE", "/v1/snapshots/" + snap.json().value("id", ""));
+  if (snapshots) admin.Request("DELETE", "/v1/snapshots/" + snap.json().value("id", ""));
   for (const char* n : {"hal-a", "hal-b"}) admin.Request("DELETE", std::string("/v1/volumes/") + n);
 }
 }  // namespace
