@@ -138,8 +138,26 @@ Error TemplateBuilder::Fail(Error e, TemplateBuildFailure f) {
   return e;
 }
 
+Status TemplateBuilder::CheckQuota(const TemplateSpec& spec, const TenantQuotas& quota) const {
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const auto& t : reg_->List()) {
+    if (t.owner != spec.owner || t.name == spec.name) continue;
+    ++count;
+    bytes += t.size_bytes;
+  }
+  for (const auto& [name, owner] : active_)
+    if (owner == spec.owner && name != spec.name) ++count;
+  if (auto st =
+          CheckCountQuota("templates", count, 1, quota.max_templates, "--tenant-max-templates");
+      !st.ok())
+    return st;
+  return CheckBytesQuota("templates", bytes, 0, quota.max_template_gb, "--tenant-max-template-gb");
+}
+
 asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec,
-                                                               TemplateBuildSink sink) {
+                                                               TemplateBuildSink sink,
+                                                               const TenantQuotas* quota) {
   const auto t0 = std::chrono::steady_clock::now();
   failure_ = TemplateBuildFailure{};
   Result<TemplateRecord> r = MakeError(Code::kInternal, "template build did not run");
@@ -154,8 +172,10 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
     cached = true;
   } else if (active_.count(spec.name)) {
     r = MakeError(Code::kConflict, "template '" + spec.name + "' is being built already");
+  } else if (auto st = quota ? CheckQuota(spec, *quota) : Status(); !st.ok()) {
+    r = st.error();
   } else {
-    active_.insert(spec.name);
+    active_[spec.name] = spec.owner;
     r = co_await Run(spec, sink, &cached);
     active_.erase(spec.name);
   }

@@ -165,6 +165,33 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--template-builder", o.builder, "Script that builds the base template");
   app.add_option("--uid-base", o.uid_base, "First host uid of the range sandboxes map to");
   app.add_option("--max-sandboxes", o.mopts.max_sandboxes, "Sandboxes this host runs at once");
+  // Per owner id of a tenant key (admin keys are exempt); past one, quota_exceeded (403).
+  TenantQuotas& q = o.mopts.quotas;
+  app.add_option("--tenant-max-sandboxes", q.max_sandboxes,
+                 "Live sandboxes (starting, running, paused) one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-snapshots", q.max_snapshots, "Snapshots one tenant may keep")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-snapshot-gb", q.max_snapshot_gb,
+                 "GB of snapshots one tenant may keep (the next is refused at or over)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-volumes", q.max_volumes, "Volumes one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-volume-gb", q.max_volume_gb,
+                 "GB of volumes (sum of size_mb) one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-templates", q.max_templates, "Templates one tenant may build")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-template-gb", q.max_template_gb,
+                 "GB of templates one tenant may keep (a build is refused at or over)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-memory-committed-mb", o.mopts.max_memory_committed_mb,
                  "Sum of sandbox memory limits the host accepts (default 2x RAM; 0 = no cap)");
   app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
