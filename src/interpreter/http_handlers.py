@@ -109,6 +109,10 @@ class Execute(_Base):
             except EngineDied as e:
                 return self.text(500, f"the default {lang} context did not start: {e}")
         self.set_header("Content-Type", "application/x-ndjson")
+        # Which context runs it (a default one has an id too): hutchd's
+        # OpenSandbox dialect names it in its `init` event, so the client
+        # can interrupt it. E2B's clients ignore the header.
+        self.set_header("X-Hutch-Context-Id", ctx.id)
         self._stream = ExecuteStream(self, self.s.keepalive_s, self.s.stall_s)
         if self.request.connection.stream.closed():
             return

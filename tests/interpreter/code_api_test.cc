@@ -7,10 +7,11 @@
 // the host's mirror: minutes the first time).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/test_server.h"
@@ -66,16 +67,10 @@ Run RunCode(const TestServer& s, const std::string& id, const json& body, size_t
   return r;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool HasTemplate(const TestServer& s, const std::string& name) {
   auto r = s.Client().Request("GET", "/v1/templates");
-  for (const auto& t : r.json()["items"])
+  const json j = r.json();
+  for (const auto& t : j["items"])
     if (t.value("name", "") == name) return true;
   return false;
 }
@@ -100,21 +95,25 @@ class CodeApi : public ::testing::Test {
 
 }  // namespace
 
-// The fixture of the group: debian → python → code-interpreter, each built
-// from the project's spec unless the shared state dir has it already.
+// The fixture of the group: code-interpreter (and debian, python under it)
+// built by the CLI from the project's specs (the CLI reads their `src`
+// files); an unchanged spec is a cache hit, a changed server rebuilds.
 TEST(CodeTemplate, Build) {
   TestServer s;
   ASSERT_TRUE(s.ok());
   const char* src = getenv("HUTCH_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "HUTCH_SOURCE_DIR must be set (run through ctest)";
-  for (const char* name : {"debian", "python", "code-interpreter"}) {
-    if (HasTemplate(s, name)) continue;
-    const std::string spec = Slurp(std::string(src) + "/templates/" + name + ".toml");
-    ASSERT_FALSE(spec.empty()) << name;
-    auto b =
-        s.Client().Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
-    ASSERT_EQ(b.status, 201) << name << ": " << b.body.substr(0, 4000);
-  }
+  const char* cli = getenv("HUTCH_CLI_BIN");
+  ASSERT_TRUE(src && cli) << "HUTCH_SOURCE_DIR and HUTCH_CLI_BIN must be set (run through ctest)";
+  const std::string cmd = "HUTCH_URL=http://127.0.0.1:" + std::to_string(s.port()) +
+                          " HUTCH_API_KEY=" + s.key() + " " + cli + " template build " + src +
+                          "/templates/code-interpreter.toml 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, f)) out.append(buf, k);
+  const int rc = pclose(f);
+  ASSERT_EQ(rc, 0) << (out.size() > 6000 ? out.substr(out.size() - 6000) : out);
   EXPECT_TRUE(HasTemplate(s, "code-interpreter"));
 }
 
@@ -194,7 +193,8 @@ TEST_F(CodeApi, ContextsHaveTheirOwnStateCwdAndLanguageAndRestartClearsIt) {
   auto list = c.Request("GET", base);
   ASSERT_EQ(list.status, 200);
   bool listed = false;
-  for (const auto& i : list.json()["items"]) listed |= i.value("id", "") == ctx;
+  const json items = list.json()["items"];
+  for (const auto& i : items) listed |= i.value("id", "") == ctx;
   EXPECT_TRUE(listed) << list.body;
 
   EXPECT_EQ(RunCode(s_, id_, {{"code", "V=7; pwd"}, {"context_id", ctx}}).Out(), "/tmp\n");
@@ -256,6 +256,109 @@ TEST_F(CodeApi, KernelCodeIsConfinedLikeAnyExec) {
                      "if p.isdigit()]\n"
                      "print('hutchd' in names, os.getuid(), os.path.exists('/work'))"}});
   EXPECT_EQ(r.Out(), "False 1000 False\n") << r.Out("stderr");
+}
+
+// OpenSandbox's execd /code API through hutch's server proxy, as
+// `opensandbox-code-interpreter` speaks it: bare JSON events, each followed
+// by a blank line.
+namespace {
+
+std::vector<json> ExecdEvents(const std::string& body) {
+  std::vector<json> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) end = body.size();
+    const std::string block = body.substr(at, end - at);
+    if (block.find_first_not_of(" \n") != std::string::npos)
+      out.push_back(json::parse(block, nullptr, false));
+    at = end + 2;
+  }
+  return out;
+}
+
+std::vector<json> OfType(const std::vector<json>& evs, const std::string& type) {
+  std::vector<json> out;
+  for (const auto& e : evs)
+    if (e.value("type", "") == type) out.push_back(e);
+  return out;
+}
+
+}  // namespace
+
+TEST_F(CodeApi, OpenSandboxExecdCodeRunsInContextsAndInterrupts) {
+  auto c = s_.Client();
+  const std::string base = "/opensandbox/sandboxes/" + id_ + "/proxy/44772";
+  const std::map<std::string, std::string> h = {{"OPEN-SANDBOX-API-KEY", s_.key()},
+                                                {"Content-Type", "application/json"}};
+  auto made = c.Request("POST", base + "/code/context", R"({"language":"python"})", h);
+  ASSERT_EQ(made.status, 200) << made.body;
+  const std::string cid = made.json()["id"];
+  EXPECT_EQ(made.json()["language"], "python");
+
+  auto run = [&](const json& body) {
+    auto r = c.Request("POST", base + "/code", body.dump(), h);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return ExecdEvents(r.body);
+  };
+  const json ctx = {{"id", cid}, {"language", "python"}};
+  auto a = run({{"context", ctx}, {"code", "a = 6\nprint('x')\na * 7"}});
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a.front().value("type", ""), "init");
+  EXPECT_EQ(a.front().value("text", ""), cid);
+  ASSERT_EQ(OfType(a, "stdout").size(), 1u);
+  EXPECT_EQ(OfType(a, "stdout")[0].value("text", ""), "x\n");
+  ASSERT_EQ(OfType(a, "result").size(), 1u);
+  EXPECT_EQ(OfType(a, "result")[0]["results"].value("text", ""), "42");
+  EXPECT_EQ(OfType(a, "execution_count").size(), 1u);
+  EXPECT_EQ(a.back().value("type", ""), "execution_complete");
+  EXPECT_TRUE(a.back().contains("execution_time"));
+
+  auto e = run({{"context", ctx}, {"code", "1/0"}});
+  ASSERT_EQ(OfType(e, "error").size(), 1u);
+  const json err = OfType(e, "error")[0]["error"];
+  EXPECT_EQ(err.value("ename", ""), "ZeroDivisionError");
+  ASSERT_TRUE(err["traceback"].is_array());
+  EXPECT_GT(err["traceback"].size(), 1u);
+
+  // No context: the language's default context, named in `init`.
+  auto d = run({{"code", "print(1)"}});
+  ASSERT_FALSE(d.empty());
+  EXPECT_FALSE(d.front().value("text", "").empty());
+  EXPECT_NE(d.front().value("text", ""), cid);
+
+  // DELETE /code?id= interrupts a running execution; the context keeps `a`.
+  std::vector<json> slow;
+  std::thread t([&] {
+    auto c2 = s_.Client();
+    auto r = c2.Request("POST", base + "/code",
+                        json{{"context", ctx}, {"code", "import time\ntime.sleep(120)"}}.dump(), h);
+    slow = ExecdEvents(r.body);
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto intr = c.Request("DELETE", base + "/code?id=" + cid, "", h);
+  EXPECT_EQ(intr.status, 200) << intr.body;
+  t.join();
+  ASSERT_EQ(OfType(slow, "error").size(), 1u) << slow.size();
+  EXPECT_EQ(OfType(slow, "error")[0]["error"].value("ename", ""), "KeyboardInterrupt");
+  auto kept = run({{"context", ctx}, {"code", "a"}});
+  ASSERT_EQ(OfType(kept, "result").size(), 1u);
+  EXPECT_EQ(OfType(kept, "result")[0]["results"].value("text", ""), "6");
+
+  auto list = c.Request("GET", base + "/code/contexts?language=python", "", h);
+  ASSERT_EQ(list.status, 200) << list.body;
+  bool listed = false;
+  const json items = list.json();
+  for (const auto& i : items) listed |= i.value("id", "") == cid;
+  EXPECT_TRUE(listed) << list.body;
+  EXPECT_EQ(c.Request("GET", base + "/code/contexts/" + cid, "", h).status, 200);
+  EXPECT_EQ(c.Request("DELETE", base + "/code/contexts/" + cid, "", h).status, 200);
+  EXPECT_EQ(c.Request("GET", base + "/code/contexts/" + cid, "", h).status, 404);
+  // Every context of one language at once.
+  ASSERT_EQ(c.Request("POST", base + "/code/context", R"({"language":"bash"})", h).status, 200);
+  EXPECT_EQ(c.Request("DELETE", base + "/code/contexts?language=bash", "", h).status, 200);
+  auto bash = c.Request("GET", base + "/code/contexts?language=bash", "", h);
+  EXPECT_EQ(bash.json().size(), 0u) << bash.body;
 }
 
 TEST(CodeApiErrors, BadBodiesAndASandboxWithoutTheServerAreClearErrors) {

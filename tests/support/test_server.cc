@@ -89,6 +89,10 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
 }
 
 void TestServer::Launch(bool append_log) {
+  // A kept state dir still has the address file of the last server there:
+  // only the one this server writes counts.
+  std::error_code ec;
+  fs::remove(state_dir_ + "/state/hutchd.addr", ec);
   const char* bin = getenv("HUTCHD_BIN");
   const char* tpl = getenv("HUTCH_TEMPLATES_DIR");
   port_ = 0;

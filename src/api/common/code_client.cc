@@ -110,13 +110,16 @@ asio::awaitable<Result<std::optional<nlohmann::json>>> CodeRun::Next() {
     }
     if (ended_ || parser_.is_done()) co_return std::optional<nlohmann::json>();
     if (pending_.size() > CodeClient::kMaxLine)
-      co_return MakeError(Code::kPayloadTooLarge, "a line of the code interpreter's output is over " +
-                                                      std::to_string(CodeClient::kMaxLine >> 20) +
-                                                      " MiB");
+      co_return MakeError(Code::kPayloadTooLarge,
+                          "a line of the code interpreter's output is over " +
+                              std::to_string(CodeClient::kMaxLine >> 20) + " MiB");
     parser_.get().body().data = tmp;
     parser_.get().body().size = sizeof tmp;
     boost::system::error_code ec;
-    co_await http::async_read(s_, buf_, parser_, asio::redirect_error(asio::use_awaitable, ec));
+    // read_some: whatever has come, at once (async_read would wait until
+    // the 64 KiB buffer is full, holding lines back).
+    co_await http::async_read_some(s_, buf_, parser_,
+                                   asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     pending_.append(tmp, sizeof tmp - parser_.get().body().size);
     if (ec == beast::error::timeout)
@@ -161,8 +164,8 @@ asio::awaitable<Result<std::unique_ptr<CodeRun>>> CodeClient::Send(const std::st
   co_await http::async_write(*up, rq, asio::redirect_error(asio::use_awaitable, ec));
   up->expires_never();
   if (ec)
-    co_return MakeError(Code::kUnavailable,
-                        "code interpreter of sandbox " + id + ": write failed (" + ec.message() + ")");
+    co_return MakeError(Code::kUnavailable, "code interpreter of sandbox " + id +
+                                                ": write failed (" + ec.message() + ")");
   auto run = std::make_unique<CodeRun>(std::move(up).value(), std::move(sb).value());
   if (auto st = co_await run->ReadHeader(); !st.ok()) co_return st.error();
   co_return Result<std::unique_ptr<CodeRun>>(std::move(run));

@@ -40,6 +40,8 @@ class CodeRun {
   // From now on Next fails with kAgentTimeout at `deadline` (the
   // connection closes then: the server interrupts).
   void SetDeadline(std::chrono::steady_clock::time_point deadline);
+  // The context that runs it (the server's X-Hutch-Context-Id header).
+  std::string context_id() const { return std::string(parser_.get()["X-Hutch-Context-Id"]); }
   void Cancel();
 
   // Reads the answer's header: an error (the refusal's text) unless 200.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api/common/code_client.h"
 #include "api/common/tenant_scope.h"
 #include "api/opensandbox/image_table.h"
 #include "auth/credentials.h"
@@ -44,7 +45,7 @@ class OpenSandboxApi {
  public:
   // `creds`: the keys and rate limits every dialect shares.
   OpenSandboxApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds)
-      : mgr_(mgr), json_limit_(json_body_limit), creds_(creds) {}
+      : mgr_(mgr), json_limit_(json_body_limit), creds_(creds), code_(mgr) {}
   void SetImages(ImageTable t) { images_ = std::move(t); }
   // Adds the /opensandbox mounts and routes: the lifecycle API under
   // /opensandbox/v1 (OPEN-SANDBOX-API-KEY) and the server proxy.
@@ -93,6 +94,13 @@ class OpenSandboxApi {
   asio::awaitable<void> CommandLogs(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
                                     const std::string& cid);
 
+  // osb_code.cc: POST/DELETE /code, /code/context, /code/contexts[/{id}]
+  // (the path by value: the route hands a temporary)
+  asio::awaitable<void> RunCode(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+  asio::awaitable<void> InterruptCode(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
+  asio::awaitable<void> CodeContexts(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
+                                     std::vector<std::string> s);
+
   // osb_session.cc: /session, /session/{sid}/run, DELETE /session/{sid}
   asio::awaitable<void> CreateSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb);
   asio::awaitable<void> RunInSession(HttpContext& ctx, std::shared_ptr<Sandbox> sb,
@@ -116,6 +124,7 @@ class OpenSandboxApi {
   size_t json_limit_;
   auth::Credentials* creds_;
   ImageTable images_ = ImageTable::Defaults();
+  CodeClient code_;  // the code-interpreter sandboxes' code server
   // "<sandbox>/<session>" of sessions running a command now: one command
   // at a time per bash.
   std::set<std::string> busy_sessions_;

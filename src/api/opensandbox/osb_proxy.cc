@@ -159,14 +159,24 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
       [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, false); });
   add(V::get, "/metrics/watch",
       [this](HttpContext& c, Sb sb, const Rest&) { return Metrics(c, sb, true); });
+  // The code interpreter (osb_code.cc), for sandboxes from the
+  // code-interpreter template.
+  add(V::post, "/code", [this](HttpContext& c, Sb sb, const Rest&) { return RunCode(c, sb); });
+  add(V::delete_, "/code",
+      [this](HttpContext& c, Sb sb, const Rest&) { return InterruptCode(c, sb); });
+  auto contexts = [this](HttpContext& c, Sb sb, const Rest& s) { return CodeContexts(c, sb, s); };
+  add(V::post, "/code/context", contexts);
+  add(V::get, "/code/contexts", contexts);
+  add(V::delete_, "/code/contexts", contexts);
+  add(V::get, "/code/contexts/{ctx}", contexts);
+  add(V::delete_, "/code/contexts/{ctx}", contexts);
   auto unsupported = [](HttpContext& c, Sb, const Rest& s) -> asio::awaitable<void> {
-    const Error e = MakeError(Code::kNotSupported,
-                              "execd's /" + s[0] +
-                                  " API (code interpreter, isolated sessions) is not supported by "
-                                  "hutch (docs/compat-opensandbox.md)");
+    const Error e =
+        MakeError(Code::kNotSupported, "execd's /" + s[0] +
+                                           " API (isolated sessions) is not supported by "
+                                           "hutch (docs/compat-opensandbox.md)");
     co_await SendError(c, e);
   };
-  add(kAnyMethod, "/code/{rest*}", unsupported, true);
   add(kAnyMethod, "/v1/{rest*}", unsupported, true);
 }
 

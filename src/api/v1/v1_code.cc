@@ -31,8 +31,7 @@ bool ValidContextId(const std::string& s) {
 Result<std::pair<json, int64_t>> ParseCodeBody(const json& b) {
   if (!b.is_object()) return MakeError(Code::kInvalidRequest, "the body must be a JSON object");
   for (const auto& [k, v] : b.items())
-    if (k != "code" && k != "language" && k != "context_id" && k != "env_vars" &&
-        k != "timeout_ms")
+    if (k != "code" && k != "language" && k != "context_id" && k != "env_vars" && k != "timeout_ms")
       return MakeError(Code::kInvalidRequest, "unknown field '" + k + "'");
   if (!b.contains("code") || !b["code"].is_string())
     return MakeError(Code::kInvalidRequest, "'code' must be a string");
@@ -101,12 +100,12 @@ asio::awaitable<void> V1Api::RunCode(HttpContext& ctx, const std::string& id) {
     if (!line.ok()) {
       if (line.error().code == Code::kUnavailable && !ctx.keep_alive()) break;  // client gone
       const bool timed_out = line.error().code == Code::kAgentTimeout;
-      json err = {{"name", timed_out ? "TimeoutError" : "ExecutionAborted"},
-                  {"value", timed_out ? "the execution ran past timeout_ms (" +
-                                            std::to_string(timeout_ms) +
-                                            " ms) and was interrupted; the context keeps its state"
-                                      : line.error().message},
-                  {"traceback", ""}};
+      json err = {
+          {"name", timed_out ? "TimeoutError" : "ExecutionAborted"},
+          {"value", timed_out ? "the execution ran past timeout_ms (" + std::to_string(timeout_ms) +
+                                    " ms) and was interrupted; the context keeps its state"
+                              : line.error().message},
+          {"traceback", ""}};
       if (timed_out) end["timed_out"] = true;
       st = co_await ctx.WriteChunk(SseJsonEvent("error", err));
       if (st.ok()) st = co_await ctx.WriteChunk(SseJsonEvent("end", end));
@@ -162,8 +161,9 @@ asio::awaitable<void> V1Api::CodeContexts(HttpContext& ctx, const std::string& i
     json req = json::object();
     for (const auto& [k, v] : body->items()) {
       if ((k != "language" && k != "cwd") || !v.is_string()) {
-        const Error bad = MakeError(Code::kInvalidRequest,
-                                    "a context takes 'language' and 'cwd' (strings); got '" + k + "'");
+        const Error bad =
+            MakeError(Code::kInvalidRequest,
+                      "a context takes 'language' and 'cwd' (strings); got '" + k + "'");
         co_return co_await ctx.SendError(bad);
       }
       req[k] = v;
@@ -172,8 +172,7 @@ asio::awaitable<void> V1Api::CodeContexts(HttpContext& ctx, const std::string& i
     if (!r.ok()) co_return co_await ctx.SendError(r.error());
     co_return co_await ctx.SendJson(201, *r);
   }
-  const std::string target =
-      "/contexts/" + context_id + (action.empty() ? "" : "/" + action);
+  const std::string target = "/contexts/" + context_id + (action.empty() ? "" : "/" + action);
   auto r = co_await code_.Call(id, action.empty() ? V::delete_ : V::post, target);
   if (!r.ok()) co_return co_await ctx.SendError(r.error());
   co_await ctx.SendEmpty(204);

@@ -131,8 +131,7 @@ void V1Api::Register(Router& r) {
   auto contexts = [this](HttpContext& c, const RouteMatch& m) {
     const bool one = m.params.count("ctx") > 0;
     const std::string& last = m.seg.back();
-    return CodeContexts(c, m["id"], one ? m["ctx"] : "",
-                        one && last != m["ctx"] ? last : "");
+    return CodeContexts(c, m["id"], one ? m["ctx"] : "", one && last != m["ctx"] ? last : "");
   };
   add(V::get, "/v1/sandboxes/{id}/code/contexts", contexts);
   add(V::post, "/v1/sandboxes/{id}/code/contexts", contexts);
