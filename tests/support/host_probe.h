@@ -33,10 +33,15 @@ std::vector<std::string> CgroupDirsOf(const std::string& id);
 // overlay lists its upper/work dirs, which carry the id).
 std::vector<std::string> MountsOf(const std::string& id);
 
+// Loop devices whose backing file is in the sandbox's directory (a jail
+// sandbox's disk), deleted or not: "/dev/loopN: <backing file>".
+std::vector<std::string> LoopsOf(const std::string& id);
+
 struct Footprint {
   std::vector<HostProc> procs;
   std::vector<std::string> cgroups;
   std::vector<std::string> mounts;
+  std::vector<std::string> loops;
   bool dir = false;
   // A vm sandbox: its dir is <state>/vm/sandboxes/<id>, its one host
   // process is QEMU (as the vm user), and it has no host mounts.
