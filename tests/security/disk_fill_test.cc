@@ -14,11 +14,15 @@
 // OOM victim): the same outcome is asserted.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstring>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 
+#include "tests/support/host_probe.h"
 #include "tests/support/shared_server.h"
 
 using hutch::testing::OnVm;
@@ -162,6 +166,39 @@ TEST_F(DiskFill, TheAgentIsShieldedFromTheOomKillerAndItsCommandsAreNot) {
   EXPECT_GE(command, 0) << r.dump();
   r = Exec("echo " + std::to_string(agent - 1) + " > /proc/self/oom_score_adj || echo refused");
   EXPECT_NE(StdoutOf(r).find("refused"), std::string::npos) << r.dump();
+}
+
+// The disk is the sandbox's: it survives a crash and restart of hutchd
+// with its sandbox (adopted, files intact, the same device), and goes with
+// it — also when the sandbox died while no hutchd was running.
+TEST(SandboxDisk, OutlivesACrashOfTheServerWithItsSandboxAndGoesWithIt) {
+  using namespace hutch::testing::probe;
+  if (OnVm()) GTEST_SKIP() << "a vm sandbox's disk is QEMU's (vm_lifecycle_slow_test)";
+  hutch::testing::TestServer s;
+  ASSERT_TRUE(s.ok());
+  const std::string kept = s.CreateSandbox({{"ttl_seconds", 600}});
+  const std::string lost = s.CreateSandbox({{"ttl_seconds", 600}});
+  ASSERT_EQ(StdoutOf(s.Exec(kept, "echo data > /kept.txt && cat /kept.txt")), "data\n");
+  const Footprint kept_fp = FootprintOf(s, kept), lost_fp = FootprintOf(s, lost);
+  ExpectLiveFootprint(kept_fp, kept, 1);
+  ExpectLiveFootprint(lost_fp, lost, 1);
+  EXPECT_EQ(LoopIdsOf(s), (std::set<std::string>{kept, lost}));
+
+  s.Kill9();
+  // `lost` dies while no server runs: its disk must not outlive it.
+  for (const auto& p : lost_fp.procs) kill(p.pid, SIGKILL);
+  s.Restart();
+  ASSERT_TRUE(s.ok()) << s.Log();
+
+  EXPECT_EQ(StdoutOf(s.Exec(kept, "cat /kept.txt")), "data\n");
+  EXPECT_EQ(LoopsOf(kept), kept_fp.loops) << "the disk was not the one it had";
+  EXPECT_EQ(s.Client().Request("GET", "/v1/sandboxes/" + lost).json().value("status", ""),
+            "failed");
+  ExpectNothingLeft(s, lost, lost_fp);
+  EXPECT_EQ(LoopIdsOf(s), std::set<std::string>{kept});
+  ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + kept).status, 204);
+  ExpectNothingLeft(s, kept, kept_fp);
+  EXPECT_TRUE(LoopIdsOf(s).empty());
 }
 
 }  // namespace

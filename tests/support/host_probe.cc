@@ -108,6 +108,19 @@ std::vector<std::string> LoopsOf(const std::string& id) {
   return out;
 }
 
+std::set<std::string> LoopIdsOf(const TestServer& s) {
+  std::set<std::string> ids;
+  const std::string prefix = fs::weakly_canonical(s.state_dir()).string() + "/state/sandboxes/";
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/sys/block", ec)) {
+    if (e.path().filename().string().rfind("loop", 0) != 0) continue;
+    const std::string backing = ReadFile(e.path().string() + "/loop/backing_file");
+    if (backing.rfind(prefix, 0) != 0) continue;
+    ids.insert(backing.substr(prefix.size(), backing.find('/', prefix.size()) - prefix.size()));
+  }
+  return ids;
+}
+
 std::string SandboxDirOf(const TestServer& s, const std::string& id) {
   const std::string vm = s.state_dir() + "/state/vm/sandboxes/" + id;
   return fs::exists(vm) ? vm : s.state_dir() + "/state/sandboxes/" + id;

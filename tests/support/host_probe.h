@@ -62,6 +62,9 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
 std::string TagOf(const TestServer& s);
 // Sandbox ids that have a cgroup of this server (by tag) on the host.
 std::set<std::string> CgroupIdsOf(const std::string& tag);
+// Sandbox ids whose disk (a loop device backed by a file in a jail
+// sandbox's directory of this server) is attached on the host.
+std::set<std::string> LoopIdsOf(const TestServer& s);
 // Sandbox ids that have a directory in the server's state dir (either
 // driver's).
 std::set<std::string> SandboxDirs(const TestServer& s);
