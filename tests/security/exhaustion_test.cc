@@ -347,8 +347,8 @@ TEST(Exhaustion, DiskFillHitsTheQuota) {
   }
   EXPECT_EQ(StdoutOf(s.Exec(neighbour, "echo ok")), "ok\n");
   EXPECT_EQ(s.Client().Request("GET", "/healthz").status, 200);
-  // The host's disk was never at stake: the quota is a tmpfs of the
-  // sandbox's size. Freeing space makes the sandbox usable again.
+  // The host's disk was never at stake: the sandbox's disk is an image of
+  // its size. Freeing space makes the sandbox usable again.
   r = s.Exec(id, "rm -f /home/user/fill && echo hello > /home/user/after && cat /home/user/after");
   EXPECT_EQ(StdoutOf(r), "hello\n") << r.dump();
 }
