@@ -17,6 +17,7 @@
 #include <signal.h>
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -193,6 +194,12 @@ TEST(SandboxDisk, OutlivesACrashOfTheServerWithItsSandboxAndGoesWithIt) {
   s.Kill9();
   // `lost` dies while no server runs: its disk must not outlive it.
   for (const auto& p : lost_fp.procs) kill(p.pid, SIGKILL);
+  // And a disk whose sandbox is unknown, still attached (what a crash at
+  // the wrong moment could leave, without auto-clear): reconcile detaches it.
+  const std::string stray = s.state_dir() + "/state/sandboxes/sb_stray";
+  hutch::testing::HostSh("mkdir -p " + stray + " && truncate -s 16M " + stray +
+                         "/disk.img && losetup -f " + stray + "/disk.img");
+  ASSERT_EQ(LoopsOf("sb_stray").size(), 1u);
   s.Restart();
   ASSERT_TRUE(s.ok()) << s.Log();
 
@@ -201,6 +208,8 @@ TEST(SandboxDisk, OutlivesACrashOfTheServerWithItsSandboxAndGoesWithIt) {
   EXPECT_EQ(s.Client().Request("GET", "/v1/sandboxes/" + lost).json().value("status", ""),
             "failed");
   ExpectNothingLeft(s, lost, lost_fp);
+  EXPECT_TRUE(LoopsOf("sb_stray").empty());
+  EXPECT_FALSE(std::filesystem::exists(stray));
   EXPECT_EQ(LoopIdsOf(s), std::set<std::string>{kept});
   ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + kept).status, 204);
   ExpectNothingLeft(s, kept, kept_fp);
