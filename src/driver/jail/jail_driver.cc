@@ -191,8 +191,8 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   asio::awaitable<void> Destroy() override {
     if (destroyed_) co_return;
     destroying_ = true;
-    // A frozen task acts on SIGKILL only once thawed.
     ShutDownDisk();
+    // A frozen task acts on SIGKILL only once thawed.
     if (paused_ && cgroup_) (void)cgroup_->Thaw();
     if (agent_) agent_->Close();
     if (pidfd_.valid()) {
