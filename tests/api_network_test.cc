@@ -206,6 +206,59 @@ TEST(Network, PrivateAndCloudFabricAddressesAreRefusedUnlessTheOperatorAllowsThe
     EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet("http://" + a + ":8081/")))).rfind("FAIL", 0), 0u) << a;
 }
 
+// A template build's apt-get goes to the host's apt mirror, which on many
+// networks is an apt cache on a private or reserved address: the build
+// sandbox, and only it, may reach the hosts of the host's apt sources
+// (--apt-dir) although mode `all` refuses non-public addresses (#7). Failed
+// before: the build's request was refused like any sandbox's, so every
+// `packages` step failed on a machine whose mirror is not public.
+TEST(Network, OnlyABuildSandboxReachesTheHostsAptMirrorOnANonPublicAddress) {
+  const fs::path apt = fs::temp_directory_path() / ("hutch-apt-" + std::to_string(getpid()));
+  fs::remove_all(apt);
+  fs::create_directories(apt / "sources.list.d");
+  NetEnv e = MakeNetEnv({"--apt-dir", apt.string()});
+  ASSERT_TRUE(e.server->ok());
+  ASSERT_TRUE(e.world->ready());
+  auto& s = *e.server;
+  // The apt sources name the world's private server (read at each build).
+  std::ofstream(apt / "sources.list")
+      << "deb http://" << e.world->PrivateAddr() << ":8081/debian bookworm main\n";
+  const std::string mirror = "http://" + e.world->PrivateAddr() + ":8081/";
+  auto plain = s.Client().Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  const std::string before = plain.json()["id"];
+  EXPECT_EQ(Trim(Out(s.Exec(before, HttpGet(mirror)))).rfind("FAIL", 0), 0u);
+  // The build reaches the mirror and still not the rest of the non-public
+  // world (each step fails the build if not).
+  auto fetch = [](const std::string& url, bool want) {
+    return "\"python3 -c \\\"import urllib.request\\ntry:\\n b = "
+           "urllib.request.urlopen('" +
+           url +
+           "', timeout=4).read().decode().strip()\\nexcept Exception as x:\\n b = "
+           "repr(x)\\nprint(b)\\nraise SystemExit(0 if (b == 'private-server') == " +
+           (want ? "True" : "False") + " else 9)\\\"\"";
+  };
+  const std::string spec = "name = \"mirrorcheck\"\nfrom = \"base\"\nrun = [\n  " +
+                           fetch(mirror, true) + ",\n  " +
+                           fetch("http://100.100.100.200:8081/", false) + ",\n]\n";
+  auto b =
+      s.Client().Request("POST", "/v1/templates", spec, {{"Content-Type", "application/toml"}});
+  EXPECT_EQ(b.status, 201) << b.body;
+  // Once the build sandbox is gone its exception is too: new sandboxes
+  // (which may take its slot) and the one from before are refused.
+  EXPECT_EQ(Trim(Out(s.Exec(before, HttpGet(mirror)))).rfind("FAIL", 0), 0u);
+  for (int i = 0; i < 3; ++i) {
+    auto cr = s.Client().Json("POST", "/v1/sandboxes", json{{"network", {{"mode", "all"}}}});
+    ASSERT_EQ(cr.status, 201) << cr.body;
+    const std::string id = cr.json()["id"];
+    EXPECT_EQ(Trim(Out(s.Exec(id, HttpGet(mirror)))).rfind("FAIL", 0), 0u) << i;
+  }
+  const std::string tag = probe::TagOf(s);
+  EXPECT_EQ(HostSh("nft list set inet hutch_" + tag + " privslot | grep -c elements || true"),
+            "0\n");
+  fs::remove_all(apt);
+}
+
 // The host's conntrack table is shared by every sandbox and the host
 // itself: a sandbox's DNS queries to its resolver are not tracked at all,
 // and its own connections are capped (--net-max-connections), so a flood

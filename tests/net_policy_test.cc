@@ -92,7 +92,10 @@ TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
   EXPECT_NE(base.find("inet hutch_h123456"), std::string::npos);
   EXPECT_NE(base.find("add element inet hutch_h123456 nonpublic { 10.0.0.0/8, "),
             std::string::npos);
-  EXPECT_NE(base.find("ip daddr @nonpublic ip daddr != @privok reject"), std::string::npos);
+  EXPECT_NE(base.find("ip daddr @nonpublic ip daddr != @privok iifname . ip daddr != @privslot "
+                      "reject"),
+            std::string::npos);
+  EXPECT_NE(base.find("flush set inet hutch_h123456 privslot"), std::string::npos);
   EXPECT_EQ(base.find("add element inet hutch_h123456 privok"), std::string::npos);
   EXPECT_NE(base.find("add @ctcount { ip saddr ct count over 4096 }"), std::string::npos);
   EXPECT_NE(base.find("add @ctrate { ip saddr limit rate over 500/second burst 1000 packets }"),
@@ -112,6 +115,18 @@ TEST(NftRuleset, ScriptsNameTheSlotAndThePool) {
   EXPECT_NE(slot.find("\"h123456v7\" : jump s7"), std::string::npos);
   EXPECT_NE(slot.find("add element inet hutch_h123456 a7 { 10.0.0.0/8 }"), std::string::npos);
   EXPECT_NE(slot.find("flush set inet hutch_h123456 r7"), std::string::npos);
+  EXPECT_EQ(slot.find("privslot"), std::string::npos);
+  // A build sandbox's exceptions: keyed by its interface, taken back alone.
+  p->private_hosts = {0xcb007150, 0xac1f0002};  // 203.0.113.80, 172.31.0.2
+  slot = SlotPolicyScript(n, 7, *p, true);
+  EXPECT_NE(slot.find("add element inet hutch_h123456 privslot { \"h123456v7\" . 203.0.113.80, "
+                      "\"h123456v7\" . 172.31.0.2 }"),
+            std::string::npos)
+      << slot;
+  EXPECT_EQ(PrivateHostsRemoveScript(n, 7, p->private_hosts),
+            "delete element inet hutch_h123456 privslot { \"h123456v7\" . 203.0.113.80, "
+            "\"h123456v7\" . 172.31.0.2 }\n");
+  EXPECT_EQ(PrivateHostsRemoveScript(n, 7, {}), "");
 }
 
 // nft itself validates every script (check mode: nothing is applied).
@@ -130,8 +145,10 @@ TEST(NftRuleset, NftAcceptsTheScripts) {
        R"({"mode":"policy","default":"allow","allow":["10.0.0.0/8","10.1.0.0/16"],"deny":["192.0.2.1"]})"}) {
     auto p = ParseNetworkPolicy(json::parse(body));
     ASSERT_TRUE(p.ok());
+    p->private_hosts = {0xcb007150};
     script += SlotPolicyScript(n, 3, *p, true);
   }
+  script += PrivateHostsRemoveScript(n, 3, {0xcb007150});
   script += ResolvedScript(n, 3, {0x0a000001, 0x0a000002}, 30);
   char path[] = "/tmp/nft-check-XXXXXX";
   int fd = mkstemp(path);

@@ -190,6 +190,25 @@ TEST(DebianMirror, ReadFromDeb822AndOneLineSources) {
   fs::remove_all(dir);
 }
 
+// Where a build sandbox's apt goes: every http(s) source host, once, no
+// port; IPv6 literals are skipped (sandboxes have no IPv6).
+TEST(DebianMirror, SourceHostsAreEveryHttpSourceOnce) {
+  fs::path dir = fs::temp_directory_path() / ("hutch-apt-h-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  WriteFile(dir / "sources.list",
+            "deb http://mirror.example/debian bookworm main\n"
+            "deb http://10.0.0.5:3142/debian bookworm-updates main\n"
+            "deb http://[fd00::1]:3142/debian bookworm main\n"
+            "deb file:/srv/local ./\n");
+  WriteFile(dir / "sources.list.d/debian.sources",
+            "Types: deb\nURIs: http://mirror.example/debian-security https://vendor.example/apt\n"
+            "Suites: bookworm-security\nComponents: main\n");
+  EXPECT_EQ(AptSourceHosts(dir.string()),
+            (std::vector<std::string>{"mirror.example", "10.0.0.5", "vendor.example"}));
+  fs::remove_all(dir);
+  EXPECT_TRUE(AptSourceHosts(dir.string()).empty());
+}
+
 // Issue 32: the mirror is debootstrap's last argument; only an http(s) URL
 // with a host and a path gets there.
 TEST(DebianMirror, GrammarAcceptsHttpUrlsOnly) {

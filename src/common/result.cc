@@ -66,6 +66,8 @@ const char* CodeName(Code c) {
       return "agent_timeout";
     case Code::kForbidden:
       return "forbidden";
+    case Code::kQuotaExceeded:
+      return "quota_exceeded";
   }
   return "internal";
 }
@@ -110,6 +112,7 @@ int CodeHttpStatus(Code c) {
     case Code::kAgentTimeout:
       return 504;
     case Code::kForbidden:
+    case Code::kQuotaExceeded:
       return 403;
     case Code::kRateLimited:
       return 429;

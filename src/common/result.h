@@ -47,6 +47,7 @@ enum class Code {
   kPortUnreachable,  // nothing accepts connections on a sandbox's port (proxy)
   kAgentTimeout,     // the sandbox's agent did not answer in time (stopped, starved)
   kForbidden,        // the key's role may not do this (a tenant key on an admin route)
+  kQuotaExceeded,    // a tenant key is at its quota of sandboxes, snapshots, volumes, ...
 };
 
 const char* CodeName(Code c);

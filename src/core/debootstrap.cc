@@ -135,7 +135,9 @@ bool ValidDebianMirror(const std::string& url) {
   return true;
 }
 
-Result<std::string> FindDebianMirror(const std::string& suite, const std::string& apt_dir) {
+namespace {
+
+std::vector<AptSource> ReadAptSources(const std::string& apt_dir) {
   std::vector<AptSource> all;
   std::error_code ec;
   if (fs::exists(apt_dir + "/sources.list", ec)) ParseList(Slurp(apt_dir + "/sources.list"), &all);
@@ -147,6 +149,26 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
     if (p.extension() == ".list") ParseList(Slurp(p), &all);
     if (p.extension() == ".sources") ParseDeb822(Slurp(p), &all);
   }
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> AptSourceHosts(const std::string& apt_dir) {
+  std::vector<std::string> hosts;
+  for (const auto& s : ReadAptSources(apt_dir)) {
+    if (!ValidDebianMirror(s.uri)) continue;
+    const size_t at = s.uri.find("://") + 3;
+    std::string host = s.uri.substr(at, s.uri.find('/', at) - at);
+    if (!host.empty() && host[0] == '[') continue;  // IPv6: sandboxes have none
+    if (auto colon = host.find(':'); colon != std::string::npos) host.resize(colon);
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return hosts;
+}
+
+Result<std::string> FindDebianMirror(const std::string& suite, const std::string& apt_dir) {
+  const std::vector<AptSource> all = ReadAptSources(apt_dir);
   // Only a URI that passes the mirror grammar reaches debootstrap's
   // command line (file: sources, and anything odd, are skipped).
   auto is_main_archive = [](const AptSource& s) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -33,6 +34,11 @@ bool ValidDebianMirror(const std::string& url);
 // `apt_dir` (normally /etc/apt).
 Result<std::string> FindDebianMirror(const std::string& suite,
                                      const std::string& apt_dir = "/etc/apt");
+
+// The host names (no port) of every http(s) source in the apt source files
+// under `apt_dir`, once each, in file order: where a build sandbox's apt
+// goes (its sources came from the host's mirror).
+std::vector<std::string> AptSourceHosts(const std::string& apt_dir = "/etc/apt");
 
 // Runs debootstrap --variant=minbase SUITE TARGET MIRROR, streaming its
 // output to `on_output`. Returns debootstrap's exit status (0 = done).

@@ -59,6 +59,13 @@ size_t ManagerState::running_count() const {
   return n;
 }
 
+int ManagerState::live_count(const std::string& owner) const {
+  int n = 0;
+  for (const auto& [id, sb] : sandboxes)
+    if (sb->rec.owner_key == owner && IsLive(sb->rec.status)) ++n;
+  return n;
+}
+
 int64_t ManagerState::committed_memory_mb() const {
   int64_t mb = 0;
   for (const auto& [id, sb] : sandboxes)

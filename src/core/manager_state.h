@@ -17,6 +17,7 @@
 #include "core/snapshot.h"
 #include "core/template_builder.h"
 #include "core/templates.h"
+#include "core/tenant_quotas.h"
 #include "core/volume_manager.h"
 #include "driver/driver.h"
 #include "store/state_store.h"
@@ -42,6 +43,8 @@ struct ManagerOptions {
   // Where snapshot layers live (<state>/snapshots); empty: no snapshots.
   std::string snapshots_dir;
   int max_fork = 16;
+  // What a tenant key's owner id may hold (admin keys are exempt).
+  TenantQuotas quotas;
 };
 
 struct ManagerState {
@@ -81,6 +84,8 @@ struct ManagerState {
   asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
   size_t running_count() const;
   int64_t committed_memory_mb() const;
+  // Live sandboxes (starting ones too) created under this owner id.
+  int live_count(const std::string& owner) const;
 };
 
 // Starting, running or paused: it holds (or is about to hold) an instance.

@@ -172,6 +172,14 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
     if (!dir.ok()) co_return dir.error();
     mounts.push_back({*dir, v.path, v.read_only});
   }
+  if (o.tenant || !o.scope.empty()) {
+    // Counted with the starting ones, and the new entry is registered
+    // below before the first co_await: concurrent creates cannot all pass.
+    if (auto st = CheckCountQuota("live sandboxes", s_.live_count(o.owner_key), 1,
+                                  opts.quotas.max_sandboxes, "--tenant-max-sandboxes");
+        !st.ok())
+      co_return st.error();
+  }
   if (static_cast<int>(s_.running_count()) + s_.starting >= opts.max_sandboxes)
     co_return MakeError(
         Code::kCapacityExhausted,

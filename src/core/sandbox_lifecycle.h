@@ -34,6 +34,9 @@ struct CreateOptions {
   // only its own snapshots and volumes, and templates that are public or
   // its own; anything else reads as not found (issue 32 #13).
   std::string scope;
+  // Count against owner_key's tenant quotas (a tenant key; a non-empty
+  // `scope` implies it). A fork's children set it without a scope.
+  bool tenant = false;
   std::string snapshot;  // start from this snapshot instead of a template
   // Read-only layers to run on when `snapshot` is empty (fork: its
   // internal snapshot's stack, which the API cannot name).

@@ -68,8 +68,9 @@ std::vector<std::string> SandboxManager::VolumeUsers(const std::string& name) co
   return life_.VolumeUsers(name);
 }
 
-asio::awaitable<Result<SnapshotRecord>> SandboxManager::Snapshot(const std::string& id) {
-  return snaps_.Snapshot(id);
+asio::awaitable<Result<SnapshotRecord>> SandboxManager::Snapshot(const std::string& id,
+                                                                 bool tenant) {
+  return snaps_.Snapshot(id, tenant);
 }
 std::vector<SnapshotRecord> SandboxManager::ListSnapshots() const { return snaps_.List(); }
 std::set<std::string> SandboxManager::UsedLowerDirs() const { return snaps_.UsedLowerDirs(); }
@@ -79,8 +80,8 @@ Result<SnapshotRecord> SandboxManager::GetSnapshot(const std::string& id) const 
 Status SandboxManager::DeleteSnapshot(const std::string& id) { return snaps_.Delete(id); }
 
 asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(
-    const std::string& id, int count, const std::string& owner_key) {
-  return snaps_.Fork(id, count, owner_key);
+    const std::string& id, int count, const std::string& owner_key, bool tenant) {
+  return snaps_.Fork(id, count, owner_key, tenant);
 }
 
 Status SandboxManager::DeleteTemplate(const std::string& name) {

@@ -117,7 +117,8 @@ class SandboxManager {
   Result<SandboxRecord> PatchMetadata(
       const std::string& id, const std::map<std::string, std::optional<std::string>>& patch);
   // Snapshots (see core/snapshot.h). The sandbox may be running or paused.
-  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
+  // `tenant`: asked by a tenant key, so within the owner's quotas.
+  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id, bool tenant = false);
   std::vector<SnapshotRecord> ListSnapshots() const;
   // Host dirs that sandboxes and kept snapshots stand on (template build
   // dirs among them are not collected while listed here).
@@ -127,7 +128,8 @@ class SandboxManager {
   // `count` new sandboxes from the current files of a running or paused
   // one (copy-on-write layers; processes are not copied).
   asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,
-                                                           const std::string& owner_key);
+                                                           const std::string& owner_key,
+                                                           bool tenant = false);
 
   // running -> paused (cgroup freezer) and back; each is idempotent. The
   // TTL keeps counting while paused: a paused sandbox still holds memory.

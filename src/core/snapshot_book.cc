@@ -73,7 +73,24 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool int
   co_return snap;
 }
 
-asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Snapshot(const std::string& id) {
+Status SnapshotBook::CheckQuota(const std::string& owner) const {
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const auto& [id, s] : s_.snapshots) {
+    if (s.internal || s.deleted || s.owner != owner) continue;
+    ++count;
+    bytes += s.size_bytes;
+  }
+  if (auto it = taking_.find(owner); it != taking_.end()) count += it->second;
+  const TenantQuotas& q = s_.opts.quotas;
+  if (auto st = CheckCountQuota("snapshots", count, 1, q.max_snapshots, "--tenant-max-snapshots");
+      !st.ok())
+    return st;
+  // A snapshot's size is known once taken: the next one is refused at or over.
+  return CheckBytesQuota("snapshots", bytes, 0, q.max_snapshot_gb, "--tenant-max-snapshot-gb");
+}
+
+asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Snapshot(const std::string& id, bool tenant) {
   auto it = s_.sandboxes.find(id);
   if (it == s_.sandboxes.end()) co_return SandboxNotFound(id);
   auto sb = it->second;
@@ -81,6 +98,23 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Snapshot(const std::string
       !sb->instance)
     co_return MakeError(Code::kSandboxNotRunning,
                         "sandbox " + id + " is " + StatusName(sb->rec.status));
+  if (!tenant) co_return co_await Take(*sb, false);
+  const std::string owner = sb->rec.owner_key;
+  if (auto st = CheckQuota(owner); !st.ok()) co_return st.error();
+  // Reserved before the copy (no suspension since the check) and held
+  // across it, so concurrent takes of one owner count each other; given
+  // back however the take ends.
+  struct Reservation {
+    std::map<std::string, int>& taking;
+    const std::string& owner;
+    explicit Reservation(std::map<std::string, int>& t, const std::string& o)
+        : taking(t), owner(o) {
+      ++taking[owner];
+    }
+    ~Reservation() {
+      if (--taking[owner] == 0) taking.erase(owner);
+    }
+  } held(taking_, owner);
   co_return co_await Take(*sb, false);
 }
 
@@ -154,8 +188,10 @@ void SnapshotBook::Collect() {
   }
 }
 
-asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(
-    const std::string& id, int count, const std::string& owner_key) {
+asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(const std::string& id,
+                                                                       int count,
+                                                                       const std::string& owner_key,
+                                                                       bool tenant) {
   if (count < 1 || count > s_.opts.max_fork)
     co_return MakeError(Code::kInvalidRequest,
                         "count must be in [1, " + std::to_string(s_.opts.max_fork) + "]");
@@ -167,6 +203,14 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(
       !parent->instance)
     co_return MakeError(Code::kSandboxNotRunning,
                         "sandbox " + id + " is " + StatusName(parent->rec.status));
+  // All or nothing: refused up front when the children cannot all fit;
+  // each child's create checks again (other creates may run meanwhile).
+  if (tenant) {
+    if (auto st = CheckCountQuota("live sandboxes", s_.live_count(owner_key), count,
+                                  s_.opts.quotas.max_sandboxes, "--tenant-max-sandboxes");
+        !st.ok())
+      co_return st.error();
+  }
   if (static_cast<int>(s_.running_count()) + s_.starting + count > s_.opts.max_sandboxes)
     co_return MakeError(Code::kCapacityExhausted,
                         "host has no room for " + std::to_string(count) + " more sandboxes");
@@ -196,6 +240,7 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(
     o.memory_mb = parent->rec.memory_mb;
     o.disk_mb = parent->rec.disk_mb;
     o.owner_key = owner_key;
+    o.tenant = tenant;
     o.metadata["hutch.fork_of"] = id;
     o.auto_pause_seconds = parent->rec.auto_pause_seconds;
     if (machine.ok()) {

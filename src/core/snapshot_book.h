@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,12 +28,15 @@ class SnapshotBook {
   // capture was cut by a crash) and collects deleted snapshots.
   void CleanAtStart();
 
-  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id);
+  // `tenant`: within the sandbox owner's snapshot quotas.
+  asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id, bool tenant = false);
   std::vector<SnapshotRecord> List() const;
   Result<SnapshotRecord> Get(const std::string& id) const;
   Status Delete(const std::string& id);
+  // `tenant`: the children count against owner_key's sandbox quota.
   asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,
-                                                           const std::string& owner_key);
+                                                           const std::string& owner_key,
+                                                           bool tenant = false);
   // Host dirs that sandboxes and kept snapshots stand on.
   std::set<std::string> UsedLowerDirs() const;
   // Removes the files and rows of deleted snapshots nothing stands on.
@@ -41,8 +45,12 @@ class SnapshotBook {
  private:
   asio::awaitable<Result<SnapshotRecord>> Take(Sandbox& sb, bool internal);
 
+  // The owner's snapshot quotas, counting the takes still copying.
+  Status CheckQuota(const std::string& owner) const;
+
   ManagerState& s_;
   SandboxLifecycle* life_ = nullptr;
+  std::map<std::string, int> taking_;  // owner id -> API snapshots being copied
 };
 
 }  // namespace hutch

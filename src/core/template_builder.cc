@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -134,8 +138,26 @@ Error TemplateBuilder::Fail(Error e, TemplateBuildFailure f) {
   return e;
 }
 
+Status TemplateBuilder::CheckQuota(const TemplateSpec& spec, const TenantQuotas& quota) const {
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const auto& t : reg_->List()) {
+    if (t.owner != spec.owner || t.name == spec.name) continue;
+    ++count;
+    bytes += t.size_bytes;
+  }
+  for (const auto& [name, owner] : active_)
+    if (owner == spec.owner && name != spec.name) ++count;
+  if (auto st =
+          CheckCountQuota("templates", count, 1, quota.max_templates, "--tenant-max-templates");
+      !st.ok())
+    return st;
+  return CheckBytesQuota("templates", bytes, 0, quota.max_template_gb, "--tenant-max-template-gb");
+}
+
 asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec,
-                                                               TemplateBuildSink sink) {
+                                                               TemplateBuildSink sink,
+                                                               const TenantQuotas* quota) {
   const auto t0 = std::chrono::steady_clock::now();
   failure_ = TemplateBuildFailure{};
   Result<TemplateRecord> r = MakeError(Code::kInternal, "template build did not run");
@@ -150,8 +172,10 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
     cached = true;
   } else if (active_.count(spec.name)) {
     r = MakeError(Code::kConflict, "template '" + spec.name + "' is being built already");
+  } else if (auto st = quota ? CheckQuota(spec, *quota) : Status(); !st.ok()) {
+    r = st.error();
   } else {
-    active_.insert(spec.name);
+    active_[spec.name] = spec.owner;
     r = co_await Run(spec, sink, &cached);
     active_.erase(spec.name);
   }
@@ -405,6 +429,30 @@ class TemplateBuilder::BuildRun {
     co_return Status{};
   }
 
+  // The IPv4 addresses of the host's apt sources, now. A build's apt-get
+  // goes to the mirror the host uses; when that is a private or reserved
+  // address (an apt cache on the LAN), mode `all` alone would refuse it
+  // (issue 32 #7), so the build sandbox, and no other, may reach these
+  // addresses. A name that does not resolve is skipped: apt reports it.
+  asio::awaitable<std::vector<uint32_t>> MirrorAddresses() {
+    std::vector<uint32_t> out;
+    asio::ip::tcp::resolver resolver(co_await asio::this_coro::executor);
+    for (const auto& host : AptSourceHosts(b_.o_.apt_dir)) {
+      boost::system::error_code ec;
+      auto results = co_await resolver.async_resolve(asio::ip::tcp::v4(), host, "80",
+                                                     asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        spdlog::warn("template build mirror_unresolved host={} err=\"{}\"", host, ec.message());
+        continue;
+      }
+      for (const auto& r : results) {
+        const uint32_t a = r.endpoint().address().to_v4().to_uint();
+        if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+      }
+    }
+    co_return out;
+  }
+
   // The build sandbox, started before the first step that needs it: the
   // parent's stack, the host's network.
   asio::awaitable<Status> StartBuildSandbox() {
@@ -423,6 +471,7 @@ class TemplateBuilder::BuildRun {
     }
     net::NetworkPolicy all;
     all.mode = net::NetMode::kAll;
+    all.private_hosts = co_await MirrorAddresses();
     auto lease = co_await b_.net_->Acquire(all);
     if (!lease.ok()) co_return lease.error().Context("network of the build sandbox");
     net_slot_ = lease->slot;

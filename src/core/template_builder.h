@@ -24,6 +24,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -32,6 +33,7 @@
 
 #include "core/template_spec.h"
 #include "core/templates.h"
+#include "core/tenant_quotas.h"
 #include "driver/driver.h"
 #include "net/network_manager.h"
 
@@ -71,7 +73,14 @@ class TemplateBuilder {
 
   // Builds (or finds in the cache) and registers the template. The sink
   // receives progress, ending with "done" or "error".
-  asio::awaitable<Result<TemplateRecord>> Build(TemplateSpec spec, TemplateBuildSink sink);
+  // `quota`: a tenant key's limits on spec.owner's templates (null: an
+  // admin key, exempt), checked again here as the build is registered.
+  asio::awaitable<Result<TemplateRecord>> Build(TemplateSpec spec, TemplateBuildSink sink,
+                                                const TenantQuotas* quota = nullptr);
+  // Whether spec.owner may build one more template: its templates and
+  // builds under way, other than one of spec.name (a rebuild replaces it).
+  // Sizes are known once built, so a build is refused at or over the bytes.
+  Status CheckQuota(const TemplateSpec& spec, const TenantQuotas& quota) const;
   // Build sandboxes get a network slot from `n` (mode `all`); without one
   // (`why` says why), steps that need the network fail with that reason.
   void SetNetwork(net::NetworkManager* n, std::string why) {
@@ -97,7 +106,7 @@ class TemplateBuilder {
   TemplateRegistry* reg_;
   net::NetworkManager* net_ = nullptr;
   std::string net_unavailable_ = "networking is not configured";
-  std::set<std::string> active_;
+  std::map<std::string, std::string> active_;  // name -> owner id of builds under way
   TemplateBuildFailure failure_;
 };
 

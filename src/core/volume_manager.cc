@@ -62,7 +62,8 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
 
 asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& name,
                                                             std::optional<int64_t> size_mb,
-                                                            const std::string& owner) {
+                                                            const std::string& owner,
+                                                            const TenantQuotas* quota) {
   if (auto st = CheckVolumeName(name); !st.ok()) co_return st.error();
   int64_t size = size_mb.value_or(opts_.default_size_mb);
   if (size < 16 || size > opts_.max_size_mb)
@@ -74,7 +75,28 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
     co_return MakeError(
         Code::kCapacityExhausted,
         "host is at its limit of " + std::to_string(opts_.max_volumes) + " volumes");
-  creating_.insert(name);
+  if (quota) {
+    int count = 0;
+    uint64_t mb = 0;
+    for (const auto* m : {&volumes_, &creating_})
+      for (const auto& [n, v] : *m)
+        if (v.owner == owner) {
+          ++count;
+          mb += static_cast<uint64_t>(v.size_mb);
+        }
+    if (auto st = CheckCountQuota("volumes", count, 1, quota->max_volumes, "--tenant-max-volumes");
+        !st.ok())
+      co_return st.error();
+    if (auto st = CheckBytesQuota("volumes", mb << 20, static_cast<uint64_t>(size) << 20,
+                                  quota->max_volume_gb, "--tenant-max-volume-gb");
+        !st.ok())
+      co_return st.error();
+  }
+  VolumeRecord pending;
+  pending.name = name;
+  pending.size_mb = size;
+  pending.owner = owner;
+  creating_[name] = pending;
   const std::string dir = VolumeDir(name);
   auto fail = [&](Error e) {
     creating_.erase(name);

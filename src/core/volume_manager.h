@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tenant_quotas.h"
 #include "core/volume.h"
 #include "store/state_store.h"
 
@@ -44,9 +45,12 @@ class VolumeManager {
   Result<RecoverReport> Recover();
 
   // `owner`: the owner id of the key creating it (VolumeRecord::owner).
+  // `quota`: a tenant key's limits on the owner's volumes (null: an admin
+  // key, exempt); volumes still being created count.
   asio::awaitable<Result<VolumeRecord>> Create(const std::string& name,
                                                std::optional<int64_t> size_mb,
-                                               const std::string& owner = "");
+                                               const std::string& owner = "",
+                                               const TenantQuotas* quota = nullptr);
   Result<VolumeRecord> Get(const std::string& name) const;
   std::vector<VolumeRecord> List() const;
   // The caller has checked that no sandbox uses it.
@@ -62,7 +66,7 @@ class VolumeManager {
   VolumeOptions opts_;
   store::StateStore* store_;
   std::map<std::string, VolumeRecord> volumes_;
-  std::set<std::string> creating_;
+  std::map<std::string, VolumeRecord> creating_;  // name -> its owner and size
 };
 
 }  // namespace hutch

@@ -34,6 +34,12 @@ struct NetworkPolicy {
   // Lower-case names without a trailing dot; "*.example.com" stands for
   // every name below example.com (not example.com itself).
   std::vector<std::string> allow_domains, deny_domains;
+  // Non-public addresses (host byte order) this sandbox alone may reach
+  // despite the always-blocked ranges: hutch's own use (a template build
+  // reaching the host's apt mirror when that resolves to a private or
+  // reserved address). Never read from the API, never stored: only
+  // sandboxes that do not outlive hutchd get them.
+  std::vector<uint32_t> private_hosts;
 
   bool has_domain_rules() const { return !allow_domains.empty() || !deny_domains.empty(); }
   nlohmann::json ToJson() const;

@@ -400,7 +400,8 @@ asio::awaitable<Result<NetLease>> NetworkManager::Acquire(const NetworkPolicy& p
   leased_[slot] = policy;
   // A warm slot made ready for mode `all` needs nothing more for it; any
   // other policy replaces those rules before the sandbox starts.
-  const bool ready = warm_all_.erase(slot) > 0 && policy.mode == NetMode::kAll;
+  const bool ready =
+      warm_all_.erase(slot) > 0 && policy.mode == NetMode::kAll && policy.private_hosts.empty();
   if (!ready) {
     if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok()) {
       leased_.erase(slot);
@@ -416,7 +417,11 @@ asio::awaitable<Status> NetworkManager::SetPolicy(int slot, const NetworkPolicy&
   auto it = leased_.find(slot);
   if (it == leased_.end())
     co_return MakeError(Code::kInternal, "network slot " + std::to_string(slot) + " is not leased");
-  if (auto st = co_await Nft(SlotPolicyScript(names_, slot, policy, true)); !st.ok())
+  // The exceptions of the policy being replaced go in the same
+  // transaction (they exist: the old policy's script added them).
+  const std::string script = PrivateHostsRemoveScript(names_, slot, it->second.private_hosts) +
+                             SlotPolicyScript(names_, slot, policy, true);
+  if (auto st = co_await Nft(script); !st.ok())
     co_return st.error().Context("apply network policy");
   // Looked up again: the map may have changed while nft ran.
   if (auto again = leased_.find(slot); again != leased_.end()) again->second = policy;
@@ -424,7 +429,16 @@ asio::awaitable<Status> NetworkManager::SetPolicy(int slot, const NetworkPolicy&
 }
 
 asio::awaitable<void> NetworkManager::Release(int slot) {
-  if (!leased_.erase(slot)) co_return;
+  auto it = leased_.find(slot);
+  if (it == leased_.end()) co_return;
+  const std::vector<uint32_t> hosts = std::move(it->second.private_hosts);
+  leased_.erase(it);
+  // Keyed by interface name, which the slot's next sandbox reuses: an
+  // exception left behind would be that sandbox's.
+  if (!hosts.empty()) {
+    if (auto st = co_await Nft(PrivateHostsRemoveScript(names_, slot, hosts)); !st.ok())
+      spdlog::error("net slot={} private_hosts_remove_failed err=\"{}\"", slot, st.error().message);
+  }
   co_await RemoveSlot(slot);
 }
 

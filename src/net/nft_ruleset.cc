@@ -12,6 +12,14 @@ std::string Elements(const std::vector<Cidr>& cs) {
   return out;
 }
 
+// `"<if>" . a, ...` for the privslot set.
+std::string PrivateElements(const NftNames& n, int slot, const std::vector<uint32_t>& hosts) {
+  std::string out;
+  for (uint32_t a : hosts)
+    out += (out.empty() ? "" : ", ") + Quote(n.host_if(slot)) + " . " + Ipv4ToString(a);
+  return out;
+}
+
 }  // namespace
 
 std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
@@ -36,8 +44,12 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   // own policy allows, unless the operator allowed the range.
   s += "add set " + t + " nonpublic { type ipv4_addr; flags interval; auto-merge; }\n";
   s += "add set " + t + " privok { type ipv4_addr; flags interval; auto-merge; }\n";
+  // Per-interface exceptions (NetworkPolicy::private_hosts). Flushed with
+  // the base chains: a restarted hutchd re-adds those of what it adopts.
+  s += "add set " + t + " privslot { type ifname . ipv4_addr; }\n";
   s += "flush set " + t + " nonpublic\n";
   s += "flush set " + t + " privok\n";
+  s += "flush set " + t + " privslot\n";
   if (!o.non_public.empty())
     s += "add element " + t + " nonpublic { " + Elements(o.non_public) + " }\n";
   if (!o.allow_private.empty())
@@ -79,7 +91,8 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o) {
   s += "add rule " + t + " forward iifname " + g + " ip daddr " + p + " drop\n";
   s += "add rule " + t + " forward iifname " + g +
        " fib daddr type { broadcast, multicast, local } drop\n";
-  s += "add rule " + t + " forward iifname " + g + " ip daddr @nonpublic ip daddr != @privok " +
+  s += "add rule " + t + " forward iifname " + g +
+       " ip daddr @nonpublic ip daddr != @privok iifname . ip daddr != @privslot " +
        "reject with icmpx type admin-prohibited\n";
   // A policy change holds for new connections; flows it admitted go on.
   s += "add rule " + t + " forward iifname " + g + " ct state established,related accept\n";
@@ -141,8 +154,17 @@ std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p
       s += "add rule " + t + " s" + k + " " + (p.default_allow ? "accept" : refuse) + "\n";
       break;
   }
+  if (!p.private_hosts.empty())
+    s += "add element " + t + " privslot { " + PrivateElements(n, slot, p.private_hosts) + " }\n";
   s += "add element " + t + " sbx { " + Quote(n.host_if(slot)) + " : jump s" + k + " }\n";
   return s;
+}
+
+std::string PrivateHostsRemoveScript(const NftNames& n, int slot,
+                                     const std::vector<uint32_t>& hosts) {
+  if (hosts.empty()) return "";
+  return "delete element inet " + n.table() + " privslot { " + PrivateElements(n, slot, hosts) +
+         " }\n";
 }
 
 std::vector<std::string> SlotRemoveCommands(const NftNames& n, int slot) {

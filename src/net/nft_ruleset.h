@@ -48,6 +48,10 @@ std::string BaseTableScript(const NftNames& n, const BaseTableOptions& o);
 // DNS when `flush_resolved`).
 std::string SlotPolicyScript(const NftNames& n, int slot, const NetworkPolicy& p,
                              bool flush_resolved);
+// Takes back the private-host exceptions SlotPolicyScript gave `slot`
+// (fails if one is missing; empty when there are none).
+std::string PrivateHostsRemoveScript(const NftNames& n, int slot,
+                                     const std::vector<uint32_t>& hosts);
 // Deletes slot's map element, chain and sets (fails if any is missing:
 // callers fall back to SlotRemoveCommands one by one).
 std::string SlotRemoveScript(const NftNames& n, int slot);

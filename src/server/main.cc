@@ -105,6 +105,7 @@ struct Options {
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 8;
   std::vector<std::string> net_allow_private;
+  std::string apt_dir = "/etc/apt";
   int net_max_connections = 4096, net_new_connections = 500;
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest",
               vm_accel = "auto", vm_user, vm_init_path;
@@ -164,6 +165,33 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--template-builder", o.builder, "Script that builds the base template");
   app.add_option("--uid-base", o.uid_base, "First host uid of the range sandboxes map to");
   app.add_option("--max-sandboxes", o.mopts.max_sandboxes, "Sandboxes this host runs at once");
+  // Per owner id of a tenant key (admin keys are exempt); past one, quota_exceeded (403).
+  TenantQuotas& q = o.mopts.quotas;
+  app.add_option("--tenant-max-sandboxes", q.max_sandboxes,
+                 "Live sandboxes (starting, running, paused) one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-snapshots", q.max_snapshots, "Snapshots one tenant may keep")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-snapshot-gb", q.max_snapshot_gb,
+                 "GB of snapshots one tenant may keep (the next is refused at or over)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-volumes", q.max_volumes, "Volumes one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-volume-gb", q.max_volume_gb,
+                 "GB of volumes (sum of size_mb) one tenant may have")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-templates", q.max_templates, "Templates one tenant may build")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--tenant-max-template-gb", q.max_template_gb,
+                 "GB of templates one tenant may keep (a build is refused at or over)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--max-memory-committed-mb", o.mopts.max_memory_committed_mb,
                  "Sum of sandbox memory limits the host accepts (default 2x RAM; 0 = no cap)");
   app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
@@ -226,6 +254,11 @@ void AddOptions(CLI::App& app, Options& o) {
                  "IPv4 CIDR of a non-public network sandboxes may reach (private, CGNAT, the "
                  "host's own networks "
                  "are refused by default; repeatable)");
+  app.add_option("--apt-dir", o.apt_dir,
+                 "Where the host's apt sources are: debian:<suite> templates take their mirror "
+                 "there, and template build sandboxes may reach those hosts even on non-public "
+                 "addresses")
+      ->capture_default_str();
   app.add_option("--net-max-connections", o.net_max_connections,
                  "Connections one sandbox may have tracked at once (the host's conntrack table is "
                  "shared; 0: no limit)")
@@ -517,7 +550,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   o.vopts.uid_base = o.uid_base;
   VolumeManager volumes(o.vopts, db);
   mgr.SetVolumes(&volumes);
-  TemplateBuilder template_builder(TemplateBuildOptions{}, driver->get(), templates->get());
+  TemplateBuildOptions topts;
+  topts.apt_dir = o.apt_dir;
+  TemplateBuilder template_builder(topts, driver->get(), templates->get());
   template_builder.SetNetwork(network->manager.get(), network->why);
   mgr.SetTemplateBuilder(&template_builder);
   api::HutchApi api(o.acfg, &mgr);

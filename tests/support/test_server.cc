@@ -64,8 +64,20 @@ TestServer::TestServer(std::vector<std::string> extra_args, bool with_env_key)
     ADD_FAILURE() << "HUTCHD_BIN and HUTCH_TEMPLATES_DIR must be set (run through ctest)";
     return;
   }
-  state_dir_ = TempDir("hutch-test");
-  log_path_ = state_dir_ + ".log";
+  // A state dir that outlives the test (templates built once for a group
+  // of tests, tests/interpreter): used as is, never removed.
+  if (const char* keep = getenv("HUTCH_TEST_KEEP_STATE_DIR"); keep && *keep) {
+    std::error_code ec;
+    fs::create_directories(keep, ec);
+    state_dir_ = keep;
+    keep_state_dir_ = true;
+    const std::string t = TempDir("hutch-test");
+    fs::remove(t, ec);
+    log_path_ = t + ".log";
+  } else {
+    state_dir_ = TempDir("hutch-test");
+    log_path_ = state_dir_ + ".log";
+  }
   // Servers that run at once (ctest -j) must not share a network pool:
   // their host-side addresses would collide.
   net_index_ = ClaimNetIndex(&net_lock_fd_);
@@ -211,7 +223,7 @@ TestServer::~TestServer() {
   if (was_running && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
     ADD_FAILURE() << "hutchd did not exit cleanly (status " << st << "):\n" << Log();
   std::error_code ec;
-  if (!state_dir_.empty()) fs::remove_all(state_dir_, ec);
+  if (!state_dir_.empty() && !keep_state_dir_) fs::remove_all(state_dir_, ec);
   if (!log_path_.empty() && !::testing::Test::HasFailure()) fs::remove(log_path_, ec);
   if (net_lock_fd_ >= 0) close(net_lock_fd_);
 }

@@ -82,6 +82,7 @@ class TestServer {
   std::string key_ = "test-key-0123456789";
   std::string state_dir_;
   std::string log_path_;
+  bool keep_state_dir_ = false;  // HUTCH_TEST_KEEP_STATE_DIR
   int net_index_ = -1;
   int net_lock_fd_ = -1;
 };

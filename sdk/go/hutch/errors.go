@@ -11,6 +11,8 @@ import (
 const (
 	CodeInvalidRequest      = "invalid_request"
 	CodeUnauthorized        = "unauthorized"
+	CodeForbidden           = "forbidden"      // the key's role may not do this (a tenant key on what every key shares)
+	CodeQuotaExceeded       = "quota_exceeded" // a tenant key's create past one of its tenant's quotas; not retryable
 	CodeSandboxNotFound     = "sandbox_not_found"
 	CodeTemplateNotFound    = "template_not_found"
 	CodeSnapshotNotFound    = "snapshot_not_found"
@@ -184,6 +186,15 @@ func IsInvalidRequest(err error) bool { return hasStatus(err, http.StatusBadRequ
 
 // IsCapacityExhausted reports whether the host is at its sandbox limit.
 func IsCapacityExhausted(err error) bool { return hasCode(err, CodeCapacityExhausted) }
+
+// IsForbidden reports whether the key's role may not do what was asked
+// (403 forbidden).
+func IsForbidden(err error) bool { return hasCode(err, CodeForbidden) }
+
+// IsQuotaExceeded reports whether a create was refused because the key's
+// tenant is at one of its quotas (403 quota_exceeded); the message names the
+// quota and the hutchd flag that sets it.
+func IsQuotaExceeded(err error) bool { return hasCode(err, CodeQuotaExceeded) }
 
 // IsRateLimited reports whether the key hit a rate limit.
 func IsRateLimited(err error) bool { return hasCode(err, CodeRateLimited) }

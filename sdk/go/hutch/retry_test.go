@@ -109,6 +109,31 @@ func TestNoRetryOn400(t *testing.T) {
 	}
 }
 
+// A tenant's quota does not clear by waiting: 403 quota_exceeded (and
+// forbidden) are answered once, and the helpers tell them apart.
+func TestNoRetryOnQuotaExceededOrForbidden(t *testing.T) {
+	for _, code := range []string{hutch.CodeQuotaExceeded, hutch.CodeForbidden} {
+		var n int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			atomic.AddInt32(&n, 1)
+			writeError(w, 403, code)
+		}))
+		c, _ := hutch.NewClient(srv.URL, "k", fastRetry)
+		_, err := c.Create(context.Background(), hutch.CreateOptions{})
+		srv.Close()
+		if hutch.ErrorCode(err) != code || hutch.IsRetryable(err) {
+			t.Fatalf("%s: got %v", code, err)
+		}
+		if hutch.IsQuotaExceeded(err) != (code == hutch.CodeQuotaExceeded) ||
+			hutch.IsForbidden(err) != (code == hutch.CodeForbidden) {
+			t.Fatalf("%s: IsQuotaExceeded %v, IsForbidden %v", code, hutch.IsQuotaExceeded(err), hutch.IsForbidden(err))
+		}
+		if got := atomic.LoadInt32(&n); got != 1 {
+			t.Fatalf("%s sent %d times, want 1", code, got)
+		}
+	}
+}
+
 func TestRetryGivesUpAfterMaxAttempts(t *testing.T) {
 	var n int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,7 +11,7 @@
 #include <boost/asio/write.hpp>
 #include <optional>
 
-#include "common/netns_socket.h"
+#include "api/common/sandbox_dial.h"
 
 namespace hutch::api {
 
@@ -172,34 +172,6 @@ Status CheckCapacity(const std::string& id, int open, int max) {
   if (open < max) return {};
   return MakeError(Code::kCapacityExhausted, "sandbox " + id + " already has " +
                                                  std::to_string(max) + " proxied connections open");
-}
-
-// The upstream socket: created inside the sandbox's network namespace and
-// connected to the port there (Instance::PortAddress()).
-asio::awaitable<Result<beast::tcp_stream>> ConnectUpstream(Instance& inst, const std::string& id,
-                                                           int port,
-                                                           std::chrono::milliseconds timeout) {
-  auto ns = inst.NetNamespace();
-  if (!ns.ok()) co_return ns.error().Context("sandbox " + id);
-  auto fd = TcpSocketInNetns(ns->get());
-  if (!fd.ok()) co_return fd.error().Context("sandbox " + id);
-  boost::system::error_code ec;
-  auto ex = co_await asio::this_coro::executor;
-  tcp::socket raw(ex);
-  raw.assign(tcp::v4(), fd->release(), ec);
-  if (ec) co_return MakeError(Code::kInternal, "adopt proxy socket: " + ec.message());
-  beast::tcp_stream up(std::move(raw));
-  up.expires_after(timeout);
-  const tcp::endpoint dest(asio::ip::make_address_v4(inst.PortAddress()),
-                           static_cast<unsigned short>(port));
-  co_await up.async_connect(dest, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec)
-    co_return MakeError(Code::kPortUnreachable, "nothing accepts connections on port " +
-                                                    std::to_string(port) + " in sandbox " + id +
-                                                    " (" + ec.message() + ")");
-  up.expires_never();
-  up.socket().set_option(tcp::no_delay(true), ec);
-  co_return Result<beast::tcp_stream>(std::move(up));
 }
 
 // One relayed exchange between the client's connection (of `ctx`) and the
@@ -545,7 +517,7 @@ asio::awaitable<void> PortProxy::Serve(HttpContext& ctx, ProxyRequest req) {
     }
   } count{this, id};
 
-  auto up = co_await ConnectUpstream(*target->inst, id, req.port, opts_.connect_timeout);
+  auto up = co_await DialSandboxPort(*target->inst, id, req.port, opts_.connect_timeout);
   if (!up.ok()) co_return co_await ctx.SendError(up.error());
   auto ex = co_await asio::this_coro::executor;
   Exchange x(ctx, std::move(up).value(), ex);

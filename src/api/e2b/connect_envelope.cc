@@ -84,6 +84,7 @@ const char* ConnectCodeName(Code c) {
     case Code::kNoSpace:
     case Code::kStorageFull:
     case Code::kSandboxResourceExhausted:
+    case Code::kQuotaExceeded:
       return "resource_exhausted";
     case Code::kUnavailable:
     case Code::kPortUnreachable:

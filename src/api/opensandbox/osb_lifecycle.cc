@@ -431,7 +431,7 @@ asio::awaitable<void> OpenSandboxApi::RouteSnapshots(HttpContext& ctx,
     }
     (void)co_await ctx.ReadBody(json_limit_);
     if (auto rec = Visible(mgr_, s[1]); !rec.ok()) co_return co_await SendError(ctx, rec.error());
-    auto snap = co_await mgr_->Snapshot(s[1]);
+    auto snap = co_await mgr_->Snapshot(s[1], !ctx.principal().admin());
     if (!snap.ok()) co_return co_await SendError(ctx, snap.error());
     co_return co_await ctx.SendJson(202, snap_json(*snap));
   }

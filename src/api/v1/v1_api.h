@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/common/code_client.h"
 #include "api/common/output_budget.h"
 #include "api/common/port_proxy.h"
 #include "api/common/tenant_scope.h"
@@ -38,6 +39,7 @@ class V1Api {
         creds_(creds),
         metrics_(*metrics),
         ports_(*ports),
+        code_(mgr),
         exec_budget_(cfg.exec_buffer_budget) {}
   // Adds the /v1 mount (bearer key, rate limit) and every /v1 route.
   void Register(Router& r);
@@ -60,6 +62,11 @@ class V1Api {
   asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
+  // /code and /code/contexts[/{ctx}[/restart|interrupt]] (v1_code.cc); the
+  // context and action by value: the route passes temporaries.
+  asio::awaitable<void> RunCode(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> CodeContexts(HttpContext& ctx, const std::string& id,
+                                     std::string context_id, std::string action);
   // The running sandbox; a paused one is resumed first when the request
   // asked for it ("auto_resume": true), else refused with 409 conflict.
   Result<std::shared_ptr<Sandbox>> RunningOrResumed(const std::string& id, bool auto_resume);
@@ -102,6 +109,7 @@ class V1Api {
   auth::Credentials* creds_;
   ApiMetrics& metrics_;
   PortProxy& ports_;  // shared with the E2B dialect's port forms
+  CodeClient code_;
   // Blocking execs: the output their answers hold, and the thread that
   // encodes big answers off the I/O thread.
   OutputBudget exec_budget_;

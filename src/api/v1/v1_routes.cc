@@ -126,6 +126,19 @@ void V1Api::Register(Router& r) {
     ports.raw = true;
     r.Add(std::move(ports));
   }
+  add(V::post, "/v1/sandboxes/{id}/code",
+      [this](HttpContext& c, const RouteMatch& m) { return RunCode(c, m["id"]); });
+  auto contexts = [this](HttpContext& c, const RouteMatch& m) {
+    const bool one = m.params.count("ctx") > 0;
+    const std::string& last = m.seg.back();
+    return CodeContexts(c, m["id"], one ? m["ctx"] : "",
+                        one && last != m["ctx"] ? last : "");
+  };
+  add(V::get, "/v1/sandboxes/{id}/code/contexts", contexts);
+  add(V::post, "/v1/sandboxes/{id}/code/contexts", contexts);
+  add(V::delete_, "/v1/sandboxes/{id}/code/contexts/{ctx}", contexts);
+  add(V::post, "/v1/sandboxes/{id}/code/contexts/{ctx}/restart", contexts);
+  add(V::post, "/v1/sandboxes/{id}/code/contexts/{ctx}/interrupt", contexts);
   add(V::get, "/v1/sandboxes/{id}/network",
       [this](HttpContext& c, const RouteMatch& m) { return GetNetwork(c, m["id"]); });
   add(V::put, "/v1/sandboxes/{id}/network",

@@ -8,7 +8,7 @@ namespace hutch::api {
 asio::awaitable<void> V1Api::CreateSnapshot(HttpContext& ctx, const std::string& id) {
   auto body = co_await ctx.ReadBody(cfg_.json_body_limit);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
-  auto snap = co_await mgr_->Snapshot(id);
+  auto snap = co_await mgr_->Snapshot(id, !ctx.principal().admin());
   if (!snap.ok()) co_return co_await ctx.SendError(snap.error());
   nlohmann::json out = snap->ToJson();
   co_await ctx.SendJson(201, out);
@@ -28,7 +28,8 @@ asio::awaitable<void> V1Api::ForkSandbox(HttpContext& ctx, const std::string& id
     HUTCH_FIELD(n, OptInt(j, "count", 1, 1000));
     if (*n) count = **n;
   }
-  auto kids = co_await mgr_->Fork(id, static_cast<int>(count), ctx.principal().owner);
+  auto kids = co_await mgr_->Fork(id, static_cast<int>(count), ctx.principal().owner,
+                                  !ctx.principal().admin());
   if (!kids.ok()) co_return co_await ctx.SendError(kids.error());
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : *kids) list.push_back(r.ToJson());

@@ -57,6 +57,13 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   if (builder->building(spec->name))
     co_return co_await ctx.SendError(
         MakeError(Code::kConflict, "template '" + spec->name + "' is being built already"));
+  // Refused here as a plain 403 before any stream starts; Build checks
+  // again as it registers the build (another may have started meanwhile).
+  const TenantQuotas* quota = ctx.principal().admin() ? nullptr : &mgr_->options().quotas;
+  if (quota) {
+    if (auto st = builder->CheckQuota(*spec, *quota); !st.ok())
+      co_return co_await ctx.SendError(st.error());
+  }
 
   // Progress as SSE unless the client asked for one JSON answer at the end.
   const bool sse = ctx.Header("Accept").find("text/event-stream") != std::string::npos;
@@ -76,7 +83,7 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
         event == "ping" ? std::string(": ping\n\n") : SseJsonEvent(event.c_str(), data);
     if (auto st = co_await ctx.WriteChunk(chunk); !st.ok()) client_gone = true;
   };
-  auto rec = co_await builder->Build(std::move(*spec), sink);
+  auto rec = co_await builder->Build(std::move(*spec), sink, quota);
   if (sse) {
     if (!rec.ok()) ctx.NoteError(rec.error());  // told in-band, as the "error" event
     if (!client_gone) (void)co_await ctx.EndStream();

@@ -111,7 +111,9 @@ asio::awaitable<void> V1Api::CreateVolume(HttpContext& ctx) {
   HUTCH_FIELD(size, OptInt(*body, "size_mb", 1, int64_t{1} << 30));
   if (!*name)
     co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'name' is required"));
-  auto rec = co_await mgr_->volumes()->Create(**name, *size, ctx.principal().owner);
+  const auth::Principal& who = ctx.principal();
+  auto rec = co_await mgr_->volumes()->Create(**name, *size, who.owner,
+                                              who.admin() ? nullptr : &mgr_->options().quotas);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
   co_await ctx.SendJson(201, VolumeJson(*rec));
 }

@@ -54,6 +54,12 @@ Status FakeInstance::Resume() {
 }
 
 asio::awaitable<Status> FakeInstance::CaptureLayer(const std::string& dst) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (hold_capture) {
+    t.expires_after(std::chrono::milliseconds(2));
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
   if (fail_capture) co_return *fail_capture;
   std::ofstream(dst + "/fake-layer") << id_;
   co_return Status{};

@@ -50,6 +50,8 @@ class FakeInstance : public Instance, public std::enable_shared_from_this<FakeIn
   FakeAgent* fake_agent() const { return peer_.get(); }
 
   std::optional<Error> fail_pause, fail_resume, fail_capture, fail_stats;
+  // While set, a CaptureLayer waits before copying (a snapshot in flight).
+  bool hold_capture = false;
 
  private:
   friend class FakeDriver;
