@@ -19,8 +19,10 @@ namespace {
 
 std::string Out(const json& r) { return r.value("stdout", ""); }
 
+// Host disk a directory takes: allocated blocks, not apparent sizes (each
+// jail sandbox's disk is a sparse image of its disk_mb).
 uint64_t DirBytes(const std::string& dir) {
-  std::string out = HostSh("du -sb " + dir + " 2>/dev/null | cut -f1");
+  std::string out = HostSh("du -s -B1 " + dir + " 2>/dev/null | cut -f1");
   return out.empty() ? 0 : std::stoull(out);
 }
 

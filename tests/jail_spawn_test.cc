@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/ext4_image.h"
 #include "driver/jail/jail_spawn.h"
 #include "driver/jail/seccomp_policy.h"
 
@@ -98,7 +99,15 @@ class JailSpawn : public ::testing::Test {
     cfg.agent_socket = d + "/agent.sock";
     cfg.log_path = d + "/agent.log";
     cfg.uid_base = 1000000;
-    cfg.disk_mb = 16;
+    // The sandbox's disk, as the jail driver makes it (without its pool).
+    const std::string image = d + "/disk.img";
+    const std::string mkfs = "truncate -s 16M '" + image +
+                             "' && /sbin/mkfs.ext4 -q -F -O ^has_journal -E lazy_itable_init=1 '" +
+                             image + "'";
+    if (std::system(mkfs.c_str()) != 0) return "mkfs failed: " + mkfs;
+    auto disk = AttachLoopDevice(image);
+    if (!disk.ok()) return "disk: " + disk.error().message;
+    cfg.disk_device = disk->path;
     cfg.seccomp = seccomp_.get();
     cfg.agent_memfd = agent_.get();
     auto child = SpawnJail(cfg);

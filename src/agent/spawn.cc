@@ -8,6 +8,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 namespace hutch::agent {
 
 namespace {
@@ -51,6 +55,26 @@ std::vector<std::string> ExecCandidates(const SpawnSpec& spec) {
   return out;
 }
 
+// The oom_score_adj a command starts at: 500 above the agent's own, and
+// at least 0, so the sandbox's OOM killer takes a command before the agent
+// (PID 1: losing it ends the sandbox). The agent is at -999 when the host
+// let the jail lower it (CAP_SYS_RESOURCE): its commands start at 0 as
+// anywhere else. Where the host withholds that capability even from root,
+// the agent stays at 0 and its commands start at 500 instead. Either way a
+// command may lower itself back to the agent's value (the floor root set)
+// but never below it. Read once: the jail sets the agent's value before
+// exec.
+const char* CommandOomScoreAdj() {
+  static const std::string value = [] {
+    int own = 0;
+    UniqueFd fd(open("/proc/self/oom_score_adj", O_RDONLY | O_CLOEXEC));
+    char buf[16] = {};
+    if (fd && read(fd.get(), buf, sizeof buf - 1) > 0) own = atoi(buf);
+    return std::to_string(std::clamp(own + 500, 0, 1000));
+  }();
+  return value.c_str();
+}
+
 // --- Child side: async-signal-safe calls only. ---
 
 void WriteAll(int fd, const char* s) {
@@ -84,6 +108,7 @@ struct ChildArgs {
   gid_t gid;
   int in, out, err;
   bool pty;  // in/out/err are a pty slave to make the controlling terminal
+  const char* oom_score_adj;
 };
 
 [[noreturn]] void ChildMain(const ChildArgs& a) {
@@ -91,12 +116,11 @@ struct ChildArgs {
   // A session leader without a controlling terminal acquires the pty it
   // asks for; the shell's job control needs it.
   if (a.pty && ioctl(a.in, TIOCSCTTY, 0) < 0) Fail("hutch: ", "TIOCSCTTY", errno, 127);
-  // The agent runs with oom_score_adj -999 so the OOM killer of the
-  // sandbox's memory cgroup never picks it; its commands start at 0 again
-  // (raising the value needs no privilege).
+  // Above the agent for the OOM killer (CommandOomScoreAdj; raising the
+  // value needs no privilege).
   int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (oom >= 0) {
-    [[maybe_unused]] ssize_t n = write(oom, "0", 1);
+    [[maybe_unused]] ssize_t n = write(oom, a.oom_score_adj, strlen(a.oom_score_adj));
     close(oom);
   }
   // Likewise the scheduler: in a vm guest the agent runs at nice -10
@@ -159,7 +183,8 @@ Result<Spawned> SpawnChild(const SpawnSpec& spec, int in, int out, int err, bool
               in,
               out,
               err,
-              pty};
+              pty,
+              CommandOomScoreAdj()};
 
   pid_t pid = fork();
   if (pid < 0) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -66,6 +67,11 @@ struct Sandbox {
   SandboxRecord rec;
   std::shared_ptr<Instance> instance;  // null unless starting/running
   bool deleting = false;
+  // Set while the instance of a failed sandbox is being torn down in the
+  // background (its processes exiting, its disk unmounting); cancelled when
+  // that is done, so a delete can wait for it: once a delete is answered,
+  // nothing of the sandbox is left on the host.
+  std::shared_ptr<asio::steady_timer> teardown;
   // Last time a request used it (for the idle policy); not persisted: a
   // restarted hutchd counts from its start.
   std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();

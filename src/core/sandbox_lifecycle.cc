@@ -363,9 +363,15 @@ void SandboxLifecycle::MarkFailed(const std::string& id, const std::string& reas
   (void)s_.Persist(*sb);
   // Free the kernel resources now; the record stays until deleted.
   if (inst || slot >= 0) {
+    auto done = std::make_shared<asio::steady_timer>(s_.ex, asio::steady_timer::time_point::max());
+    sb->teardown = done;
     asio::co_spawn(
         s_.ex,
-        [s = &s_, inst, slot]() -> asio::awaitable<void> { co_await s->Teardown(inst, slot); },
+        [s = &s_, inst, slot, done]() -> asio::awaitable<void> {
+          co_await s->Teardown(inst, slot);
+          // Wakes a waiting delete, and any later wait ends at once.
+          done->expires_at(asio::steady_timer::time_point::min());
+        },
         asio::detached);
   }
 }
@@ -440,6 +446,11 @@ asio::awaitable<Status> SandboxLifecycle::Delete(const std::string& id, const st
   // run must not adopt this sandbox (it removes what is left instead).
   (void)s_.Persist(*sb);
   if (!was_starting) co_await s_.Teardown(std::move(inst), slot);
+  if (auto done = std::exchange(sb->teardown, nullptr)) {
+    // A failed sandbox's teardown may still run: wait for its end.
+    boost::system::error_code ec;
+    co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
   snaps_.Collect();
   spdlog::info("sandbox={} stopped reason=\"{}\"", id, reason);
   co_return Status{};

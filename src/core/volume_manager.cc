@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <filesystem>
 
-#include "core/volume_image.h"
+#include "common/ext4_image.h"
 
 namespace hutch {
 
@@ -32,7 +32,7 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
       const std::string data = VolumeDir(name) + "/data";
       if (IsMountPoint(data)) {
         ++rep.kept;
-      } else if (auto st = MountVolumeImage(VolumeDir(name) + "/volume.img", data); !st.ok()) {
+      } else if (auto st = MountExt4Image(VolumeDir(name) + "/volume.img", data); !st.ok()) {
         // Kept in the registry (its data may be recoverable by hand), but
         // sandboxes asking for it get the error.
         spdlog::error("volume={} mount_failed err=\"{}\"", name, st.error().message);
@@ -48,7 +48,7 @@ Result<VolumeManager::RecoverReport> VolumeManager::Recover() {
     if (volumes_.count(name)) continue;
     const std::string data = e.path().string() + "/data";
     if (IsMountPoint(data)) {
-      if (auto st = UnmountVolume(data); !st.ok()) {
+      if (auto st = UnmountLazily(data); !st.ok()) {
         spdlog::error("volume_dir={} unmount_failed err=\"{}\"", e.path().string(),
                       st.error().message);
         continue;  // never delete through a mount
@@ -100,7 +100,7 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
   const std::string dir = VolumeDir(name);
   auto fail = [&](Error e) {
     creating_.erase(name);
-    if (IsMountPoint(dir + "/data")) (void)UnmountVolume(dir + "/data");
+    if (IsMountPoint(dir + "/data")) (void)UnmountLazily(dir + "/data");
     std::error_code ec;
     fs::remove_all(dir, ec);
     spdlog::error("volume={} create_failed err=\"{}\"", name, e.message);
@@ -110,9 +110,12 @@ asio::awaitable<Result<VolumeRecord>> VolumeManager::Create(const std::string& n
   fs::remove_all(dir, ec);  // a leftover of a create that crashed
   if (mkdir(dir.c_str(), 0700) != 0 || mkdir((dir + "/data").c_str(), 0755) != 0)
     co_return fail(ErrnoError("mkdir " + dir));
-  if (auto st = co_await CreateVolumeImage(dir + "/volume.img", size, opts_.uid_base); !st.ok())
+  // Named: GCC 12 miscompiles braced temporaries inside co_await.
+  Ext4ImageOptions image_opts;
+  image_opts.root_uid = opts_.uid_base;
+  if (auto st = co_await CreateExt4Image(dir + "/volume.img", size, image_opts); !st.ok())
     co_return fail(st.error());
-  if (auto st = MountVolumeImage(dir + "/volume.img", dir + "/data"); !st.ok())
+  if (auto st = MountExt4Image(dir + "/volume.img", dir + "/data"); !st.ok())
     co_return fail(st.error());
   VolumeRecord r;
   r.name = name;
@@ -152,7 +155,7 @@ Status VolumeManager::Delete(const std::string& name) {
   }
   volumes_.erase(name);
   const std::string dir = VolumeDir(name);
-  if (auto st = UnmountVolume(dir + "/data"); !st.ok()) {
+  if (auto st = UnmountLazily(dir + "/data"); !st.ok()) {
     spdlog::error("volume={} unmount_failed err=\"{}\"", name, st.error().message);
     return Status{};  // Recover retries
   }
@@ -172,7 +175,7 @@ Result<std::string> VolumeManager::DataDir(const std::string& name) const {
 }
 
 void VolumeManager::Shutdown() {
-  for (const auto& [name, r] : volumes_) (void)UnmountVolume(VolumeDir(name) + "/data");
+  for (const auto& [name, r] : volumes_) (void)UnmountLazily(VolumeDir(name) + "/data");
 }
 
 }  // namespace hutch

@@ -95,6 +95,32 @@ std::vector<std::string> MountsOf(const std::string& id) {
   return out;
 }
 
+std::vector<std::string> LoopsOf(const std::string& id) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/sys/block", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("loop", 0) != 0) continue;
+    std::string backing = ReadFile(e.path().string() + "/loop/backing_file");
+    if (backing.find("/sandboxes/" + id + "/") != std::string::npos)
+      out.push_back("/dev/" + n + ": " + backing);
+  }
+  return out;
+}
+
+std::set<std::string> LoopIdsOf(const TestServer& s) {
+  std::set<std::string> ids;
+  const std::string prefix = fs::weakly_canonical(s.state_dir()).string() + "/state/sandboxes/";
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/sys/block", ec)) {
+    if (e.path().filename().string().rfind("loop", 0) != 0) continue;
+    const std::string backing = ReadFile(e.path().string() + "/loop/backing_file");
+    if (backing.rfind(prefix, 0) != 0) continue;
+    ids.insert(backing.substr(prefix.size(), backing.find('/', prefix.size()) - prefix.size()));
+  }
+  return ids;
+}
+
 std::string SandboxDirOf(const TestServer& s, const std::string& id) {
   const std::string vm = s.state_dir() + "/state/vm/sandboxes/" + id;
   return fs::exists(vm) ? vm : s.state_dir() + "/state/sandboxes/" + id;
@@ -105,6 +131,7 @@ Footprint FootprintOf(const TestServer& s, const std::string& id) {
   f.procs = ProcsOf(id);
   f.cgroups = CgroupDirsOf(id);
   f.mounts = MountsOf(id);
+  f.loops = LoopsOf(id);
   f.vm = fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id);
   f.dir = fs::exists(SandboxDirOf(s, id));
   return f;
@@ -127,6 +154,8 @@ void ExpectLiveFootprint(const Footprint& f, const std::string& id, size_t min_p
   // A VM's mounts are the guest kernel's; the host holds none for it.
   if (!f.vm) {
     EXPECT_FALSE(f.mounts.empty()) << id;
+    // The jail's writable layer: its disk's loop device.
+    EXPECT_EQ(f.loops.size(), 1u) << id;
   }
   EXPECT_TRUE(f.dir) << id;
 }
@@ -138,6 +167,7 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
     ADD_FAILURE() << id << ": process left in its cgroup: " << p.pid << " " << p.name;
   for (const auto& d : CgroupDirsOf(id)) ADD_FAILURE() << id << ": cgroup left: " << d;
   for (const auto& m : MountsOf(id)) ADD_FAILURE() << id << ": mount left: " << m;
+  for (const auto& l : LoopsOf(id)) ADD_FAILURE() << id << ": loop device left: " << l;
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id))
       << id << ": vm sandbox dir left";

@@ -33,10 +33,15 @@ std::vector<std::string> CgroupDirsOf(const std::string& id);
 // overlay lists its upper/work dirs, which carry the id).
 std::vector<std::string> MountsOf(const std::string& id);
 
+// Loop devices whose backing file is in the sandbox's directory (a jail
+// sandbox's disk), deleted or not: "/dev/loopN: <backing file>".
+std::vector<std::string> LoopsOf(const std::string& id);
+
 struct Footprint {
   std::vector<HostProc> procs;
   std::vector<std::string> cgroups;
   std::vector<std::string> mounts;
+  std::vector<std::string> loops;
   bool dir = false;
   // A vm sandbox: its dir is <state>/vm/sandboxes/<id>, its one host
   // process is QEMU (as the vm user), and it has no host mounts.
@@ -57,6 +62,9 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
 std::string TagOf(const TestServer& s);
 // Sandbox ids that have a cgroup of this server (by tag) on the host.
 std::set<std::string> CgroupIdsOf(const std::string& tag);
+// Sandbox ids whose disk (a loop device backed by a file in a jail
+// sandbox's directory of this server) is attached on the host.
+std::set<std::string> LoopIdsOf(const TestServer& s);
 // Sandbox ids that have a directory in the server's state dir (either
 // driver's).
 std::set<std::string> SandboxDirs(const TestServer& s);

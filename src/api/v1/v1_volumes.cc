@@ -14,9 +14,9 @@
 
 #include "api/common/json_fields.h"
 #include "api/v1/v1_api.h"
+#include "common/ext4_image.h"
 #include "common/rooted_fs.h"
 #include "core/file_ops.h"
-#include "core/volume_image.h"
 #include "http/byte_range.h"
 
 namespace hutch::api {
@@ -45,7 +45,7 @@ nlohmann::json V1Api::VolumeJson(const VolumeRecord& r) {
   nlohmann::json j = r.ToJson();
   j["in_use_by"] = mgr_->VolumeUsers(r.name);
   if (auto dir = mgr_->volumes()->DataDir(r.name); dir.ok()) {
-    if (auto u = VolumeUsageOf(*dir); u.ok()) j["used_bytes"] = u->used_bytes;
+    if (auto u = FsUsageOf(*dir); u.ok()) j["used_bytes"] = u->used_bytes;
   }
   return j;
 }

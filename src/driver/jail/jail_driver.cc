@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -20,12 +21,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/ext4_image.h"
 #include "common/net_dev.h"
 #include "common/proc_stat.h"
 #include "common/subprocess.h"
@@ -38,6 +41,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr auto kSetupTimeout = std::chrono::seconds(15);
+
+// ext4's shutdown ioctl (linux/fs/ext4/ext4.h; not in every uapi header).
+constexpr unsigned long kExt4IocShutdown = _IOR('X', 125, uint32_t);
+constexpr uint32_t kExt4GoingFlagsNoLogFlush = 0x2;
 
 // Copies the agent binary into a sealed memfd, so every sandbox execs an
 // immutable image: a root inside that opens /proc/1/exe for writing finds
@@ -122,9 +129,9 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     auto s = cgroup_->Stats();
     if (!s.ok()) return s.error();
     InstanceStats out = ToInstanceStats(*s);
-    // The writable layer is a tmpfs in the sandbox's own mount namespace;
-    // statfs of an overlay reports its upper layer, and /proc/<pid>/root
-    // reaches the sandbox's root from the host.
+    // The writable layer is the sandbox's ext4 disk, mounted in its own
+    // mount namespace; statfs of an overlay reports its upper layer's file
+    // system, and /proc/<pid>/root reaches the sandbox's root from the host.
     const std::string proc = "/proc/" + std::to_string(pid_);
     struct statfs fs_st;
     if (statfs((proc + "/root/").c_str(), &fs_st) == 0) {
@@ -184,6 +191,7 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   asio::awaitable<void> Destroy() override {
     if (destroyed_) co_return;
     destroying_ = true;
+    ShutDownDisk();
     // A frozen task acts on SIGKILL only once thawed.
     if (paused_ && cgroup_) (void)cgroup_->Thaw();
     if (agent_) agent_->Close();
@@ -195,6 +203,22 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
       co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
     }
     DestroyNow();
+  }
+
+  // The disk goes with the sandbox: what its page cache still holds need
+  // not be written out, which its unmount (as the last process exits)
+  // would otherwise do first (seconds for a disk full of fresh data). An
+  // ext4 shut down without a log flush drops it instead. Through the
+  // agent's fd 4, checked against the pidfd on both sides of the open (a
+  // recycled pid would name another process's fd).
+  void ShutDownDisk() {
+    if (!pidfd_.valid() || PidfdSendSignal(pidfd_.get(), 0) != 0) return;
+    const std::string disk = "/proc/" + std::to_string(pid_) + "/fd/4";
+    UniqueFd dir(open(disk.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir || PidfdSendSignal(pidfd_.get(), 0) != 0) return;
+    uint32_t flags = kExt4GoingFlagsNoLogFlush;
+    if (ioctl(dir.get(), kExt4IocShutdown, &flags) != 0)
+      spdlog::warn("sandbox={} disk_shutdown_failed err=\"{}\"", id_, strerror(errno));
   }
 
   void StartWatch(asio::any_io_executor ex) {
@@ -284,8 +308,25 @@ Result<std::unique_ptr<JailDriver>> JailDriver::Make(const JailDriverOptions& op
   fs::create_directories(opts.state_dir + "/sandboxes", ec);
   if (ec)
     return MakeError(Code::kInternal, "create " + opts.state_dir + "/sandboxes: " + ec.message());
-  return std::unique_ptr<JailDriver>(new JailDriver(opts, std::move(seccomp).value(),
-                                                    std::move(cg).value(), std::move(mfd).value()));
+  std::unique_ptr<JailDriver> d(new JailDriver(opts, std::move(seccomp).value(),
+                                               std::move(cg).value(), std::move(mfd).value()));
+  if (auto st = d->disks_.Reset(); !st.ok()) return st.error().Context("sandbox disk pool");
+  return d;
+}
+
+void JailDriver::CheckOomShield(pid_t agent) {
+  if (oom_shield_warned_) return;
+  std::ifstream in("/proc/" + std::to_string(agent) + "/oom_score_adj");
+  int adj = 0;
+  if (!(in >> adj) || adj == -999) return;
+  // The jail child, still the host's root, set -999 before exec; only a
+  // host that withholds CAP_SYS_RESOURCE from root refuses it. The agent
+  // then starts its commands 500 above itself instead (agent/spawn.cc).
+  oom_shield_warned_ = true;
+  spdlog::warn(
+      "oom_shield_unavailable agent_oom_score_adj={} why=\"hutchd lacks CAP_SYS_RESOURCE: "
+      "commands start at oom_score_adj 500 to stay ahead of the agent\"",
+      adj);
 }
 
 asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const InstanceSpec& spec) {
@@ -300,6 +341,18 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     std::error_code e;
     fs::remove_all(dir, e);
   };
+  // The writable layer's disk, attached to a loop device that this fd
+  // keeps until the child mounted it (then the mount does; closing it
+  // before detaches the device).
+  if (auto st = co_await disks_.Take(spec.disk_mb, dir + "/disk.img"); !st.ok()) {
+    fail_cleanup();
+    co_return st.error();
+  }
+  auto disk = AttachLoopDevice(dir + "/disk.img");
+  if (!disk.ok()) {
+    fail_cleanup();
+    co_return disk.error().Context("sandbox disk");
+  }
 
   CgroupLimits limits;
   limits.memory_bytes = spec.memory_mb * 1024 * 1024;
@@ -328,7 +381,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   cfg.agent_socket = dir + "/agent.sock";
   cfg.log_path = dir + "/agent.log";
   cfg.uid_base = opts_.uid_base;
-  cfg.disk_mb = spec.disk_mb;
+  cfg.disk_device = disk->path;
   cfg.seccomp = &seccomp_;
   cfg.agent_memfd = agent_memfd_.get();
   // The child inherits this fd across clone() and joins the namespace;
@@ -385,6 +438,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   if (!co_await report_ready())
     co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
+  disk->fd.reset();  // the sandbox's mount holds the device now
+  CheckOomShield(ch.pid());
 
   auto start_time = ProcStartTime(ch.pid());
   if (!start_time.ok()) co_return abort(start_time.error().Context("sandbox agent"));
@@ -460,6 +515,23 @@ int JailDriver::ReconcileAtStart(const std::set<std::string>& keep) {
     if (auto st = cgroups_->RemoveExisting(name); !st.ok())
       spdlog::error("reconcile cgroup={} err=\"{}\"", name, st.error().message);
     ++removed;
+  }
+  // The loop devices of the disks of sandboxes that are gone: each
+  // detaches itself once its sandbox's mounts are gone (auto-clear), and
+  // the processes holding those just went with their cgroups; detaching
+  // here is the backstop for any still attached (a mount namespace that
+  // outlived its sandbox gets its device detached when it ends).
+  std::error_code cec;
+  const std::string sandboxes =
+      fs::weakly_canonical(opts_.state_dir + "/sandboxes", cec).string() + "/";
+  for (const LoopBacking& loop : LoopDevicesBackedUnder(sandboxes)) {
+    const std::string& b = loop.backing_file;
+    const std::string id =
+        b.substr(sandboxes.size(), b.find('/', sandboxes.size()) - sandboxes.size());
+    if (keep.count(id)) continue;
+    if (auto st = DetachLoopDevice(loop.device); !st.ok())
+      spdlog::error("reconcile loop={} err=\"{}\"", loop.device, st.error().message);
+    else spdlog::info("reconcile loop={} sandbox={} detached", loop.device, id);
   }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(opts_.state_dir + "/sandboxes", ec)) {

@@ -8,6 +8,7 @@
 #include "common/unique_fd.h"
 #include "driver/driver.h"
 #include "driver/jail/cgroup.h"
+#include "driver/jail/disk_pool.h"
 #include "driver/jail/seccomp_policy.h"
 
 namespace hutch::jail {
@@ -17,6 +18,9 @@ struct JailDriverOptions {
   std::string agent_path;    // hutch-agent binary on the host
   std::string instance_tag;  // prefix of this server's cgroup names
   uint32_t uid_base = 1000000;
+  // Sandbox disk images kept formatted ahead, per size in recent use
+  // (DiskPool); 0: each made at its create.
+  int warm_disks = 2;
 };
 
 class JailDriver : public Driver {
@@ -36,11 +40,16 @@ class JailDriver : public Driver {
       : opts_(std::move(opts)),
         seccomp_(std::move(seccomp)),
         cgroups_(std::move(cg)),
-        agent_memfd_(std::move(memfd)) {}
+        agent_memfd_(std::move(memfd)),
+        disks_(opts_.state_dir + "/disk-pool", opts_.warm_disks) {}
+  // Whether the agent got its OOM shield (-999); logs once when not.
+  void CheckOomShield(pid_t agent);
   JailDriverOptions opts_;
   SeccompPolicy seccomp_;
   std::unique_ptr<CgroupManager> cgroups_;
   UniqueFd agent_memfd_;
+  DiskPool disks_;
+  bool oom_shield_warned_ = false;
 };
 
 }  // namespace hutch::jail

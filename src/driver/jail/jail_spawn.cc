@@ -34,7 +34,7 @@ enum Step : uint32_t {
   kStepWaitParent = 1,
   kStepNetNs,
   kStepPrivateRoot,
-  kStepScratchTmpfs,
+  kStepWritableDisk,
   kStepUpperDirs,
   kStepOverlay,
   kStepVolumes,
@@ -67,7 +67,7 @@ constexpr const char* kStepNames[] = {
     "wait for parent",
     "enter network namespace",
     "make / private",
-    "mount scratch tmpfs",
+    "mount writable disk",
     "create upper dirs",
     "mount overlay",
     "mount volumes",
@@ -226,10 +226,15 @@ void MountWritableRoot(const Plan& p) {
   const int sfd = p.sync_fd;
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     Fail(sfd, kStepPrivateRoot, errno);
-  // The writable layer lives in a size-capped tmpfs: the disk quota. It is
-  // mounted in this mount namespace only, so it vanishes with the sandbox.
-  if (mount("tmpfs", p.scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.scratch_opts.c_str()) != 0)
-    Fail(sfd, kStepScratchTmpfs, errno);
+  // The writable layer lives on the sandbox's own ext4 disk: its size is
+  // the disk quota (ENOSPC past it), and its page cache, unlike a tmpfs's
+  // pages, can be written back and reclaimed, so filling the disk never
+  // fills the sandbox's memory cgroup. It is mounted in this mount
+  // namespace only: the mount, and with it the auto-clearing loop device,
+  // vanish with the sandbox.
+  if (mount(c.disk_device.c_str(), p.scratch.c_str(), "ext4", MS_NOSUID | MS_NODEV,
+            p.scratch_opts.c_str()) != 0)
+    Fail(sfd, kStepWritableDisk, errno);
   if (mkdir(p.upper.c_str(), 0755) != 0 || mkdir(p.work.c_str(), 0700) != 0)
     Fail(sfd, kStepUpperDirs, errno);
   // The merged root takes its owner from the upper dir: make it the
@@ -347,10 +352,12 @@ void SetHostname(const Plan& p) {
 }
 
 // The sandbox's memory-cgroup OOM killer should pick a runaway command,
-// never the agent (PID 1: losing it ends the sandbox). Needs real root,
-// so it is set here; the agent resets its commands to 0.
+// never the agent (PID 1: losing it ends the sandbox). Needs the host's
+// root, so it is set here, before the user namespace; the agent starts its
+// commands 500 above its own value (agent/spawn.cc).
 // Best effort: lowering the score needs CAP_SYS_RESOURCE, which some
-// hosts (this CI's VMs among them) withhold even from root.
+// hosts (this CI's VMs among them) withhold even from root; hutchd logs
+// that once (JailDriver::CheckOomShield).
 void ShieldAgentFromOomKiller() {
   int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -539,8 +546,8 @@ const char* JailStepName(uint32_t step) {
 }
 
 Result<JailChild> SpawnJail(const JailConfig& cfg) {
-  if (cfg.seccomp == nullptr || cfg.agent_memfd < 0)
-    return MakeError(Code::kInternal, "jail config lacks seccomp policy or agent binary");
+  if (cfg.seccomp == nullptr || cfg.agent_memfd < 0 || cfg.disk_device.empty())
+    return MakeError(Code::kInternal, "jail config lacks seccomp policy, agent binary or disk");
   Plan p;
   p.cfg = &cfg;
   const std::string& d = cfg.sandbox_dir;
@@ -548,9 +555,10 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   p.scratch = d + "/scratch";
   p.upper = p.scratch + "/upper";
   p.work = p.scratch + "/work";
-  int64_t inodes = cfg.inodes > 0 ? cfg.inodes : std::max<int64_t>(16384, cfg.disk_mb * 256);
-  p.scratch_opts = "size=" + std::to_string(cfg.disk_mb) + "m,nr_inodes=" + std::to_string(inodes) +
-                   ",mode=0700";
+  // The image's inode tables were left unwritten (mkfs lazy_itable_init):
+  // they stay so, instead of the kernel zeroing them in the background and
+  // making the sparse image as large as its tables.
+  p.scratch_opts = "noinit_itable";
   std::string lowers;
   for (const auto& l : cfg.extra_lowers) lowers += l + ":";
   p.overlay_opts =

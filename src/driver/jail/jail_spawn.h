@@ -2,13 +2,12 @@
 //
 // The parent (hutchd) prepares every path and option string, then clone()s a
 // child into fresh pid, mount, net, ipc and uts namespaces. While still real
-// root, the child builds the sandbox's root (tmpfs-backed overlay over the
-// template, /proc, a minimal /dev, masked /proc paths), binds the agent's
-// listening socket at a host path, pivots into the new root and only then
-// enters a cgroup namespace and a new user namespace whose uid 0 maps to an
-// unprivileged host range. Because every mount was made by the host's root
-// before the user namespace existed, the sandbox's root cannot unmount or
-// change any of them. Finally: no_new_privs, a reduced capability bounding
+// root, the child builds the sandbox's root (an overlay over the template
+// whose writable layer is the sandbox's own ext4 disk, /proc, a minimal /dev, masked /proc paths),
+// binds the agent's listening socket at a host path, pivots into the new root and only then enters
+// a cgroup namespace and a new user namespace whose uid 0 maps to an unprivileged host range.
+// Because every mount was made by the host's root before the user namespace existed, the sandbox's
+// root cannot unmount or change any of them. Finally: no_new_privs, a reduced capability bounding
 // set, no core dumps, the seccomp filter, and exec of hutch-agent from a
 // sealed memfd (so /proc/1/exe inside is not a writable host file).
 //
@@ -48,8 +47,10 @@ struct JailConfig {
   std::string hostname = "sandbox";
   uint32_t uid_base = 0;  // host uid/gid that sandbox uid/gid 0 maps to
   uint32_t uid_count = 65536;
-  int64_t disk_mb = 2048;  // size of the writable layer
-  int64_t inodes = 0;      // 0: derived from disk_mb
+  // The loop device (/dev/loopN) of the sandbox's disk: an ext4 image
+  // holding the writable layer, attached by the caller, which keeps it
+  // open until the child reported its exec (then the mount holds it).
+  std::string disk_device;
   const SeccompPolicy* seccomp = nullptr;
   int agent_memfd = -1;  // sealed memfd holding the hutch-agent binary
   // A prepared network namespace to join (the sandbox has a network);

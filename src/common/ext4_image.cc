@@ -1,4 +1,4 @@
-#include "core/volume_image.h"
+#include "common/ext4_image.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,14 +10,15 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "common/subprocess.h"
-#include "common/unique_fd.h"
 
 namespace hutch {
 
-asio::awaitable<Status> CreateVolumeImage(const std::string& image, int64_t size_mb, uint32_t uid) {
+asio::awaitable<Status> CreateExt4Image(const std::string& image, int64_t size_mb,
+                                        const Ext4ImageOptions& opts) {
   {
     UniqueFd f(open(image.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!f) co_return ErrnoError("create " + image);
@@ -28,15 +29,19 @@ asio::awaitable<Status> CreateVolumeImage(const std::string& image, int64_t size
     }
   }
   // lazy_*_init and nodiscard: nothing is written beyond the metadata, so
-  // an empty volume costs under 1 MB of host disk whatever its size cap.
+  // an empty image costs under 1 MB of host disk whatever its size cap.
   // -m 0: no blocks reserved for a root that is the sandbox's anyway.
-  std::string owner = "root_owner=" + std::to_string(uid) + ":" + std::to_string(uid) +
-                      ",lazy_itable_init=1,lazy_journal_init=1,nodiscard";
-  std::vector<std::string> argv = {"/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner, image};
+  std::string ext = "root_owner=" + std::to_string(opts.root_uid) + ":" +
+                    std::to_string(opts.root_uid) +
+                    ",lazy_itable_init=1,lazy_journal_init=1,nodiscard";
+  std::vector<std::string> argv = {"/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-E", ext};
+  if (opts.inodes > 0) argv.insert(argv.end(), {"-N", std::to_string(opts.inodes)});
+  if (!opts.journal) argv.insert(argv.end(), {"-O", "^has_journal"});
+  argv.push_back(image);
   auto st = co_await RunTool(argv, std::chrono::minutes(2));
   if (!st.ok()) {
     unlink(image.c_str());
-    co_return st.error().Context("format volume image");
+    co_return st.error().Context("format ext4 image");
   }
   co_return Status{};
 }
@@ -76,12 +81,7 @@ std::string AttachedLoop(const std::string& image) {
 
 }  // namespace
 
-Status MountVolumeImage(const std::string& image, const std::string& dir) {
-  if (const std::string live = AttachedLoop(image); !live.empty()) {
-    if (mount(live.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
-      return ErrnoError("mount " + image + " (still live on " + live + ") at " + dir);
-    return Status{};
-  }
+Result<LoopDevice> AttachLoopDevice(const std::string& image) {
   UniqueFd img(open(image.c_str(), O_RDWR | O_CLOEXEC));
   if (!img) return ErrnoError("open " + image);
   UniqueFd ctl(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
@@ -91,26 +91,39 @@ Status MountVolumeImage(const std::string& image, const std::string& dir) {
   for (int attempt = 0; attempt < 32; ++attempt) {
     int n = ioctl(ctl.get(), LOOP_CTL_GET_FREE);
     if (n < 0) return ErrnoError("find a free loop device");
-    std::string dev = "/dev/loop" + std::to_string(n);
-    UniqueFd loop(open(dev.c_str(), O_RDWR | O_CLOEXEC));
-    if (!loop) return ErrnoError("open " + dev);
+    LoopDevice dev;
+    dev.path = "/dev/loop" + std::to_string(n);
+    dev.fd.reset(open(dev.path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!dev.fd) return ErrnoError("open " + dev.path);
     loop_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.fd = static_cast<uint32_t>(img.get());
     cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-    if (ioctl(loop.get(), LOOP_CONFIGURE, &cfg) != 0) {
+    if (ioctl(dev.fd.get(), LOOP_CONFIGURE, &cfg) != 0) {
       if (errno == EBUSY) continue;
-      return ErrnoError("attach " + image + " to " + dev);
+      return ErrnoError("attach " + image + " to " + dev.path);
     }
-    // On failure, closing `loop` detaches the device (auto-clear).
-    if (mount(dev.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
-      return ErrnoError("mount " + image + " at " + dir);
-    return Status{};
+    return dev;
   }
   return MakeError(Code::kUnavailable, "no free loop device for " + image);
 }
 
-Status UnmountVolume(const std::string& dir) {
+Status MountExt4Image(const std::string& image, const std::string& dir) {
+  if (const std::string live = AttachedLoop(image); !live.empty()) {
+    if (mount(live.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
+      return ErrnoError("mount " + image + " (still live on " + live + ") at " + dir);
+    return Status{};
+  }
+  auto dev = AttachLoopDevice(image);
+  if (!dev.ok()) return dev.error();
+  // On failure, closing the device's fd detaches it (auto-clear); on
+  // success the mount keeps it.
+  if (mount(dev->path.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
+    return ErrnoError("mount " + image + " at " + dir);
+  return Status{};
+}
+
+Status UnmountLazily(const std::string& dir) {
   if (umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT)
     return ErrnoError("unmount " + dir);
   return Status{};
@@ -123,10 +136,34 @@ bool IsMountPoint(const std::string& dir) {
          (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-Result<VolumeUsage> VolumeUsageOf(const std::string& dir) {
+std::vector<LoopBacking> LoopDevicesBackedUnder(const std::string& prefix) {
+  std::vector<LoopBacking> out;
+  DIR* d = opendir("/sys/block");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "loop", 4) != 0) continue;
+    // Present only while a file is attached.
+    std::ifstream in(std::string("/sys/block/") + e->d_name + "/loop/backing_file");
+    std::string backing;
+    if (std::getline(in, backing) && backing.rfind(prefix, 0) == 0)
+      out.push_back({std::string("/dev/") + e->d_name, backing});
+  }
+  closedir(d);
+  return out;
+}
+
+Status DetachLoopDevice(const std::string& dev) {
+  UniqueFd fd(open(dev.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoError("open " + dev);
+  // ENXIO: already detached. A device in use is marked auto-clear instead.
+  if (ioctl(fd.get(), LOOP_CLR_FD, 0) != 0 && errno != ENXIO) return ErrnoError("detach " + dev);
+  return Status{};
+}
+
+Result<FsUsage> FsUsageOf(const std::string& dir) {
   struct statfs s;
   if (statfs(dir.c_str(), &s) != 0) return ErrnoError("statfs " + dir);
-  VolumeUsage u;
+  FsUsage u;
   u.total_bytes = static_cast<uint64_t>(s.f_blocks) * s.f_bsize;
   u.used_bytes = static_cast<uint64_t>(s.f_blocks - s.f_bfree) * s.f_bsize;
   return u;

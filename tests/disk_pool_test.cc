@@ -1,0 +1,114 @@
+// The jail sandboxes' disk pool (driver/jail/disk_pool) on its own: images
+// are ext4, sparse, made ahead per size in recent use and taken by rename.
+// mkfs.ext4 on a plain file needs no root.
+#include "driver/jail/disk_pool.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace fs = std::filesystem;
+using hutch::jail::DiskPool;
+using hutch::jail::SandboxDiskInodes;
+
+namespace {
+
+class DiskPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hutch-disk-pool-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Takes a disk into dir_/<name>, then lets the refill run to its end.
+  hutch::Status Take(DiskPool& pool, int64_t mb, const std::string& name) {
+    // The path outlives the coroutine that holds a reference to it.
+    const std::string path = dir_ + "/" + name;
+    auto f = boost::asio::co_spawn(io_, pool.Take(mb, path), boost::asio::use_future);
+    io_.restart();
+    io_.run();
+    return f.get();
+  }
+  // Files in the pool's directory.
+  size_t PoolFiles() const {
+    size_t n = 0;
+    std::error_code ec;
+    for ([[maybe_unused]] auto& e : fs::directory_iterator(dir_ + "/pool", ec)) ++n;
+    return n;
+  }
+
+  boost::asio::io_context io_;
+  std::string dir_;
+};
+
+TEST_F(DiskPoolTest, ATakenDiskIsASparseExt4ImageAndThePoolRefillsBehindIt) {
+  DiskPool pool(dir_ + "/pool", 2);
+  ASSERT_TRUE(pool.Reset().ok());
+  auto st = Take(pool, 256, "a.img");
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  struct stat s {};
+  ASSERT_EQ(stat((dir_ + "/a.img").c_str(), &s), 0);
+  EXPECT_EQ(s.st_size, 256 << 20);
+  EXPECT_LT(s.st_blocks * 512, 8 << 20) << "not sparse";
+  // ext4 with the inode count the size asks for.
+  const std::string out = dir_ + "/dumpe2fs.txt";
+  ASSERT_EQ(
+      std::system(("/sbin/dumpe2fs -h '" + dir_ + "/a.img' > '" + out + "' 2>/dev/null").c_str()),
+      0);
+  std::string dump;
+  {
+    FILE* f = fopen(out.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) dump.append(buf, n);
+    if (f) fclose(f);
+  }
+  EXPECT_NE(dump.find("Inode count:              " + std::to_string(SandboxDiskInodes(256))),
+            std::string::npos)
+      << dump.substr(0, 2000);
+  EXPECT_EQ(dump.find("has_journal"), std::string::npos) << "a journal on a throwaway disk";
+  // Two more of that size wait in the pool; the next take is one of them.
+  EXPECT_EQ(pool.ready(), 2u);
+  EXPECT_EQ(PoolFiles(), 2u);
+  ASSERT_TRUE(Take(pool, 256, "b.img").ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/b.img"));
+  EXPECT_EQ(pool.ready(), 2u);
+}
+
+TEST_F(DiskPoolTest, OnlyTheFourSizesMostRecentlyTakenAreKeptWarm) {
+  DiskPool pool(dir_ + "/pool", 1);
+  ASSERT_TRUE(pool.Reset().ok());
+  for (int mb : {16, 32, 48, 64, 80}) ASSERT_TRUE(Take(pool, mb, std::to_string(mb)).ok());
+  EXPECT_EQ(pool.ready(), 4u);
+  EXPECT_EQ(PoolFiles(), 4u);
+  EXPECT_EQ(SandboxDiskInodes(16), 16384);
+  EXPECT_EQ(SandboxDiskInodes(2048), 262144);
+}
+
+TEST_F(DiskPoolTest, ResetRemovesWhatAnEarlierRunLeft) {
+  fs::create_directories(dir_ + "/pool");
+  FILE* f = fopen((dir_ + "/pool/16M-1.img").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  DiskPool pool(dir_ + "/pool", 0);
+  ASSERT_TRUE(pool.Reset().ok());
+  EXPECT_EQ(PoolFiles(), 0u);
+  // Without a pool every disk is made at its take.
+  ASSERT_TRUE(Take(pool, 16, "c.img").ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/c.img"));
+  EXPECT_EQ(PoolFiles(), 0u);
+}
+
+}  // namespace
