@@ -119,6 +119,9 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   }
 
   std::shared_ptr<AgentConnection> agent() override { return agent_; }
+  // The disk size the sandbox was made with: what metrics report as its
+  // limit (the file system on it has a little less room for files).
+  void set_disk_limit(uint64_t bytes) { disk_limit_ = bytes; }
   std::string AdoptionFacts() const override {
     nlohmann::json j = {{"pid", pid_}, {"start_time", start_time_}};
     return j.dump();
@@ -135,7 +138,8 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
     const std::string proc = "/proc/" + std::to_string(pid_);
     struct statfs fs_st;
     if (statfs((proc + "/root/").c_str(), &fs_st) == 0) {
-      out.disk_limit_bytes = static_cast<uint64_t>(fs_st.f_blocks) * fs_st.f_bsize;
+      out.disk_limit_bytes =
+          disk_limit_ ? disk_limit_ : static_cast<uint64_t>(fs_st.f_blocks) * fs_st.f_bsize;
       out.disk_used_bytes = static_cast<uint64_t>(fs_st.f_blocks - fs_st.f_bfree) * fs_st.f_bsize;
     }
     // /proc/<pid>/net/dev shows the sandbox's network namespace.
@@ -289,6 +293,7 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   UniqueFd pidfd_;
   std::unique_ptr<Cgroup> cgroup_;
   uint64_t start_time_ = 0;
+  uint64_t disk_limit_ = 0;  // spec.disk_mb in bytes (set_disk_limit)
   bool destroying_ = false;
   bool destroyed_ = false;
   bool paused_ = false;
@@ -445,6 +450,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   if (!start_time.ok()) co_return abort(start_time.error().Context("sandbox agent"));
   auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(),
                                              std::move(cg).value(), *start_time);
+  inst->set_disk_limit(static_cast<uint64_t>(spec.disk_mb) << 20);
   // From here on `inst` owns the child, cgroup and dir: an early return
   // destroys them through its destructor.
   inst->StartWatch(ex);
@@ -491,6 +497,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const Insta
   const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
   auto inst = std::make_shared<JailInstance>(
       spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)), std::move(cg).value(), start_time);
+  inst->set_disk_limit(static_cast<uint64_t>(spec.disk_mb) << 20);
   // From here `inst` owns the sandbox: failing to reach its agent destroys
   // it (its destructor kills the cgroup and removes the dir).
   inst->StartWatch(ex);

@@ -5,9 +5,8 @@
 # from the host's apt mirror, many minutes) unless the state dir already has
 # it. HUTCH_CI_STATE_DIR keeps the state dir (and so the built templates)
 # between runs; without it a temp dir is used and removed.
-# HUTCHD_EXTRA_ARGS goes to hutchd as more flags, e.g.
-# "--net-allow-private 203.0.113.0/24" where the apt mirror has a non-public
-# address (build sandboxes may not reach those by default).
+# HUTCHD_EXTRA_ARGS goes to hutchd as more flags. In CTest the state dir is
+# the one code_api_test built the template in (a fixture).
 set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_CLI_BIN:?}" "${HUTCH_SOURCE_DIR:?}"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
