@@ -4,6 +4,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cctype>
 #include <cstdint>
 #include <limits>
 
@@ -169,6 +170,13 @@ asio::awaitable<Result<std::unique_ptr<CodeRun>>> CodeClient::Send(const std::st
   auto run = std::make_unique<CodeRun>(std::move(up).value(), std::move(sb).value());
   if (auto st = co_await run->ReadHeader(); !st.ok()) co_return st.error();
   co_return Result<std::unique_ptr<CodeRun>>(std::move(run));
+}
+
+bool CodeClient::ValidContextId(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) return false;
+  return true;
 }
 
 asio::awaitable<Result<nlohmann::json>> CodeClient::Call(const std::string& id, http::verb method,

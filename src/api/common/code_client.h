@@ -67,6 +67,11 @@ class CodeClient {
 
   explicit CodeClient(SandboxManager* mgr) : mgr_(mgr) {}
 
+  // A context id as the server makes them (hex and dashes) or a client
+  // would quote one back: never a path separator or a query, so it can go
+  // into the server's path as is.
+  static bool ValidContextId(const std::string& s);
+
   // A call with a JSON answer (the context routes). The server's plain-text
   // refusals become errors: 400 invalid_request, 404 not_found, others
   // unavailable; a sandbox without the server, port_unreachable naming

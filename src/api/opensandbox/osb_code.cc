@@ -8,7 +8,6 @@
 // `ping` while quiet. A client that goes away interrupts the run; the
 // context keeps its state.
 #include <chrono>
-#include <regex>
 
 #include "api/common/code_client.h"
 #include "api/opensandbox/command_stream.h"
@@ -19,11 +18,6 @@ namespace hutch::api::opensandbox {
 namespace {
 
 using nlohmann::json;
-
-bool ValidContextId(const std::string& s) {
-  static const std::regex re("[A-Za-z0-9_-]{1,128}");
-  return std::regex_match(s, re);
-}
 
 // E2B's result fields back to the MIME keys execd uses.
 json ResultsOf(const json& r) {
@@ -89,7 +83,7 @@ asio::awaitable<void> OpenSandboxApi::RunCode(HttpContext& ctx, std::shared_ptr<
   if (body->contains("context") && (*body)["context"].is_object()) {
     const json& c = (*body)["context"];
     if (c.contains("id") && c["id"].is_string() && !c["id"].get<std::string>().empty()) {
-      if (!ValidContextId(c["id"])) {
+      if (!CodeClient::ValidContextId(c["id"])) {
         const Error bad = MakeError(Code::kNotFound, "context not found");
         co_return co_await SendError(ctx, bad);
       }
@@ -152,7 +146,7 @@ asio::awaitable<void> OpenSandboxApi::RunCode(HttpContext& ctx, std::shared_ptr<
 
 asio::awaitable<void> OpenSandboxApi::InterruptCode(HttpContext& ctx, std::shared_ptr<Sandbox> sb) {
   const std::string id = ctx.Query("id").value_or("");
-  if (!ValidContextId(id)) {
+  if (!CodeClient::ValidContextId(id)) {
     const Error bad = MakeError(Code::kInvalidRequest, "'id' (the run's context id) is required");
     co_return co_await SendError(ctx, bad);
   }
@@ -181,7 +175,7 @@ asio::awaitable<void> OpenSandboxApi::CodeContexts(HttpContext& ctx, std::shared
   if (!all.ok()) co_return co_await SendError(ctx, all.error());
   const json list = all->is_array() ? *all : json::array();
   if (s.size() == 3) {  // one context
-    if (!ValidContextId(s[2])) {
+    if (!CodeClient::ValidContextId(s[2])) {
       const Error bad = MakeError(Code::kNotFound, "context " + s[2] + " not found");
       co_return co_await SendError(ctx, bad);
     }

@@ -7,7 +7,6 @@
 // connection to the server, which interrupts the run; the context keeps
 // its state.
 #include <chrono>
-#include <regex>
 
 #include "api/common/code_client.h"
 #include "api/common/exec_body.h"
@@ -18,13 +17,6 @@ namespace hutch::api {
 namespace {
 
 using nlohmann::json;
-
-// A context id as the server makes them (hex, dashes) or a client would
-// quote it back: never a path separator or a query.
-bool ValidContextId(const std::string& s) {
-  static const std::regex re("[A-Za-z0-9_-]{1,128}");
-  return std::regex_match(s, re);
-}
 
 // {code, language?, context_id?, env_vars?, timeout_ms?} → the server's
 // /execute body and the timeout (0: none).
@@ -42,7 +34,7 @@ Result<std::pair<json, int64_t>> ParseCodeBody(const json& b) {
     out["language"] = b["language"];
   }
   if (b.contains("context_id")) {
-    if (!b["context_id"].is_string() || !ValidContextId(b["context_id"]))
+    if (!b["context_id"].is_string() || !CodeClient::ValidContextId(b["context_id"]))
       return MakeError(Code::kInvalidRequest, "'context_id' is not a context id");
     if (out.contains("language"))
       return MakeError(Code::kInvalidRequest,
@@ -144,7 +136,7 @@ asio::awaitable<void> V1Api::RunCode(HttpContext& ctx, const std::string& id) {
 asio::awaitable<void> V1Api::CodeContexts(HttpContext& ctx, const std::string& id,
                                           std::string context_id, std::string action) {
   using V = http::verb;
-  if (!context_id.empty() && !ValidContextId(context_id)) {
+  if (!context_id.empty() && !CodeClient::ValidContextId(context_id)) {
     const Error bad = MakeError(Code::kNotFound, "Context " + context_id + " not found");
     co_return co_await ctx.SendError(bad);
   }
