@@ -33,8 +33,14 @@ type Server struct {
 	done chan error
 }
 
-// Start launches hutchd and waits until it answers /healthz.
-func Start() (*Server, error) {
+// Start launches hutchd on a fresh state directory and waits until it
+// answers /healthz.
+func Start() (*Server, error) { return StartWithState("") }
+
+// StartWithState is Start on an existing state directory (templates built
+// once for several test runs), which Stop leaves in place; "" makes a
+// fresh one.
+func StartWithState(stateDir string) (*Server, error) {
 	bin := os.Getenv("HUTCHD_BIN")
 	if bin == "" {
 		return nil, ErrNotConfigured
@@ -48,7 +54,12 @@ func Start() (*Server, error) {
 		return nil, err
 	}
 	s := &Server{APIKey: "k_" + hex.EncodeToString(kb[:]), Dir: dir, done: make(chan error, 1)}
-	stateDir := filepath.Join(dir, "state")
+	if stateDir == "" {
+		stateDir = filepath.Join(dir, "state")
+	} else {
+		// The address file of the last server there is not this one's.
+		_ = os.Remove(filepath.Join(stateDir, "hutchd.addr"))
+	}
 	args := []string{"--listen", "127.0.0.1:0", "--state-dir", stateDir}
 	if t := os.Getenv("HUTCH_TEMPLATES_DIR"); t != "" {
 		args = append(args, "--templates-dir", t)
