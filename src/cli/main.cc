@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +15,9 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <memory>
+#include <tuple>
 
 #include "cli/shell.h"
 #include "cli/template_spec_file.h"
@@ -347,6 +350,126 @@ Subcommand AddExec(CLI::App& app) {
   exec->add_flag("--background,-d", a->background,
                  "Start it in the background and print its pid (see hutch ps / hutch logs)");
   return {exec, [a](Session& s) { return RunExec(s, *a); }};
+}
+
+// --- run (the code interpreter of a code-interpreter sandbox)
+
+struct RunArgs {
+  std::string id, file, language, context, out_dir = ".";
+  int64_t timeout = 0;
+};
+
+// Writes a base64 image or document of a result to out_dir/result-N.EXT.
+bool SaveResultFile(const RunArgs& a, int n, const char* ext, const std::string& b64,
+                    bool is_base64) {
+  std::string bytes = b64;
+  if (is_base64) {
+    // Kernels wrap base64 in lines (Jupyter's image/png often ends in "\n").
+    std::string packed;
+    for (char c : b64)
+      if (!isspace(static_cast<unsigned char>(c))) packed += c;
+    try {
+      bytes = hutch::client::Base64Decode(packed);
+    } catch (const std::exception& e) {
+      std::cerr << "hutch: result " << n << ": " << e.what() << "\n";
+      return false;
+    }
+  }
+  if (bytes.empty()) return false;
+  const std::string path = a.out_dir + "/result-" + std::to_string(n) + "." + ext;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return false;
+  std::cerr << "hutch: saved " << path << "\n";
+  return true;
+}
+
+int RunCode(Session& s, const RunArgs& a) {
+  std::string code;
+  if (a.file == "-") {
+    code.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) {
+      std::cerr << "hutch: cannot read " << a.file << "\n";
+      return 2;
+    }
+    code.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  json body = {{"code", code}};
+  if (!a.language.empty()) body["language"] = a.language;
+  if (!a.context.empty()) body["context_id"] = a.context;
+  if (a.timeout > 0) body["timeout_ms"] = a.timeout * 1000;
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  bool ended = false, failed = false, timed_out = false;
+  int n = 0;
+  auto r =
+      s.c.Sse("/v1/sandboxes/" + Enc(a.id) + "/code", body, [&](const hutch::client::SseEvent& ev) {
+        g_exec_fd = s.c.native_handle();
+        auto d = json::parse(ev.data, nullptr, false);
+        if (ev.event == "stdout" || ev.event == "stderr") {
+          FILE* f = ev.event == "stdout" ? stdout : stderr;
+          const std::string t = d.value("text", "");
+          fwrite(t.data(), 1, t.size(), f);
+          fflush(f);
+        } else if (ev.event == "result") {
+          if (s.g.json_out) {
+            std::cout << d.dump() << "\n";
+            return !g_interrupted;
+          }
+          ++n;
+          // Images and documents go to files, the text form
+          // (the value of the last line) to stdout.
+          static const std::tuple<const char*, const char*, bool> kFiles[] = {
+              {"png", "png", true},
+              {"jpeg", "jpg", true},
+              {"pdf", "pdf", true},
+              {"svg", "svg", false},
+              {"html", "html", false}};
+          bool saved = false;
+          for (const auto& [key, ext, b64] : kFiles)
+            if (d.contains(key) && d[key].is_string())
+              saved |= SaveResultFile(a, n, ext, d[key], b64);
+          if (d.contains("text") && (!saved || d.value("is_main_result", false)))
+            std::cout << d.value("text", "") << "\n" << std::flush;
+        } else if (ev.event == "error") {
+          failed = true;
+          const std::string tb = d.value("traceback", "");
+          std::cerr << (tb.empty() ? d.value("name", "") + ": " + d.value("value", "") : tb)
+                    << "\n";
+        } else if (ev.event == "end") {
+          ended = true;
+          timed_out = d.value("timed_out", false);
+        }
+        return !g_interrupted;
+      });
+  g_exec_fd = -1;
+  if (g_interrupted) return 130;
+  if (r.status != 200) return Fail(r);
+  if (!ended) {
+    std::cerr << "hutch: the run's stream ended early (sandbox or server died)\n";
+    return 1;
+  }
+  if (timed_out) return 124;
+  return failed ? 1 : 0;
+}
+
+Subcommand AddRun(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* run = app.add_subcommand(
+      "run", "Run code in a code-interpreter sandbox's stateful context (FILE or - for stdin)");
+  run->add_option("id", a->id, "Sandbox id (from the code-interpreter template)")->required();
+  run->add_option("file", a->file, "File with the code, or - to read stdin")->required();
+  run->add_option("--lang,-l", a->language, "python (default), javascript, typescript, bash");
+  run->add_option("--context,-c", a->context, "Context id (default: the language's own)");
+  run->add_option("--timeout", a->timeout, "Seconds before the run is interrupted (state kept)");
+  run->add_option("--out-dir,-o", a->out_dir,
+                  "Where images and documents of results are saved (result-N.png, ...)")
+      ->capture_default_str();
+  return {run, [a](Session& s) { return RunCode(s, *a); }};
 }
 
 // --- cp
@@ -737,8 +860,9 @@ int main(int argc, char** argv) {
   Global g;
   AddGlobalOptions(app, g);
   const Serve serve = AddServe(app);
-  std::vector<Subcommand> commands = {AddCreate(app), AddLs(app),    AddExec(app), AddCp(app),
-                                      AddRm(app),     AddShell(app), AddPs(app),   AddLogs(app)};
+  std::vector<Subcommand> commands = {AddCreate(app), AddLs(app), AddExec(app),
+                                      AddRun(app),    AddCp(app), AddRm(app),
+                                      AddShell(app),  AddPs(app), AddLogs(app)};
   for (auto& group : {AddVolume(app), AddTemplate(app)})
     commands.insert(commands.end(), group.begin(), group.end());
 

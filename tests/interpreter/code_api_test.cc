@@ -7,8 +7,13 @@
 // the host's mirror: minutes the first time).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -75,6 +80,29 @@ bool HasTemplate(const TestServer& s, const std::string& name) {
   return false;
 }
 
+// The hutch CLI against `s` (HUTCH_CLI_BIN), with `input` as its stdin:
+// its exit code and stdout.
+std::pair<int, std::string> Cli(const TestServer& s, const std::string& args,
+                                const std::string& input = "") {
+  const char* cli = getenv("HUTCH_CLI_BIN");
+  if (!cli) return {-1, "HUTCH_CLI_BIN is not set"};
+  char in_path[] = "/tmp/hutch-cli-in-XXXXXX";
+  const int fd = mkstemp(in_path);
+  if (fd < 0) return {-1, "mkstemp failed"};
+  close(fd);
+  std::ofstream(in_path) << input;
+  const std::string cmd = "HUTCH_URL=http://127.0.0.1:" + std::to_string(s.port()) +
+                          " HUTCH_API_KEY=" + s.key() + " " + cli + " " + args + " < " + in_path;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, f)) out.append(buf, k);
+  const int st = pclose(f);
+  unlink(in_path);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
 class CodeApi : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -104,15 +132,8 @@ TEST(CodeTemplate, Build) {
   const char* src = getenv("HUTCH_SOURCE_DIR");
   const char* cli = getenv("HUTCH_CLI_BIN");
   ASSERT_TRUE(src && cli) << "HUTCH_SOURCE_DIR and HUTCH_CLI_BIN must be set (run through ctest)";
-  const std::string cmd = "HUTCH_URL=http://127.0.0.1:" + std::to_string(s.port()) +
-                          " HUTCH_API_KEY=" + s.key() + " " + cli + " template build " + src +
-                          "/templates/code-interpreter.toml 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t k = fread(buf, 1, sizeof buf, f)) out.append(buf, k);
-  const int rc = pclose(f);
+  auto [rc, out] =
+      Cli(s, std::string("template build ") + src + "/templates/code-interpreter.toml 2>&1");
   ASSERT_EQ(rc, 0) << (out.size() > 6000 ? out.substr(out.size() - 6000) : out);
   EXPECT_TRUE(HasTemplate(s, "code-interpreter"));
 }
@@ -359,6 +380,35 @@ TEST_F(CodeApi, OpenSandboxExecdCodeRunsInContextsAndInterrupts) {
   EXPECT_EQ(c.Request("DELETE", base + "/code/contexts?language=bash", "", h).status, 200);
   auto bash = c.Request("GET", base + "/code/contexts?language=bash", "", h);
   EXPECT_EQ(bash.json().size(), 0u) << bash.body;
+}
+
+// `hutch run ID FILE|-`: output and the text result on stdout, images
+// saved as files, the exit code says whether the code raised.
+TEST_F(CodeApi, CliRunPrintsTextSavesImagesAndKeepsState) {
+  char tmpl[] = "/tmp/hutch-run-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/plot.py") << "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                                     "plt.show()\nprint('printed')\nx = 6\nx * 7\n";
+  auto [rc, out] = Cli(s_, "run " + id_ + " " + dir + "/plot.py --out-dir " + dir);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("printed\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("42\n"), std::string::npos) << out;
+  std::ifstream png(dir + "/result-1.png", std::ios::binary);
+  std::string head(4, '\0');
+  png.read(head.data(), 4);
+  EXPECT_EQ(head, "\x89PNG");
+  // The context outlives the CLI call; stdin works as the file.
+  auto [rc2, out2] = Cli(s_, "run " + id_ + " -", "x + 1");
+  EXPECT_EQ(rc2, 0);
+  EXPECT_EQ(out2, "7\n");
+  auto [rc3, out3] = Cli(s_, "run " + id_ + " - 2>&1", "1/0");
+  EXPECT_EQ(rc3, 1);
+  EXPECT_NE(out3.find("ZeroDivisionError"), std::string::npos) << out3;
+  auto [rc4, out4] = Cli(s_, "run " + id_ + " --lang bash -", "echo from-bash");
+  EXPECT_EQ(rc4, 0);
+  EXPECT_EQ(out4, "from-bash\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CodeApiErrors, BadBodiesAndASandboxWithoutTheServerAreClearErrors) {
