@@ -60,17 +60,8 @@ asio::awaitable<Status> CodeRun::ReadHeader() {
   const int status = parser_.get().result_int();
   if (status == 200) co_return Status{};
   // A refusal: its (small) text body is the message.
-  std::string text;
-  char tmp[4096];
-  while (!parser_.is_done() && text.size() < kErrorBodyLimit) {
-    parser_.get().body().data = tmp;
-    parser_.get().body().size = sizeof tmp;
-    co_await http::async_read(s_, buf_, parser_, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    text.append(tmp, sizeof tmp - parser_.get().body().size);
-    if (ec) break;
-  }
-  co_return RefusalOf(status, std::move(text));
+  auto text = co_await ReadAll(kErrorBodyLimit);
+  co_return RefusalOf(status, text.ok() ? std::move(text).value() : std::string());
 }
 
 asio::awaitable<Result<std::string>> CodeRun::ReadAll(size_t limit) {
@@ -125,15 +116,12 @@ asio::awaitable<Result<std::optional<nlohmann::json>>> CodeRun::Next() {
     pending_.append(tmp, sizeof tmp - parser_.get().body().size);
     if (ec == beast::error::timeout)
       co_return MakeError(Code::kAgentTimeout, "the execution ran past its timeout (interrupted)");
-    if (ec && ec != http::error::end_of_stream) {
-      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
-        co_return MakeError(Code::kUnavailable, "execution cancelled");
-      // The stream broke off: what came is still handed out, then the end.
-      if (pending_.find('\n') == std::string::npos) {
-        ended_ = true;
-        co_return std::optional<nlohmann::json>();
-      }
-    }
+    if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+      co_return MakeError(Code::kUnavailable, "execution cancelled");
+    // The stream broke off (or closed before its end): the complete lines
+    // that came are still handed out, then the end. Reading on would
+    // only give the same error again.
+    if (ec) ended_ = true;
   }
 }
 

@@ -55,7 +55,7 @@ class CodeRun {
   beast::flat_buffer buf_;
   http::response_parser<http::buffer_body> parser_;
   std::string pending_;  // bytes after the last complete line
-  bool ended_ = false, timed_out_ = false;
+  bool ended_ = false;   // end_of_execution seen, or the stream broke off
 };
 
 class CodeClient {
