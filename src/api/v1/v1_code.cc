@@ -89,27 +89,24 @@ asio::awaitable<void> V1Api::RunCode(HttpContext& ctx, const std::string& id) {
   Status st;
   while (st.ok()) {
     auto line = co_await r->Next();
-    if (!line.ok()) {
-      if (line.error().code == Code::kUnavailable && !ctx.keep_alive()) break;  // client gone
-      const bool timed_out = line.error().code == Code::kAgentTimeout;
-      json err = {
-          {"name", timed_out ? "TimeoutError" : "ExecutionAborted"},
-          {"value", timed_out ? "the execution ran past timeout_ms (" + std::to_string(timeout_ms) +
-                                    " ms) and was interrupted; the context keeps its state"
-                              : line.error().message},
-          {"traceback", ""}};
-      if (timed_out) end["timed_out"] = true;
-      st = co_await ctx.WriteChunk(SseJsonEvent("error", err));
-      if (st.ok()) st = co_await ctx.WriteChunk(SseJsonEvent("end", end));
-      if (st.ok()) st = co_await ctx.EndStream();
-      break;
-    }
-    if (!*line) {
-      // The server ended the stream without end_of_execution (its kernel
-      // died): said so, then the end.
+    if (!line.ok() || !*line) {
+      if (!line.ok() && line.error().code == Code::kUnavailable && !ctx.keep_alive())
+        break;  // the client is gone
+      // The run did not finish: its timeout fired, the connection to the
+      // server broke, or the server ended it without end_of_execution (its
+      // kernel died). Said so, then the end.
       json err = {{"name", "UnexpectedEndOfExecution"},
                   {"value", "the code interpreter ended the run without finishing it"},
                   {"traceback", ""}};
+      if (!line.ok() && line.error().code == Code::kAgentTimeout) {
+        err["name"] = "TimeoutError";
+        err["value"] = "the execution ran past timeout_ms (" + std::to_string(timeout_ms) +
+                       " ms) and was interrupted; the context keeps its state";
+        end["timed_out"] = true;
+      } else if (!line.ok()) {
+        err["name"] = "ExecutionAborted";
+        err["value"] = line.error().message;
+      }
       st = co_await ctx.WriteChunk(SseJsonEvent("error", err));
       if (st.ok()) st = co_await ctx.WriteChunk(SseJsonEvent("end", end));
       if (st.ok()) st = co_await ctx.EndStream();
