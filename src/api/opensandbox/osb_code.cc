@@ -106,7 +106,10 @@ asio::awaitable<void> OpenSandboxApi::RunCode(HttpContext& ctx, std::shared_ptr<
   while (st.ok()) {
     auto line = co_await r->Next();
     if (!line.ok() || !*line) {
-      if (!line.ok() && line.error().code == Code::kUnavailable && !ctx.keep_alive()) break;
+      if (!line.ok() && line.error().code == Code::kUnavailable && !ctx.keep_alive()) {
+        st = line.error();  // the client is gone: nothing more to send it
+        break;
+      }
       const std::string why = line.ok() ? "the code interpreter ended the run without finishing it"
                                         : line.error().message;
       const json ev = ErrorEvent("UnexpectedEndOfExecution", why, json::array());
@@ -171,10 +174,7 @@ asio::awaitable<void> OpenSandboxApi::CodeContexts(HttpContext& ctx, std::shared
     if (!r.ok()) co_return co_await SendError(ctx, r.error());
     co_return co_await ctx.SendJson(200, *r);
   }
-  auto all = co_await code_.Call(id, http::verb::get, "/contexts");
-  if (!all.ok()) co_return co_await SendError(ctx, all.error());
-  const json list = all->is_array() ? *all : json::array();
-  if (s.size() == 3) {  // one context
+  if (s.size() == 3) {
     if (!CodeClient::ValidContextId(s[2])) {
       const Error bad = MakeError(Code::kNotFound, "context " + s[2] + " not found");
       co_return co_await SendError(ctx, bad);
@@ -185,6 +185,12 @@ asio::awaitable<void> OpenSandboxApi::CodeContexts(HttpContext& ctx, std::shared
       if (!r.ok()) co_return co_await SendError(ctx, r.error());
       co_return co_await ctx.SendEmpty(200);
     }
+  }
+  // The rest reads the server's list (it has no route for one context).
+  auto all = co_await code_.Call(id, http::verb::get, "/contexts");
+  if (!all.ok()) co_return co_await SendError(ctx, all.error());
+  const json list = all->is_array() ? *all : json::array();
+  if (s.size() == 3) {  // GET one context
     for (const auto& c : list)
       if (c.value("id", "") == s[2]) co_return co_await ctx.SendJson(200, c);
     const Error missing = MakeError(Code::kNotFound, "context " + s[2] + " not found");
