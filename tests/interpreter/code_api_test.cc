@@ -267,6 +267,22 @@ TEST_F(CodeApi, ATimeoutOrAClientThatLeavesInterruptsTheRunAndStateIsKept) {
   EXPECT_EQ(next.Out(), "False\n");
 }
 
+// The code server dies mid-run (the code kills it): the stream ends with
+// an error and `end` instead of hanging, and hutchd keeps serving.
+TEST_F(CodeApi, AServerThatDiesMidRunEndsTheStreamWithAnError) {
+  auto r = RunCode(s_, id_,
+                   {{"code",
+                     "import os, signal, time\nprint('before', flush=True)\ntime.sleep(0.5)\n"
+                     "os.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(30)"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Out(), "before\n");
+  ASSERT_TRUE(r.Error().is_object());
+  EXPECT_EQ(r.Error().value("name", ""), "UnexpectedEndOfExecution");
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.back().name, "end");
+  EXPECT_EQ(s_.Client().Request("GET", "/v1/sandboxes/" + id_).status, 200);
+}
+
 TEST_F(CodeApi, KernelCodeIsConfinedLikeAnyExec) {
   // The kernel runs as the sandbox's user inside its namespaces: hutchd's
   // processes are not visible, and the host's root is not its root.
