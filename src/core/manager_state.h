@@ -43,6 +43,9 @@ struct ManagerOptions {
   // Where snapshot layers live (<state>/snapshots); empty: no snapshots.
   std::string snapshots_dir;
   int max_fork = 16;
+  // Templates (name or alias) and how many sandboxes of each to keep
+  // started ahead of demand (core/warm_pool.h).
+  std::map<std::string, int> warm_pool;
   // What a tenant key's owner id may hold (admin keys are exempt).
   TenantQuotas quotas;
 };
@@ -67,6 +70,8 @@ struct ManagerState {
   std::string net_unavailable = "networking is not configured";
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;  // ordered: cursor paging
   std::map<std::string, SnapshotRecord> snapshots;
+  // WarmPool's sandboxes: started, nobody's yet (not in `sandboxes`).
+  std::map<std::string, std::shared_ptr<Sandbox>> warm;
   int starting = 0;  // creates between their checks and their driver's answer
   IdempotencyCache idempotency;
   asio::any_io_executor ex;

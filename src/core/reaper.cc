@@ -11,6 +11,7 @@
 
 #include "core/sandbox_lifecycle.h"
 #include "core/snapshot_book.h"
+#include "core/warm_pool.h"
 
 namespace hutch {
 
@@ -46,6 +47,7 @@ asio::awaitable<void> Reaper::Tick() {
     auto st = co_await life_.Delete(id, "expired");
     (void)st;
   }
+  if (warm_) warm_->Tick();
 }
 
 void Reaper::PauseIdle() {

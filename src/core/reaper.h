@@ -15,11 +15,13 @@ namespace hutch {
 
 class SandboxLifecycle;
 class SnapshotBook;
+class WarmPool;
 
 class Reaper {
  public:
-  Reaper(ManagerState& s, SandboxLifecycle& life, SnapshotBook& snaps)
-      : s_(s), life_(life), snaps_(snaps) {}
+  // `warm` (may be null) is topped up on every tick.
+  Reaper(ManagerState& s, SandboxLifecycle& life, SnapshotBook& snaps, WarmPool* warm = nullptr)
+      : s_(s), life_(life), snaps_(snaps), warm_(warm) {}
   // Starts the loop on `ex`; it ends once the manager shuts down.
   void Start(asio::any_io_executor ex);
   // One pass of the loop (tests drive it directly).
@@ -34,6 +36,7 @@ class Reaper {
   ManagerState& s_;
   SandboxLifecycle& life_;
   SnapshotBook& snaps_;
+  WarmPool* warm_;
 };
 
 }  // namespace hutch

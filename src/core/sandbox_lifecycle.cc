@@ -195,6 +195,16 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
                         "network mode " + std::string(net::NetModeName(o.network.mode)) +
                             " is not available on this server: " + s_.net_unavailable);
 
+  WarmShape shape{tpl->name, tpl->hash, drv.value()->name(), cpu, mem, disk, o.network.mode};
+  if (warm_ && !tpl->hash.empty()) {
+    // Anything a running sandbox cannot take afterwards rules a warm one out.
+    const bool warmable = !from_layers && o.volumes.empty() && !o.machine && o.env.empty() &&
+                          tpl->owner.empty() && IsWarmableNetwork(o.network);
+    if (warmable) {
+      if (auto sb = warm_->Take(shape)) co_return co_await Claim(steps, std::move(sb), o, ttl);
+    }
+  }
+
   auto sb = std::make_shared<Sandbox>();
   SandboxRecord& r = sb->rec;
   r.id = "sb_" + RandomHex(8);
@@ -225,17 +235,31 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   steps.starting = std::make_unique<StartingCount>(s_.starting);
   steps.entry = std::make_unique<RegistryEntry>(s_, sb);
   steps.resources = std::make_unique<SandboxResources>(s_, sb);
+  if (auto st = co_await Launch(steps, sb, *drv, *tpl, std::move(mounts), o.machine); !st.ok())
+    co_return st.error();
+  // Acknowledged state must be durable before the client hears of it.
+  if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");
+  WatchLoss(*sb);
+  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id,
+               r.template_name, cpu, mem, disk, net::NetModeName(r.network.mode));
+  co_return r;
+}
 
+asio::awaitable<Status> SandboxLifecycle::Launch(CreateSteps& steps, std::shared_ptr<Sandbox> sb,
+                                                 Driver* drv, const TemplateInfo& tpl,
+                                                 std::vector<InstanceMount> mounts,
+                                                 std::shared_ptr<MachineImage> machine) {
+  SandboxRecord& r = sb->rec;
   InstanceSpec spec;
   spec.id = r.id;
-  spec.rootfs = rootfs;
-  spec.layers = layers;
+  spec.rootfs = r.rootfs;
+  spec.layers = r.layers;
   spec.mounts = std::move(mounts);
-  spec.cpus = cpu;
-  spec.memory_mb = mem;
-  spec.disk_mb = disk;
-  spec.pids_max = opts.pids_max;
-  spec.machine = o.machine;
+  spec.cpus = r.cpu;
+  spec.memory_mb = r.memory_mb;
+  spec.disk_mb = r.disk_mb;
+  spec.pids_max = s_.opts.pids_max;
+  spec.machine = machine;
   if (r.network.mode != net::NetMode::kNone) {
     auto lease = co_await s_.net->Acquire(r.network);
     if (!lease.ok()) co_return lease.error().Context("create sandbox: network");
@@ -244,7 +268,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
     spec.resolv_conf = lease->resolv_conf;
     spec.gateway = lease->gateway;
   }
-  auto inst = co_await drv.value()->Create(spec);
+  auto inst = co_await drv->Create(spec);
   steps.starting.reset();
   if (!inst.ok()) co_return inst.error().Context("create sandbox");
   sb->instance = inst.value();
@@ -256,19 +280,80 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   r.status = SandboxStatus::kRunning;
   r.boot = sb->instance->boot();
   // A fork child of a running machine has its source's processes already.
-  if (!o.machine) {
-    if (auto st = co_await StartTemplateProcess(sb, *tpl); !st.ok())
+  if (!machine) {
+    if (auto st = co_await StartTemplateProcess(sb, tpl); !st.ok())
       co_return sb->deleting
           ? deleted()
-          : st.error().Context("create sandbox from template '" + tpl->name + "'");
+          : st.error().Context("create sandbox from template '" + tpl.name + "'");
     if (sb->deleting) co_return deleted();
   }
-  // Acknowledged state must be durable before the client hears of it.
+  co_return Status{};
+}
+
+asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Claim(CreateSteps& steps,
+                                                               std::shared_ptr<Sandbox> sb,
+                                                               CreateOptions& o, int64_t ttl) {
+  SandboxRecord& r = sb->rec;
+  // Its life as the caller's sandbox starts now.
+  r.template_name = o.template_name;
+  r.created_at = std::chrono::system_clock::now();
+  r.expires_at = r.created_at + std::chrono::seconds(ttl);
+  r.metadata = std::move(o.metadata);
+  r.owner_key = o.owner_key;
+  r.auto_pause_seconds = o.auto_pause_seconds;
+  sb->last_active = std::chrono::steady_clock::now();
+  steps.entry = std::make_unique<RegistryEntry>(s_, sb);
+  steps.resources = std::make_unique<SandboxResources>(s_, sb);
   if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");
   WatchLoss(*sb);
-  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id,
-               r.template_name, cpu, mem, disk, net::NetModeName(r.network.mode));
+  spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={} warm=1",
+               r.id, r.template_name, r.cpu, r.memory_mb, r.disk_mb,
+               net::NetModeName(r.network.mode));
   co_return r;
+}
+
+asio::awaitable<Result<std::shared_ptr<Sandbox>>> SandboxLifecycle::CreateWarm(
+    const WarmShape& shape) {
+  if (s_.shutting_down) co_return MakeError(Code::kUnavailable, "server is shutting down");
+  auto drv = s_.PickDriver(shape.driver);
+  if (!drv.ok()) co_return drv.error();
+  auto tpl = s_.templates->Resolve(shape.template_name);
+  if (!tpl.ok()) co_return tpl.error();
+  if (tpl->hash != shape.build)
+    co_return MakeError(Code::kConflict, "template '" + shape.template_name + "' was rebuilt");
+  if (shape.network != net::NetMode::kNone && !s_.net)
+    co_return MakeError(Code::kNotSupported, "networking is not available: " + s_.net_unavailable);
+  auto sb = std::make_shared<Sandbox>();
+  SandboxRecord& r = sb->rec;
+  r.id = "sb_" + RandomHex(8);
+  r.template_name = tpl->name;
+  r.status = SandboxStatus::kStarting;
+  r.env = tpl->env;
+  r.user = tpl->user;
+  r.workdir = tpl->workdir;
+  r.cpu = shape.cpu;
+  r.memory_mb = shape.memory_mb;
+  r.disk_mb = shape.disk_mb;
+  r.driver = drv.value()->name();
+  r.layers = tpl->layers;
+  r.rootfs = tpl->rootfs;
+  r.network.mode = shape.network;
+  // Counted as starting (the caps see it) but not registered: nobody can
+  // name it until a create claims it.
+  CreateSteps steps;
+  steps.starting = std::make_unique<StartingCount>(s_.starting);
+  steps.resources = std::make_unique<SandboxResources>(s_, sb);
+  auto st = co_await Launch(steps, sb, *drv, *tpl, {}, nullptr);
+  if (!st.ok()) {
+    co_await steps.Unwind();
+    co_return st.error();
+  }
+  steps.Commit();
+  co_return sb;
+}
+
+bool IsWarmableNetwork(const net::NetworkPolicy& p) {
+  return (p.mode == net::NetMode::kNone || p.mode == net::NetMode::kAll) && p.private_hosts.empty();
 }
 
 asio::awaitable<Status> SandboxLifecycle::StartTemplateProcess(std::shared_ptr<Sandbox> sb,

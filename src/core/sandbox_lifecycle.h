@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/manager_state.h"
+#include "core/warm_pool.h"
 
 namespace hutch {
 
@@ -70,9 +71,15 @@ struct RecoverReport {
   int adopted = 0, lost = 0, expired = 0, forgotten = 0, removed = 0;
 };
 
+// Mode none or all without rules: what a warm sandbox can be made with
+// before anyone asks (a policy's rules are the caller's).
+bool IsWarmableNetwork(const net::NetworkPolicy& p);
+
 class SandboxLifecycle {
  public:
   SandboxLifecycle(ManagerState& s, SnapshotBook& snaps) : s_(s), snaps_(snaps) {}
+  // Where creates look for a warm sandbox first (null: none).
+  void set_warm_pool(WarmPool* w) { warm_ = w; }
 
   // Loads the stored sandboxes and adopts the live ones (see
   // SandboxManager::Recover); `keep` gets the adopted ids.
@@ -97,10 +104,22 @@ class SandboxLifecycle {
   // resources are freed in the background, the record stays.
   void MarkFailed(const std::string& id, const std::string& reason);
   asio::awaitable<void> Shutdown();
+  // A sandbox of `shape`, started and past its template's ready check, that
+  // belongs to nobody yet (WarmPool's); not registered, not persisted.
+  asio::awaitable<Result<std::shared_ptr<Sandbox>>> CreateWarm(const WarmShape& shape);
 
  private:
   // Every step of a create; on error the caller unwinds `steps`.
   asio::awaitable<Result<SandboxRecord>> CreateIn(CreateSteps& steps, CreateOptions o);
+  // A create's instance: network slot, the driver's instance, the
+  // template's start command and ready check (the record says what).
+  asio::awaitable<Status> Launch(CreateSteps& steps, std::shared_ptr<Sandbox> sb, Driver* drv,
+                                 const TemplateInfo& tpl, std::vector<InstanceMount> mounts,
+                                 std::shared_ptr<MachineImage> machine);
+  // A warm sandbox becomes the create's: owner, TTL, metadata; registered
+  // and persisted.
+  asio::awaitable<Result<SandboxRecord>> Claim(CreateSteps& steps, std::shared_ptr<Sandbox> sb,
+                                               CreateOptions& o, int64_t ttl);
   // A template's start command (in the background) and ready check (polled
   // until it exits 0), before a create is answered.
   asio::awaitable<Status> StartTemplateProcess(std::shared_ptr<Sandbox> sb,
@@ -110,6 +129,7 @@ class SandboxLifecycle {
 
   ManagerState& s_;
   SnapshotBook& snaps_;
+  WarmPool* warm_ = nullptr;
 };
 
 }  // namespace hutch

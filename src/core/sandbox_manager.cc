@@ -88,7 +88,10 @@ Status SandboxManager::DeleteTemplate(const std::string& name) {
   return reaper_.DeleteTemplate(name);
 }
 void SandboxManager::StartReaper(asio::any_io_executor ex) { reaper_.Start(ex); }
-asio::awaitable<void> SandboxManager::Shutdown() { return life_.Shutdown(); }
+asio::awaitable<void> SandboxManager::Shutdown() {
+  co_await life_.Shutdown();
+  co_await warm_.Shutdown();
+}
 size_t SandboxManager::running_count() const { return state_.running_count(); }
 int64_t SandboxManager::committed_memory_mb() const { return state_.committed_memory_mb(); }
 

@@ -24,6 +24,7 @@
 #include "core/reaper.h"
 #include "core/sandbox_lifecycle.h"
 #include "core/snapshot_book.h"
+#include "core/warm_pool.h"
 #include "driver/driver.h"
 #include "net/network_manager.h"
 #include "store/state_store.h"
@@ -39,8 +40,11 @@ class SandboxManager {
       : state_(std::move(opts), driver, templates, store),
         snaps_(state_),
         life_(state_, snaps_),
-        reaper_(state_, life_, snaps_) {
+        warm_(state_, life_),
+        reaper_(state_, life_, snaps_, &warm_) {
     snaps_.set_lifecycle(&life_);
+    life_.set_warm_pool(&warm_);
+    warm_.Configure(state_.opts.warm_pool);
   }
   SandboxManager(const SandboxManager&) = delete;
   SandboxManager& operator=(const SandboxManager&) = delete;
@@ -143,6 +147,8 @@ class SandboxManager {
   asio::awaitable<void> Shutdown();
   size_t running_count() const;
   int64_t committed_memory_mb() const;
+  // Sandboxes started ahead of demand, nobody's yet (core/warm_pool.h).
+  size_t warm_count() const { return warm_.size(); }
   const ManagerOptions& options() const { return state_.opts; }
   // Sandboxes by status, stopped tombstones included (for /metrics).
   std::map<SandboxStatus, size_t> CountByStatus() const {
@@ -158,6 +164,7 @@ class SandboxManager {
   ManagerState state_;
   SnapshotBook snaps_;
   SandboxLifecycle life_;
+  WarmPool warm_;
   Reaper reaper_;
 };
 

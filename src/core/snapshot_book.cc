@@ -153,6 +153,10 @@ std::set<std::string> SnapshotBook::UsedLowerDirs() const {
       used.insert(sb->rec.rootfs);
     }
   }
+  for (const auto& [id, sb] : s_.warm) {
+    used.insert(sb->rec.layers.begin(), sb->rec.layers.end());
+    used.insert(sb->rec.rootfs);
+  }
   for (const auto& [id, s] : s_.snapshots) {
     if (s.deleted && !used.count(s.layers.front())) continue;
     used.insert(s.layers.begin(), s.layers.end());

@@ -14,6 +14,9 @@ const std::vector<double> kCreateBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 ApiMetrics::ApiMetrics()
     : sandboxes_running(
           registry.AddGauge("hutch_sandboxes_running", "Sandboxes running or paused.")),
+      sandboxes_warm(registry.AddGauge(
+          "hutch_sandboxes_warm",
+          "Sandboxes started ahead of demand (--warm-pool) that no create has claimed yet.")),
       sandboxes(registry.AddGaugeFamily(
           "hutch_sandboxes",
           "Sandboxes known to the manager by state (stopped ones are kept an hour).", {"state"})),

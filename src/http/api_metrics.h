@@ -28,6 +28,7 @@ struct ApiMetrics {
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   Gauge& sandboxes_running;  // kept from the first release: running + paused
+  Gauge& sandboxes_warm;
   Family<Gauge>& sandboxes;  // {state}
   Counter& sandboxes_created;
   Counter& sandbox_create_failures;

@@ -43,6 +43,7 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
                   SandboxStatus::kStopped, SandboxStatus::kFailed})
     metrics.sandboxes.With({StatusName(st)}).Set(static_cast<double>(by_status[st]));
   metrics.sandboxes_running.Set(static_cast<double>(mgr_->running_count()));
+  metrics.sandboxes_warm.Set(static_cast<double>(mgr_->warm_count()));
   if (const auto* net = mgr_->network()) {
     metrics.network_slots.With({"warm"}).Set(static_cast<double>(net->warm()));
     metrics.network_slots.With({"leased"}).Set(static_cast<double>(net->in_use()));

@@ -104,6 +104,9 @@ struct Options {
   size_t exec_budget_mb = 64;
   std::string net_pool = "10.201.0.0/16", dns_upstream;
   int net_warm = 8;
+  // A code-interpreter sandbox answers its first runCode at once (its
+  // kernel is up) when the template is built; nothing is kept otherwise.
+  std::vector<std::string> warm_pool{"code-interpreter=1"};
   std::vector<std::string> net_allow_private;
   std::string apt_dir = "/etc/apt";
   int net_max_connections = 4096, net_new_connections = 500;
@@ -246,6 +249,11 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--dns-upstream", o.dns_upstream,
                  "Resolver (IPv4[:port]) for names sandbox policies allow (default: the host's "
                  "/etc/resolv.conf)");
+  app.add_option("--warm-pool", o.warm_pool,
+                 "TEMPLATE=N: keep N sandboxes of this template started ahead of demand (its "
+                 "start command run, its ready check passed); a create of the same shape takes "
+                 "one at once. Repeatable; giving it replaces the default, `none` keeps no pool")
+      ->capture_default_str();
   app.add_option("--net-warm", o.net_warm,
                  "Network namespaces kept ready for creates (during a burst up to 4x this, "
                  "following demand)")
@@ -519,7 +527,31 @@ void PublishAddress(const std::string& state_dir, const std::string& addr) {
 // hutchd from an open state store to its exit: the layers built bottom
 // up, recovery, then the I/O loop until SIGINT/SIGTERM. Returns the exit
 // code; an error before serving is printed by main.
+// --warm-pool values: TEMPLATE=N (N >= 0), or "none" for no pool at all.
+Result<std::map<std::string, int>> ParseWarmPool(const std::vector<std::string>& specs) {
+  std::map<std::string, int> out;
+  for (const auto& spec : specs) {
+    if (spec == "none") continue;
+    const auto eq = spec.find('=');
+    int n = -1;
+    if (eq != std::string::npos && eq > 0) {
+      const std::string num = spec.substr(eq + 1);
+      if (!num.empty() && num.size() <= 4 &&
+          num.find_first_not_of("0123456789") == std::string::npos)
+        n = std::stoi(num);
+    }
+    if (n < 0)
+      return MakeError(Code::kInvalidRequest,
+                       "--warm-pool " + spec + ": expected TEMPLATE=N (N a count) or none");
+    out[spec.substr(0, eq)] = n;
+  }
+  return out;
+}
+
 Result<int> Serve(Options& o, store::StateStore* db) {
+  auto warm = ParseWarmPool(o.warm_pool);
+  if (!warm.ok()) return warm.error();
+  o.mopts.warm_pool = std::move(warm).value();
   auto lock = LockStateDir(o.state_dir);
   if (!lock.ok()) return lock.error();
   DefaultPaths(o);

@@ -175,10 +175,11 @@ void CoreTest::FixStoreWrites(const std::string& table) {
 }
 
 TemplateRecord CoreTest::AddTemplate(const std::string& name, const std::string& start,
-                                     const std::string& ready, int64_t ready_timeout_seconds) {
+                                     const std::string& ready, int64_t ready_timeout_seconds,
+                                     const std::string& hash) {
   TemplateRecord r;
   r.name = name;
-  r.hash = "h" + name;
+  r.hash = hash.empty() ? "h" + name : hash;
   r.from = "base";
   r.info.name = name;
   r.info.hash = r.hash;

@@ -77,9 +77,11 @@ class CoreTest : public ::testing::Test {
   // Makes every write to `table` fail (a full disk, as the store sees it).
   void BreakStoreWrites(const std::string& table);
   void FixStoreWrites(const std::string& table);
-  // Registers a built template with a layer dir under the builds dir.
+  // Registers a built template with a layer dir under the builds dir
+  // (`hash`: its build; default "h" + name).
   TemplateRecord AddTemplate(const std::string& name, const std::string& start = "",
-                             const std::string& ready = "", int64_t ready_timeout_seconds = 0);
+                             const std::string& ready = "", int64_t ready_timeout_seconds = 0,
+                             const std::string& hash = "");
   // Entries in a directory (0 if it is missing).
   static size_t CountEntries(const std::string& dir);
   // Nothing of any create is left: no instance, no slot, no row, no agent

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/code_run.h"
+#include "tests/support/exposition.h"
 #include "tests/support/test_server.h"
 
 namespace hutch::testing {
@@ -26,51 +28,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Event {
-  std::string name;
-  json data;
-};
-
-struct Run {
-  int status = 0;
-  std::string body;  // the JSON error when status != 200
-  std::vector<Event> events;
-  // Every stdout/stderr text joined, the `error` event, the results, the end.
-  std::string Out(const char* stream = "stdout") const {
-    std::string s;
-    for (const auto& e : events)
-      if (e.name == stream) s += e.data.value("text", "");
-    return s;
-  }
-  json Error() const {
-    for (const auto& e : events)
-      if (e.name == "error") return e.data;
-    return nullptr;
-  }
-  std::vector<json> Results() const {
-    std::vector<json> r;
-    for (const auto& e : events)
-      if (e.name == "result") r.push_back(e.data);
-    return r;
-  }
-  json End() const {
-    return events.empty() || events.back().name != "end" ? json() : events.back().data;
-  }
-};
-
-// POST /code; `stop_after` > 0 drops the connection after that many events.
-Run RunCode(const TestServer& s, const std::string& id, const json& body, size_t stop_after = 0) {
-  Run r;
-  auto c = s.Client();
-  auto res = c.SseRequest("POST", "/v1/sandboxes/" + id + "/code", body.dump(),
-                          {{"Content-Type", "application/json"}}, [&](const client::SseEvent& e) {
-                            r.events.push_back({e.event, json::parse(e.data, nullptr, false)});
-                            return stop_after == 0 || r.events.size() < stop_after;
-                          });
-  r.status = res.status;
-  r.body = res.body;
-  return r;
-}
+using Run = CodeRun;
 
 bool HasTemplate(const TestServer& s, const std::string& name) {
   auto r = s.Client().Request("GET", "/v1/templates");
@@ -117,9 +75,30 @@ class CodeApi : public ::testing::Test {
   void TearDown() override {
     if (!id_.empty()) s_.Client().Request("DELETE", "/v1/sandboxes/" + id_);
   }
-  TestServer s_;
+  // No warm pool: each test starts its own hutchd and creates at once, so
+  // a pool would only start a second kernel beside the cold create
+  // (CodeWarmPool tests the pool).
+  TestServer s_{{"--warm-pool", "none"}};
   std::string id_;
 };
+
+// hutch_sandboxes_warm from /metrics (-1 if missing).
+double WarmSandboxes(const TestServer& s) {
+  auto m = ParseExposition(s.Client().Request("GET", "/metrics").body);
+  if (!m.ok()) return -1;
+  auto v = m.Value("hutch_sandboxes_warm", {});
+  return v ? *v : -1;
+}
+
+// When the template's start command (the code server) began, by the
+// sandbox's process list.
+std::string StartCommandStartedAt(const TestServer& s, const std::string& id) {
+  auto r = s.Client().Request("GET", "/v1/sandboxes/" + id + "/processes");
+  const json j = r.json();
+  for (const auto& p : j["items"])
+    if (p.value("cmd", json()) == "template-start") return p.value("started_at", "");
+  return "";
+}
 
 }  // namespace
 
@@ -136,6 +115,50 @@ TEST(CodeTemplate, Build) {
       Cli(s, std::string("template build ") + src + "/templates/code-interpreter.toml 2>&1");
   ASSERT_EQ(rc, 0) << (out.size() > 6000 ? out.substr(out.size() - 6000) : out);
   EXPECT_TRUE(HasTemplate(s, "code-interpreter"));
+}
+
+// With hutchd's defaults a code-interpreter sandbox is kept started ahead
+// of demand: nobody sees it until a create of its shape takes it, and its
+// code server (and kernel) were up before the create came; a create with
+// its own env gets a fresh one whose kernel sees that env.
+TEST(CodeWarmPool, ACreateTakesASandboxWhoseKernelIsAlreadyUp) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  if (!HasTemplate(s, "code-interpreter")) GTEST_SKIP() << "no code-interpreter template";
+  for (int i = 0; i < 1200 && WarmSandboxes(s) != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(WarmSandboxes(s), 1);
+  // (The shared state dir remembers other tests' sandboxes, stopped.)
+  const auto running = [&] {
+    return s.Client().Request("GET", "/v1/sandboxes?status=running").json()["items"].size();
+  };
+  EXPECT_EQ(running(), 0u);
+
+  // E2B's default shape (network all where the server has networking).
+  auto cr = s.Client().Json("POST", "/v1/sandboxes",
+                            json{{"template", "code-interpreter"}, {"network", {{"mode", "all"}}}});
+  ASSERT_EQ(cr.status, 201) << cr.body;
+  const json warm = cr.json();
+  const std::string id = warm["id"];
+  const std::string started = StartCommandStartedAt(s, id);
+  ASSERT_FALSE(started.empty());
+  EXPECT_LT(started, warm["created_at"].get<std::string>()) << "the code server started after";
+  auto r = RunCode(s, id, {{"code", "x = 1 + 1\nx"}});
+  ASSERT_EQ(r.Results().size(), 1u) << r.body;
+  EXPECT_EQ(r.Results()[0].value("text", ""), "2");
+  EXPECT_EQ(running(), 1u);
+
+  auto ce = s.Client().Json("POST", "/v1/sandboxes",
+                            json{{"template", "code-interpreter"},
+                                 {"network", {{"mode", "all"}}},
+                                 {"env", {{"HUTCH_WARM_T", "mine"}}}});
+  ASSERT_EQ(ce.status, 201) << ce.body;
+  const json cold = ce.json();
+  EXPECT_GT(StartCommandStartedAt(s, cold["id"]), cold["created_at"].get<std::string>());
+  auto e = RunCode(s, cold["id"], {{"code", "import os; print(os.environ['HUTCH_WARM_T'])"}});
+  EXPECT_EQ(e.Out(), "mine\n") << e.Out("stderr");
+  for (const std::string& sid : {id, cold["id"].get<std::string>()})
+    EXPECT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + sid).status, 204);
 }
 
 TEST_F(CodeApi, StatePersistsAndOutputResultsErrorsAndTheEndStream) {
