@@ -183,23 +183,34 @@ class SyncCodeInterpreterTest(unittest.TestCase):
         codes = self.interp.codes
         ctx = codes.create_context(SupportedLanguage.PYTHON)
         codes.run('kept = "still here"', context=ctx)
-        timers = []
+        running, done = threading.Event(), threading.Event()
+        run_id = []
 
-        # The init event names the run (its context); interrupt it a moment
-        # later from another thread, as a caller's own timeout would.
-        def on_init(init):
-            t = threading.Timer(1.0, codes.interrupt, args=(init.id,))
-            timers.append(t)
-            t.start()
+        # Once the code is running (it printed), interrupt it from another
+        # thread, as a caller's own timeout would; again while it has not
+        # ended (a SIGINT that lands outside the user's code is swallowed).
+        def interrupter():
+            running.wait()
+            while not done.is_set():
+                codes.interrupt(run_id[0])
+                done.wait(2.0)
 
-        r = codes.run(
-            "import time\ntime.sleep(30)",
-            context=ctx,
-            handlers=ExecutionHandlersSync(on_init=on_init),
-        )
-        for t in timers:
+        t = threading.Thread(target=interrupter)
+        t.start()
+        try:
+            r = codes.run(
+                "import time\nprint('sleeping', flush=True)\ntime.sleep(60)",
+                context=ctx,
+                handlers=ExecutionHandlersSync(
+                    on_init=lambda i: run_id.append(i.id),
+                    on_stdout=lambda m: running.set(),
+                ),
+            )
+        finally:
+            done.set()
+            running.set()
             t.join()
-        self.assertEqual(len(timers), 1)
+        self.assertEqual(run_id, [ctx.id])
         self.assertIsNotNone(r.error)
         self.assertEqual(r.error.name, "KeyboardInterrupt")
         self.assertEqual(result_text(codes.run("kept", context=ctx)), "'still here'")
