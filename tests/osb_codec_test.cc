@@ -1,15 +1,31 @@
 // The OpenSandbox dialect's pure parts: FileInfo modes as octal digits,
 // passwd/group parsing, the session protocol's sentinel lines, the egress
-// policy mapping. (The SDK itself is driven by tests/compat/opensandbox.)
+// policy mapping, the image table's defaults. (The SDK itself is driven by
+// tests/compat/opensandbox.)
 #include <gtest/gtest.h>
 
 #include "api/common/json_fields.h"
 #include "api/opensandbox/file_info.h"
+#include "api/opensandbox/image_table.h"
 #include "api/opensandbox/network_policy.h"
 #include "api/opensandbox/session_protocol.h"
 
 namespace hutch::api::opensandbox {
 namespace {
+
+// The code-interpreter image under the tags the SDKs' READMEs use (the
+// 1.1 Python SDK's is v1.1.0), and untagged as :latest.
+TEST(ImageTableDefaults, CodeInterpreterTagsMapToTheTemplate) {
+  const ImageTable t = ImageTable::Defaults();
+  for (const char* img :
+       {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1",
+        "opensandbox/code-interpreter:v1.1.0", "opensandbox/code-interpreter"}) {
+    auto r = t.Resolve(img);
+    ASSERT_TRUE(r.ok()) << img << ": " << r.error().message;
+    EXPECT_EQ(*r, "code-interpreter") << img;
+  }
+  EXPECT_FALSE(t.Resolve("opensandbox/code-interpreter:v9").ok());
+}
 
 TEST(FileInfoMode, OctalDigitsReadAsDecimal) {
   EXPECT_EQ(OctalDigits(0755), 755);

@@ -29,8 +29,11 @@ class ExecuteStream:
     # Follow-ups of runs abandoned by their clients, referenced until done.
     _orphans = set()
 
-    def __init__(self, handler, keepalive_s: float, stall_s: float):
+    def __init__(self, handler, keepalive_s: float, stall_s: float, raw_text: bool = False):
         self._handler = handler
+        # A result's text as the kernel gave it (execd keeps a str's
+        # quotes) instead of E2B's unquoted one.
+        self._raw_text = raw_text
         self._keepalive_s = keepalive_s
         self._stall_s = stall_s
         self._lines = asyncio.Queue()
@@ -75,6 +78,9 @@ class ExecuteStream:
         follow.add_done_callback(ExecuteStream._orphans.discard)
 
     async def _write(self, line: dict) -> bool:
+        raw = line.pop(output_lines.RAW_TEXT, None)
+        if raw is not None and self._raw_text:
+            line["text"] = raw
         try:
             self._handler.write(output_lines.encode(line))
             await asyncio.wait_for(self._handler.flush(), self._stall_s)

@@ -96,6 +96,11 @@ class Execute(_Base):
         if not isinstance(env_vars, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
             return self.text(400, "'env_vars' must be an object of strings")
+        # Not E2B's: hutchd's OpenSandbox dialect asks for results' text as
+        # the kernel gave it, as execd sends it ('abc' keeps its quotes).
+        raw_text = body.get("raw_text", False)
+        if not isinstance(raw_text, bool):
+            return self.text(400, "'raw_text' must be a boolean")
         if context_id:
             ctx = self.s.registry.get(context_id)
             if ctx is None:
@@ -113,7 +118,7 @@ class Execute(_Base):
         # OpenSandbox dialect names it in its `init` event, so the client
         # can interrupt it. E2B's clients ignore the header.
         self.set_header("X-Hutch-Context-Id", ctx.id)
-        self._stream = ExecuteStream(self, self.s.keepalive_s, self.s.stall_s)
+        self._stream = ExecuteStream(self, self.s.keepalive_s, self.s.stall_s, raw_text)
         if self.request.connection.stream.closed():
             return
         await self._stream.serve(ctx, code, env_vars)

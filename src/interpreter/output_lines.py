@@ -68,6 +68,11 @@ def strip_quotes(text: str) -> str:
     return text
 
 
+# The kernel's text/plain as it came, kept beside `text` (unquoted, for
+# E2B) until the line is written: ExecuteStream sends one of the two.
+RAW_TEXT = "_raw_text"
+
+
 def result(bundle: dict, is_main: bool) -> dict:
     """A result line from a MIME bundle (Jupyter's `data` of a display)."""
     line = {"type": "result", "is_main_result": is_main}
@@ -77,6 +82,7 @@ def result(bundle: dict, is_main: bool) -> dict:
             continue
         if mime == "text/plain":
             line["text"] = strip_quotes(value)
+            line[RAW_TEXT] = value
         elif mime in MIME_KEYS:
             line[MIME_KEYS[mime]] = value
         elif mime == DATA_MIME:

@@ -370,6 +370,11 @@ TEST_F(CodeApi, OpenSandboxExecdCodeRunsInContextsAndInterrupts) {
   EXPECT_EQ(OfType(a, "stdout")[0].value("text", ""), "x\n");
   ASSERT_EQ(OfType(a, "result").size(), 1u);
   EXPECT_EQ(OfType(a, "result")[0]["results"].value("text", ""), "42");
+  // text/plain as the kernel made it, as execd sends it: a str keeps its
+  // quotes (E2B's wire drops them).
+  auto q = run({{"context", ctx}, {"code", "'still here'"}});
+  ASSERT_EQ(OfType(q, "result").size(), 1u);
+  EXPECT_EQ(OfType(q, "result")[0]["results"].value("text", ""), "'still here'");
   EXPECT_EQ(OfType(a, "execution_count").size(), 1u);
   EXPECT_EQ(a.back().value("type", ""), "execution_complete");
   EXPECT_TRUE(a.back().contains("execution_time"));

@@ -38,6 +38,15 @@ class PythonExecuteTest(unittest.TestCase):
     def test_string_result_loses_its_quotes(self):
         self.assertEqual(main_text(server.execute("'hello'")), "hello")
 
+    def test_raw_text_keeps_the_kernels_text(self):
+        # hutchd's OpenSandbox dialect asks for it: execd sends text/plain
+        # as the kernel made it. The private key never reaches the wire.
+        lines = server.execute("'hello'", raw_text=True)
+        self.assertEqual(main_text(lines), "'hello'")
+        for line in of_type(lines, "result") + of_type(server.execute("'x'"), "result"):
+            self.assertNotIn("_raw_text", line)
+        self.assertEqual(main_text(server.execute("6 * 7", raw_text=True)), "42")
+
     def test_zero_division_is_an_error_with_traceback(self):
         lines = server.execute("def f():\n    return 1 / 0\nf()")
         e = error(lines)

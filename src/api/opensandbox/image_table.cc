@@ -16,8 +16,10 @@ ImageTable ImageTable::Defaults() {
   for (const char* img :
        {"python:3.10", "python:3.11", "python:3.12", "python:3.13", "python:latest"})
     t.Set(img, "python");
+  // v1.1.0 is the tag the 1.1 Python SDK's README creates its sandbox from.
   for (const char* img :
-       {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1"})
+       {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1",
+        "opensandbox/code-interpreter:v1.1.0"})
     t.Set(img, "code-interpreter");
   for (const char* img :
        {"ubuntu:22.04", "ubuntu:24.04", "ubuntu:latest", "debian:bookworm", "debian:latest"})

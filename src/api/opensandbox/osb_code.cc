@@ -77,7 +77,9 @@ asio::awaitable<void> OpenSandboxApi::RunCode(HttpContext& ctx, std::shared_ptr<
     const Error bad = MakeError(Code::kInvalidRequest, "'code' must be a string");
     co_return co_await SendError(ctx, bad);
   }
-  json req = {{"code", (*body)["code"]}};
+  // raw_text: results' text/plain as the kernel made it, as execd sends
+  // it (a str result keeps its quotes; E2B's clients get it unquoted).
+  json req = {{"code", (*body)["code"]}, {"raw_text", true}};
   // No context (or one without an id): that language's default context.
   std::string language = "python";
   if (body->contains("context") && (*body)["context"].is_object()) {

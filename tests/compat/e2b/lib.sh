@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Shared by run.sh and run_code_interpreter.sh (sourced, not run): the
-# pinned npm install, a real hutchd on port 0, and its clean exit.
+# Shared by run.sh, run_code_interpreter.sh and ../python/run.sh (sourced,
+# not run): the pinned npm install, a real hutchd on port 0, and its clean
+# exit.
 
 # Installs package-lock.json's pins when node_modules is missing or stale.
 ensure_node_modules() {
