@@ -20,6 +20,17 @@ namespace {
 constexpr std::chrono::seconds kRetryPause{30};
 }  // namespace
 
+Result<TemplateInfo> WarmPool::ResolveTarget(const std::string& name) const {
+  auto tpl = s_.templates->Resolve(name);
+  if (!tpl.ok()) return tpl;
+  // A name that is not built yet resolves to base (code-interpreter falls
+  // back so creates still work): that is not the template the operator
+  // asked to keep warm, and a fresh server must not start base sandboxes.
+  if (tpl->name == "base" && name != "base")
+    return MakeError(Code::kTemplateNotFound, "template '" + name + "' is not built");
+  return tpl;
+}
+
 void WarmPool::Configure(const std::map<std::string, int>& targets) {
   targets_.clear();
   for (const auto& [name, n] : targets)
@@ -29,7 +40,7 @@ void WarmPool::Configure(const std::map<std::string, int>& targets) {
 std::shared_ptr<Sandbox> WarmPool::Take(const WarmShape& shape) {
   bool configured = false;
   for (auto& [name, t] : targets_) {
-    auto tpl = s_.templates->Resolve(name);
+    auto tpl = ResolveTarget(name);
     if (tpl.ok() && tpl->name == shape.template_name) {
       t.shape = shape;
       configured = true;
@@ -50,7 +61,7 @@ std::shared_ptr<Sandbox> WarmPool::Take(const WarmShape& shape) {
 }
 
 std::optional<WarmShape> WarmPool::WantedShape(const std::string& name, Target& t) const {
-  auto tpl = s_.templates->Resolve(name);
+  auto tpl = ResolveTarget(name);
   // A tenant's template is only ever its owner's: not made ahead for anyone.
   if (!tpl.ok() || !tpl->owner.empty()) return std::nullopt;
   if (t.shape && t.shape->template_name == tpl->name) {

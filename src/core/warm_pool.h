@@ -76,6 +76,8 @@ class WarmPool {
   // The shape a template's pool keeps now, or nullopt if it cannot be made.
   std::optional<WarmShape> WantedShape(const std::string& name, Target& t) const;
   bool HostHasRoom(int64_t memory_mb) const;
+  // The template a target names, if it is built (no fallback to base).
+  Result<TemplateInfo> ResolveTarget(const std::string& name) const;
   void Drop(const std::string& id, const char* why);
 
   ManagerState& s_;

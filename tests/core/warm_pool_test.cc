@@ -173,5 +173,25 @@ TEST_F(WarmPoolTest, ARebuiltTemplateReplacesItsWarmSandboxes) {
   ASSERT_TRUE(Run(mgr->Delete(rec.id)).ok());
 }
 
+// code-interpreter resolves to base until it is built (creates still
+// work); the pool must not keep base sandboxes for it meanwhile.
+TEST_F(WarmPoolTest, ATemplateNotBuiltYetKeepsNothingWarm) {
+  opts.warm_pool = {{"code-interpreter", 1}};
+  Restart();
+  ASSERT_EQ(templates->Resolve("code-interpreter")->name, "base");
+  for (int i = 0; i < 10; ++i) {
+    Run(mgr->reaper().Tick());
+    Poll();
+  }
+  EXPECT_EQ(mgr->warm_count(), 0u);
+  EXPECT_TRUE(driver->live().empty());
+  CreateOptions o;
+  o.template_name = "code-interpreter";
+  o.network.mode = net::NetMode::kAll;
+  auto a = MustCreate(o);
+  EXPECT_EQ(mgr->warm_count(), 0u);
+  ASSERT_TRUE(Run(mgr->Delete(a.id)).ok());
+}
+
 }  // namespace
 }  // namespace hutch::testing
