@@ -14,17 +14,19 @@ namespace hutch::api::opensandbox {
 namespace {
 
 // The code-interpreter image under the tags the SDKs' READMEs use (the
-// 1.1 Python SDK's is v1.1.0), and untagged as :latest.
+// 1.1 Python SDK's is v1.1.0), any later tag, and untagged as :latest.
 TEST(ImageTableDefaults, CodeInterpreterTagsMapToTheTemplate) {
   const ImageTable t = ImageTable::Defaults();
   for (const char* img :
        {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1",
-        "opensandbox/code-interpreter:v1.1.0", "opensandbox/code-interpreter"}) {
+        "opensandbox/code-interpreter:v1.1.0", "opensandbox/code-interpreter",
+        "opensandbox/code-interpreter:v9"}) {
     auto r = t.Resolve(img);
     ASSERT_TRUE(r.ok()) << img << ": " << r.error().message;
     EXPECT_EQ(*r, "code-interpreter") << img;
   }
-  EXPECT_FALSE(t.Resolve("opensandbox/code-interpreter:v9").ok());
+  EXPECT_FALSE(t.Resolve("opensandbox/other:v1").ok());
+  EXPECT_FALSE(t.Resolve("someone/code-interpreter:v1").ok());
 }
 
 TEST(FileInfoMode, OctalDigitsReadAsDecimal) {

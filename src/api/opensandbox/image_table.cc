@@ -16,11 +16,10 @@ ImageTable ImageTable::Defaults() {
   for (const char* img :
        {"python:3.10", "python:3.11", "python:3.12", "python:3.13", "python:latest"})
     t.Set(img, "python");
-  // v1.1.0 is the tag the 1.1 Python SDK's README creates its sandbox from.
-  for (const char* img :
-       {"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.1",
-        "opensandbox/code-interpreter:v1.1.0"})
-    t.Set(img, "code-interpreter");
+  // Every tag of the code-interpreter image (the SDKs' READMEs name
+  // v1.0.1, v1.1.0, latest; new releases add more): hutch's one template
+  // speaks the protocol of all of them.
+  t.Set("opensandbox/code-interpreter:*", "code-interpreter");
   for (const char* img :
        {"ubuntu:22.04", "ubuntu:24.04", "ubuntu:latest", "debian:bookworm", "debian:latest"})
     t.Set(img, "base");
@@ -56,6 +55,9 @@ Result<std::string> ImageTable::Resolve(const std::string& uri) const {
   const bool tagged = uri.find(':', slash == std::string::npos ? 0 : slash) != std::string::npos;
   if (!tagged)
     if (auto it = map_.find(uri + ":latest"); it != map_.end()) return it->second;
+  // "repo:*" stands for every tag of repo (and the untagged name).
+  const std::string repo = tagged ? uri.substr(0, uri.rfind(':')) : uri;
+  if (auto it = map_.find(repo + ":*"); it != map_.end()) return it->second;
   return MakeError(Code::kTemplateNotFound,
                    "image '" + uri +
                        "' is not mapped to a hutch template: add it to the JSON file given to "
