@@ -55,3 +55,21 @@ finish_hutchd() {
   rm -rf "$tmp"
   echo PASS
 }
+
+# start_code_hutchd NAME: the code-interpreter suites' server. A temp dir
+# $T (/tmp/hutch-NAME-*), hutchd on HUTCH_CI_STATE_DIR (or $T/state) with
+# HUTCHD_EXTRA_ARGS (whitespace-separated flags), its key hk_$HEX exported
+# as HUTCH_URL/HUTCH_API_KEY, and the code-interpreter template built when
+# the state dir lacks it (debootstrap from the host's mirror: minutes).
+start_code_hutchd() {
+  T=$(mktemp -d "/tmp/hutch-$1-XXXXXX")
+  local state=${HUTCH_CI_STATE_DIR:-$T/state} extra
+  HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  read -r -a extra <<<"${HUTCHD_EXTRA_ARGS:-}"
+  trap cleanup EXIT
+  start_hutchd "$state" "$T/log" "hk_$HEX" "${extra[@]}"
+  export HUTCH_URL="http://$ADDR" HUTCH_API_KEY="hk_$HEX"
+  if ! "$HUTCH_CLI_BIN" template ls 2>/dev/null | grep -q '^code-interpreter\b'; then
+    "$HUTCH_CLI_BIN" template build "$HUTCH_SOURCE_DIR/templates/code-interpreter.toml"
+  fi
+}

@@ -15,18 +15,7 @@ cd "$HERE"
 . "$HERE/lib.sh"
 ensure_node_modules
 
-T=$(mktemp -d /tmp/hutch-e2b-ci-XXXXXX)
-STATE=${HUTCH_CI_STATE_DIR:-$T/state}
-HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# HUTCHD_EXTRA_ARGS: whitespace-separated flags (e.g. --net-allow-private CIDR).
-read -r -a EXTRA <<<"${HUTCHD_EXTRA_ARGS:-}"
-trap cleanup EXIT
-start_hutchd "$STATE" "$T/log" "hk_$HEX" "${EXTRA[@]}"
-
-export HUTCH_URL="http://$ADDR" HUTCH_API_KEY="hk_$HEX"
-if ! "$HUTCH_CLI_BIN" template ls 2>/dev/null | grep -q '^code-interpreter\b'; then
-  "$HUTCH_CLI_BIN" template build "$HUTCH_SOURCE_DIR/templates/code-interpreter.toml"
-fi
+start_code_hutchd e2b-ci
 
 export E2B_API_URL="http://$ADDR/e2b" E2B_SANDBOX_URL="http://$ADDR/e2b" E2B_API_KEY="e2b_$HEX"
 rc=0
