@@ -241,6 +241,9 @@ class Agent {
 
   // fs.cc
   void StartFs(Connection& c, const wire::Frame& f);
+  // A "list" answer in as many frames as it needs: kFsEntries parts under
+  // one message's limit, then the kFsResult with the rest.
+  void SendListing(Connection& c, uint32_t stream, const nlohmann::json& entries);
   void OnReadFrame(Connection& c, uint32_t stream, const wire::Frame& f);
   void OnWriteFrame(Connection& c, uint32_t stream, const wire::Frame& f);
   // Sends at most one chunk per read stream; true if any can send more now.

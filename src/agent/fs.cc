@@ -54,6 +54,26 @@ Result<FsRequest> ParseFs(std::string_view payload) {
 
 }  // namespace
 
+void Agent::SendListing(Connection& c, uint32_t stream, const json& entries) {
+  // Parts of about half the frame limit: a directory of thousands of long
+  // names is an answer of megabytes, and one frame may carry only 1 MiB.
+  constexpr size_t kPartBytes = wire::kMaxPayload / 2;
+  std::string part = "{\"entries\":[";
+  bool empty = true;
+  for (const auto& e : entries) {
+    std::string one = DumpJson(e);
+    if (!empty && part.size() + one.size() + 2 > kPartBytes) {
+      Send(c, Type::kFsEntries, stream, part + "]}");
+      part = "{\"entries\":[";
+      empty = true;
+    }
+    if (!empty) part += ',';
+    part += one;
+    empty = false;
+  }
+  Send(c, Type::kFsResult, stream, part + "]}");
+}
+
 void Agent::StartFs(Connection& c, const wire::Frame& f) {
   const uint32_t s = f.stream;
   auto req = ParseFs(f.payload);
@@ -73,8 +93,8 @@ void Agent::StartFs(Connection& c, const wire::Frame& f) {
       const int depth = j.value("depth", 1);
       if (depth < 1) return SendError(c, s, MakeError(Code::kInvalidRequest, "depth must be >= 1"));
       auto e = ListEntries(r, req->path, depth);
-      return e.ok() ? SendJson(c, Type::kFsResult, s, {{"entries", *e}})
-                    : SendError(c, s, e.error());
+      if (!e.ok()) return SendError(c, s, e.error());
+      return SendListing(c, s, *e);
     }
     if (req->op == "mkdir") {
       auto e = MakeDirs(r, req->path);

@@ -1,11 +1,17 @@
 #include "core/file_ops.h"
 
+#include <optional>
+
 #include "common/clock.h"
 #include "core/exec_session.h"
 
 namespace hutch {
 
 namespace {
+
+// What hutchd holds of one listing at most (a directory tree of millions
+// of names would otherwise be held whole in hutchd's memory).
+constexpr size_t kMaxListingBytes = size_t{64} << 20;
 
 Error Lost() { return MakeError(Code::kUnavailable, "sandbox agent connection lost"); }
 
@@ -38,15 +44,38 @@ asio::awaitable<Result<nlohmann::json>> FsCall(std::shared_ptr<Sandbox> sb,
   auto stream = s.value();
   if (auto st = co_await stream->Send(wire::Type::kFsRequest, Dump(request)); !st.ok())
     co_return st.error();
-  auto answer = co_await stream->Answer();
-  if (!answer.ok()) co_return answer.error();
-  auto& f = *answer;
-  if (!f) co_return Lost();
+  // A listing may come in parts (kFsEntries) before its kFsResult.
+  nlohmann::json parts = nlohmann::json::array();
+  size_t part_bytes = 0;
+  std::optional<wire::Frame> f;
+  while (true) {
+    auto answer = co_await stream->Answer();
+    if (!answer.ok()) co_return answer.error();
+    f = std::move(*answer);
+    if (!f) co_return Lost();
+    if (f->type != wire::Type::kFsEntries) break;
+    part_bytes += f->payload.size();
+    if (part_bytes > kMaxListingBytes)
+      co_return MakeError(Code::kInvalidRequest,
+                          "the listing is larger than " + std::to_string(kMaxListingBytes >> 20) +
+                              " MiB: list a smaller directory or a lower depth");
+    try {
+      auto j = nlohmann::json::parse(f->payload);
+      for (auto& e : j.at("entries")) parts.push_back(std::move(e));
+    } catch (const std::exception& e) {
+      co_return MakeError(Code::kInternal,
+                          std::string("malformed agent listing part: ") + e.what());
+    }
+  }
   if (f->type == wire::Type::kError) co_return AgentErrorFromPayload(f->payload);
   if (f->type != wire::Type::kFsResult)
     co_return MakeError(Code::kInternal, "unexpected agent frame for fs request");
   try {
     auto j = nlohmann::json::parse(f->payload);
+    if (!parts.empty() && j.contains("entries") && j["entries"].is_array()) {
+      for (auto& e : j["entries"]) parts.push_back(std::move(e));
+      j["entries"] = std::move(parts);
+    }
     if (j.contains("entry")) j["entry"] = EntryToApi(j["entry"]);
     if (j.contains("entries") && j["entries"].is_array())
       for (auto& e : j["entries"]) e = EntryToApi(e);

@@ -35,6 +35,7 @@ bool IsKnownType(uint8_t t) {
     case Type::kExit:
     case Type::kError:
     case Type::kFsResult:
+    case Type::kFsEntries:
     case Type::kFsReadData:
     case Type::kProcStart:
     case Type::kProcList:

@@ -72,7 +72,8 @@ enum class Type : uint8_t {
   kProcDropped =
       38,  // JSON {"from":N,"oldest":N,"dropped_bytes":N}: output skipped on an attach stream
   kIdentifyResult =
-      39,  // JSON {"hostname":s,"clock_set":b,"entropy_bytes":N,"reseeded":b}; ends stream
+      39,           // JSON {"hostname":s,"clock_set":b,"entropy_bytes":N,"reseeded":b}; ends stream
+  kFsEntries = 40,  // JSON {"entries":[E...]}: part of a "list" answer; the kFsResult follows
 };
 
 bool IsKnownType(uint8_t t);
