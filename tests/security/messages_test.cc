@@ -46,9 +46,10 @@ TEST_F(Messages, ListingAHugeDirectoryDoesNotEndTheSandbox) {
   auto r = server().Client().Request("GET", "/v1/sandboxes/" + id + "/fs/list?path=/tmp/big");
   // The whole listing, in parts on the agent wire; never the sandbox's end.
   ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
-  ASSERT_EQ(r.json()["entries"].size(), 5000u);
+  const auto listing = r.json();  // a copy: range-for over a temporary's member dangles
+  ASSERT_EQ(listing["entries"].size(), 5000u);
   std::set<std::string> names;
-  for (const auto& e : r.json()["entries"]) names.insert(e.value("name", ""));
+  for (const auto& e : listing["entries"]) names.insert(e.value("name", ""));
   EXPECT_EQ(names.size(), 5000u);  // every part, none twice
   EXPECT_TRUE(names.count("04999" + std::string(195, 'n')));
   EXPECT_EQ(StatusOf(id), "running");
