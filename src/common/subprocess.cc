@@ -1,12 +1,18 @@
 #include "common/subprocess.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -114,10 +120,116 @@ asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv,
                       tool + " failed (" + why + ")" + (tail.empty() ? "" : ": " + tail));
 }
 
+namespace {
+
+// What a forked child may call before execve: async-signal-safe functions
+// only (hutchd has other threads; their locks may be held at the fork), so
+// numbers are formatted by hand.
+struct ChildText {
+  char buf[128];
+  size_t len = 0;
+  ChildText& Add(const char* s) {
+    while (*s && len + 1 < sizeof buf) buf[len++] = *s++;
+    buf[len] = 0;
+    return *this;
+  }
+  ChildText& Add(long v) {
+    char num[24];
+    int n = 0;
+    for (unsigned long u = v < 0 ? 0 : static_cast<unsigned long>(v); n == 0 || u > 0; u /= 10)
+      num[n++] = static_cast<char>('0' + u % 10);
+    while (n > 0 && len + 1 < sizeof buf) buf[len++] = num[--n];
+    buf[len] = 0;
+    return *this;
+  }
+};
+
+[[noreturn]] void ChildFail(const char* what) {
+  ChildText t;
+  t.Add("hutchd: ").Add(what).Add(": errno ").Add(static_cast<long>(errno)).Add("\n");
+  const char* p = t.buf;
+  for (size_t left = t.len; left > 0;) {
+    ssize_t w = write(2, p, left);
+    if (w <= 0) break;
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  _exit(125);
+}
+
+bool WriteWhole(const char* path, const std::string& text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
+// The child's side of ToolUserNamespace, then execve. Everything it needs
+// was formatted before the fork.
+[[noreturn]] void ExecInUserNamespace(char* const* args, char* const* envp,
+                                      const std::string& workdir, const std::string& id_map) {
+  // Still the host's root: a private mount namespace, /tmp fresh, the
+  // workdir where the tool can reach it once it is no longer root.
+  if (unshare(CLONE_NEWNS) != 0) ChildFail("unshare(CLONE_NEWNS)");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    ChildFail("make mounts private");
+  // Opened in this namespace (a bind's source must be in it) before the
+  // tmpfs, which hides a workdir under /tmp.
+  const int wd = open(workdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (wd < 0) ChildFail("open the workdir");
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+    ChildFail("mount tmpfs on /tmp");
+  if (mkdir(kToolWorkdir, 0755) != 0) ChildFail("mkdir workdir");
+  ChildText wd_path;
+  wd_path.Add("/proc/self/fd/").Add(static_cast<long>(wd));
+  if (mount(wd_path.buf, kToolWorkdir, nullptr, MS_BIND, nullptr) != 0)
+    ChildFail("bind the workdir");
+  close(wd);
+  // Only a process with CAP_SETUID over the parent namespace may map a
+  // range of ids: a helper forked before the unshare writes the maps.
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) != 0) ChildFail("pipe2");
+  const pid_t helper = fork();
+  if (helper < 0) ChildFail("fork");
+  if (helper == 0) {
+    close(sync[1]);
+    char c = 0;
+    if (read(sync[0], &c, 1) != 1) _exit(1);
+    const long target = getppid();
+    ChildText uid_map, gid_map;
+    uid_map.Add("/proc/").Add(target).Add("/uid_map");
+    gid_map.Add("/proc/").Add(target).Add("/gid_map");
+    if (!WriteWhole(uid_map.buf, id_map)) _exit(2);
+    if (!WriteWhole(gid_map.buf, id_map)) _exit(3);
+    _exit(0);
+  }
+  close(sync[0]);
+  if (unshare(CLONE_NEWUSER) != 0) ChildFail("unshare(CLONE_NEWUSER)");
+  if (write(sync[1], "u", 1) != 1) ChildFail("wake the id-map helper");
+  close(sync[1]);
+  int st = 0;
+  while (waitpid(helper, &st, 0) < 0)
+    if (errno != EINTR) ChildFail("wait for the id-map helper");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    errno = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+    ChildFail("write the uid/gid map (helper status)");
+  }
+  // Root of the new namespace (the creator holds every capability there).
+  if (setresgid(0, 0, 0) != 0) ChildFail("setresgid");
+  if (setgroups(0, nullptr) != 0) ChildFail("setgroups");
+  if (setresuid(0, 0, 0) != 0) ChildFail("setresuid");
+  execve(args[0], args, envp);
+  ChildFail("execve");
+}
+
+}  // namespace
+
 asio::awaitable<Result<int>> RunToolStreaming(
     const std::vector<std::string>& argv, const std::vector<std::string>& env,
     std::chrono::milliseconds timeout,
-    std::function<asio::awaitable<void>(std::string_view)> on_output) {
+    std::function<asio::awaitable<void>(std::string_view)> on_output,
+    const ToolUserNamespace* userns) {
   if (argv.empty()) co_return MakeError(Code::kInternal, "RunToolStreaming: empty argv");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) co_return ErrnoError("pipe2");
@@ -127,21 +239,38 @@ asio::awaitable<Result<int>> RunToolStreaming(
   args.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
-  posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
-  // Its own process group, so a timeout kills what it started too.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  int e = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (e != 0) co_return MakeError(Code::kInternal, "spawn " + argv[0] + ": " + strerror(e));
+  if (userns) {
+    if (userns->uid_base == 0 || userns->count == 0 || userns->workdir.empty())
+      co_return MakeError(Code::kInternal, "RunToolStreaming: an empty user namespace");
+    const std::string id_map =
+        "0 " + std::to_string(userns->uid_base) + " " + std::to_string(userns->count) + "\n";
+    UniqueFd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!devnull) co_return ErrnoError("open /dev/null");
+    pid = fork();
+    if (pid < 0) co_return ErrnoError("fork");
+    if (pid == 0) {
+      setpgid(0, 0);  // its own process group, as below
+      if (dup2(devnull.get(), 0) < 0 || dup2(wr.get(), 1) < 0 || dup2(wr.get(), 2) < 0) _exit(125);
+      ExecInUserNamespace(args.data(), envp.data(), userns->workdir, id_map);
+    }
+    setpgid(pid, pid);  // either side may run first
+  } else {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+    // Its own process group, so a timeout kills what it started too.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    int e = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (e != 0) co_return MakeError(Code::kInternal, "spawn " + argv[0] + ": " + strerror(e));
+  }
   wr.reset();
   auto ex = co_await asio::this_coro::executor;
   asio::posix::stream_descriptor out(ex, rd.release());

@@ -35,14 +35,33 @@ asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv,
                                          const std::string* input,
                                          std::chrono::milliseconds timeout);
 
+// A tool that needs root for what it builds (chroot, chown to many ids,
+// mounts inside its tree) but must not hold the host's root while running
+// code from outside (debootstrap's maintainer scripts): it runs as root of
+// a fresh user namespace whose ids 0..count-1 are host ids uid_base.. (a
+// sandbox's range), so on the host it can write only what that range owns
+// and what anyone may write. It gets a mount namespace of its own with a
+// fresh tmpfs on /tmp and `workdir` bound at kToolWorkdir: the workdir may
+// lie under directories only the host's root may enter (the state dir).
+// It keeps the host's network (it downloads). The caller gives `workdir`
+// to uid_base first.
+struct ToolUserNamespace {
+  uint32_t uid_base = 0;
+  uint32_t count = 65536;
+  std::string workdir;
+};
+inline constexpr const char* kToolWorkdir = "/tmp/work";
+
 // Runs argv[0] (an absolute path) with exactly `env`, stdin from
 // /dev/null, and hands its stdout+stderr to `on_output` as they arrive
 // (for tools whose progress someone watches: debootstrap). Returns the exit
 // status (128+signal when killed); killed with SIGKILL after `timeout`
-// (then the result is 128+9).
+// (then the result is 128+9). With `userns`, as described there (a
+// failure to set it up is exit status 125, the reason in the output).
 asio::awaitable<Result<int>> RunToolStreaming(
     const std::vector<std::string>& argv, const std::vector<std::string>& env,
     std::chrono::milliseconds timeout,
-    std::function<asio::awaitable<void>(std::string_view)> on_output);
+    std::function<asio::awaitable<void>(std::string_view)> on_output,
+    const ToolUserNamespace* userns = nullptr);
 
 }  // namespace hutch

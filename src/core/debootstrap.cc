@@ -95,8 +95,12 @@ uint32_t g_uid_base = 0;
 
 int ShiftOne(const char* path, const struct stat* st, int type, struct FTW*) {
   if (type == FTW_NS) return 0;
-  uid_t u = st->st_uid < 65536 ? st->st_uid + g_uid_base : g_uid_base + 65534;
-  gid_t g = st->st_gid < 65536 ? st->st_gid + g_uid_base : g_uid_base + 65534;
+  auto shift = [](uint32_t id) -> uint32_t {
+    if (id >= g_uid_base && id - g_uid_base < 65536) return id;  // mapped already
+    return id < 65536 ? id + g_uid_base : g_uid_base + 65534;
+  };
+  const uid_t u = shift(st->st_uid);
+  const gid_t g = shift(st->st_gid);
   if (lchown(path, u, g) != 0) return -1;
   // chown already cleared setuid/setgid on regular files; directories keep
   // setgid (harmless), symlinks have no mode.
@@ -191,7 +195,8 @@ Result<std::string> FindDebianMirror(const std::string& suite, const std::string
 
 asio::awaitable<Result<int>> RunDebootstrap(
     const std::string& suite, const std::string& target, const std::string& mirror,
-    std::function<asio::awaitable<void>(std::string_view)> on_output) {
+    uint32_t uid_base, std::function<asio::awaitable<void>(std::string_view)> on_output,
+    const std::string& tool) {
   // The spec's grammar and FindDebianMirror already hold these; checked
   // again where they meet a root command line.
   if (!ValidDebianSuite(suite))
@@ -200,15 +205,22 @@ asio::awaitable<Result<int>> RunDebootstrap(
   if (!ValidDebianMirror(mirror))
     co_return MakeError(Code::kInvalidRequest,
                         "mirror: '" + mirror + "' is not an http(s) mirror URL");
-  std::string tool = "/usr/sbin/debootstrap";
+  if (uid_base < 65536)
+    co_return MakeError(Code::kInternal, "debootstrap needs a sandbox uid range above 65535");
   if (access(tool.c_str(), X_OK) != 0)
     co_return MakeError(Code::kNotSupported,
                         "debootstrap is not installed on this host (scripts/setup installs it)");
-  // A private mount namespace (its /proc, /sys mounts in the target go
-  // with it) and pid namespace (maintainer scripts' leftovers die with it).
-  // `--` ends unshare's options; debootstrap takes no `--` (it refuses it
-  // as an unknown option), so its positional arguments rest on the
-  // grammars above.
+  // The target belongs to the namespace's root: the only place it writes.
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) co_return MakeError(Code::kInternal, "create " + target + ": " + ec.message());
+  if (chown(target.c_str(), uid_base, uid_base) != 0 || chmod(target.c_str(), 0755) != 0)
+    co_return ErrnoError("give " + target + " to the sandbox range");
+  // Inside the user namespace: a private mount namespace of its own (its
+  // /proc and /dev mounts in the target go with it) and a pid namespace
+  // (maintainer scripts' leftovers die with it). `--` ends unshare's
+  // options; debootstrap takes no `--` (it refuses it as an unknown
+  // option), so its positional arguments rest on the grammars above.
   std::vector<std::string> argv = {"/usr/bin/unshare",
                                    "--mount",
                                    "--pid",
@@ -220,11 +232,15 @@ asio::awaitable<Result<int>> RunDebootstrap(
                                    "--variant=minbase",
                                    "--include=ca-certificates",
                                    suite,
-                                   target,
+                                   kToolWorkdir,
                                    mirror};
+  // container=lxc: debootstrap then binds the host's /dev/null & co. into
+  // the target instead of mknod, which a user namespace may not do.
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
-                                  "DEBIAN_FRONTEND=noninteractive"};
-  co_return co_await RunToolStreaming(argv, env, std::chrono::minutes(30), std::move(on_output));
+                                  "DEBIAN_FRONTEND=noninteractive", "container=lxc"};
+  const ToolUserNamespace userns{uid_base, 65536, target};
+  co_return co_await RunToolStreaming(argv, env, std::chrono::minutes(30), std::move(on_output),
+                                      &userns);
 }
 
 Status ShiftRootOwners(const std::string& root, uint32_t uid_base) {

@@ -395,7 +395,8 @@ class TemplateBuilder::BuildRun {
       std::function<asio::awaitable<void>(std::string_view)> on_out =
           [&log](std::string_view d) -> asio::awaitable<void> { co_await log.Feed(d, kOut); };
       const std::string target = rtmp + "/rootfs";
-      auto rc = co_await RunDebootstrap(spec_.DebianSuite(), target, mirror_, on_out);
+      auto rc = co_await RunDebootstrap(spec_.DebianSuite(), target, mirror_, b_.reg_->uid_base(),
+                                        on_out);
       co_await log.Flush(kOut);
       if (!rc.ok()) co_return b_.Fail(rc.error(), where);
       if (*rc != 0) {
