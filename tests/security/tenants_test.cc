@@ -69,8 +69,12 @@ class Tenants : public ::testing::Test {
     ASSERT_EQ(v.status, 201) << v.body;
     alice.Request("PUT", "/v1/volumes/alicevol/fs?path=/keep", "keep");
     auto s = alice.Json("POST", "/v1/sandboxes/" + alice_sb_ + "/snapshots", json::object());
-    ASSERT_EQ(s.status / 100, 2) << s.body;
-    alice_snap_ = s.json()["id"];
+    // The vm driver has no snapshots (501 not_supported, docs/api.md): the
+    // snapshot checks are the jail's.
+    if (!(Vm() && s.status == 501)) {
+      ASSERT_EQ(s.status / 100, 2) << s.body;
+      alice_snap_ = s.json()["id"];
+    }
     auto b = As(kBob).Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}});
     ASSERT_EQ(b.status, 201) << b.body;
     bob_sb_ = b.json()["id"];
@@ -81,6 +85,10 @@ class Tenants : public ::testing::Test {
     unlink(keys_file_.c_str());
   }
 
+  static bool Vm() {
+    const char* d = getenv("HUTCH_TEST_DRIVER");
+    return d != nullptr && std::string(d) == "vm";
+  }
   static HttpClient As(const std::string& key) {
     return HttpClient("127.0.0.1", server_->port(), key);
   }
@@ -96,7 +104,9 @@ class Tenants : public ::testing::Test {
                     {{"cmd", "ls /tmp/pwned 2>/dev/null; test -s /etc/hostname && echo ok"}});
     EXPECT_EQ(e.json().value("stdout", ""), "ok\n") << e.body;
     EXPECT_EQ(c.Request("GET", "/v1/volumes/alicevol/fs?path=/keep").body, "keep");
-    EXPECT_EQ(c.Request("GET", "/v1/snapshots/" + alice_snap_).status, 200);
+    if (!alice_snap_.empty()) {
+      EXPECT_EQ(c.Request("GET", "/v1/snapshots/" + alice_snap_).status, 200);
+    }
   }
 
   static inline TestServer* server_ = nullptr;
@@ -171,9 +181,12 @@ TEST_F(Tenants, AnotherTenantsSandboxIsNotFoundThroughThePortProxy) {
   int alice_status = 0;
   for (int i = 0; i < 100 && alice_status != 200; ++i) {
     alice_status = c.Request("GET", "/v1/sandboxes/" + alice_sb_ + "/ports/8000/").status;
+    if (Vm() && alice_status == 501) break;  // vm: no exposed ports; Bob's 404s still hold
     if (alice_status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_EQ(alice_status, 200);
+  if (!(Vm() && alice_status == 501)) {
+    ASSERT_EQ(alice_status, 200);
+  }
   auto bob = As(kBob);
   auto v1 = bob.Request("GET", "/v1/sandboxes/" + alice_sb_ + "/ports/8000/");
   EXPECT_EQ(v1.status, 404) << v1.body;
@@ -193,7 +206,8 @@ TEST_F(Tenants, AnotherTenantsSandboxIsNotFoundThroughThePortProxy) {
   // Alice's own key through the same forms: the control.
   auto alice_host = anon.Request(
       "GET", "/", "", {{"Host", "8000-" + alice_sb_ + ".hutch.test"}, {"X-API-Key", kAlice2}});
-  EXPECT_EQ(alice_host.status, 200) << alice_host.body;
+  // (vm without a network: the same 501 as for /v1 above, past the check)
+  EXPECT_EQ(alice_host.status, Vm() && alice_status == 501 ? 501 : 200) << alice_host.body;
 }
 
 TEST_F(Tenants, ListsShowOnlyTheTenantsOwnAndTheAdminSeesAll) {
@@ -225,12 +239,15 @@ TEST_F(Tenants, ListsShowOnlyTheTenantsOwnAndTheAdminSeesAll) {
   EXPECT_EQ(osb.body.find(alice_sb_), std::string::npos);
   EXPECT_NE(osb.body.find(bob_sb_), std::string::npos);
 
-  auto snaps = As(kBob).Request("GET", "/v1/snapshots");
-  EXPECT_EQ(snaps.body.find(alice_snap_), std::string::npos) << snaps.body;
-  EXPECT_NE(As(kAlice2).Request("GET", "/v1/snapshots").body.find(alice_snap_), std::string::npos);
-  auto osb_snaps =
-      c.Request("GET", "/opensandbox/v1/snapshots", "", {{"OPEN-SANDBOX-API-KEY", kBob}});
-  EXPECT_EQ(osb_snaps.body.find(alice_snap_), std::string::npos) << osb_snaps.body;
+  if (!alice_snap_.empty()) {
+    auto snaps = As(kBob).Request("GET", "/v1/snapshots");
+    EXPECT_EQ(snaps.body.find(alice_snap_), std::string::npos) << snaps.body;
+    EXPECT_NE(As(kAlice2).Request("GET", "/v1/snapshots").body.find(alice_snap_),
+              std::string::npos);
+    auto osb_snaps =
+        c.Request("GET", "/opensandbox/v1/snapshots", "", {{"OPEN-SANDBOX-API-KEY", kBob}});
+    EXPECT_EQ(osb_snaps.body.find(alice_snap_), std::string::npos) << osb_snaps.body;
+  }
   auto vols = As(kBob).Request("GET", "/v1/volumes");
   EXPECT_EQ(vols.body.find("alicevol"), std::string::npos) << vols.body;
   EXPECT_NE(As(kAdmin).Request("GET", "/v1/volumes").body.find("alicevol"), std::string::npos);
@@ -239,9 +256,11 @@ TEST_F(Tenants, ListsShowOnlyTheTenantsOwnAndTheAdminSeesAll) {
 // Creating on what belongs to another tenant: its snapshot, its volume.
 TEST_F(Tenants, AnotherTenantsSnapshotAndVolumeCannotBeUsed) {
   auto bob = As(kBob);
-  auto from_snap = bob.Json("POST", "/v1/sandboxes", {{"snapshot", alice_snap_}});
-  EXPECT_EQ(from_snap.status, 404) << from_snap.body;
-  EXPECT_EQ(Code(from_snap), "snapshot_not_found");
+  if (!alice_snap_.empty()) {
+    auto from_snap = bob.Json("POST", "/v1/sandboxes", {{"snapshot", alice_snap_}});
+    EXPECT_EQ(from_snap.status, 404) << from_snap.body;
+    EXPECT_EQ(Code(from_snap), "snapshot_not_found");
+  }
   auto with_vol =
       bob.Json("POST", "/v1/sandboxes",
                {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
@@ -251,7 +270,12 @@ TEST_F(Tenants, AnotherTenantsSnapshotAndVolumeCannotBeUsed) {
   auto alice = As(kAlice2);
   auto own = alice.Json("POST", "/v1/sandboxes",
                         {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
-  EXPECT_EQ(own.status, 201) << own.body;
+  // (vm sandboxes take no volumes: 501 not_supported, docs/api.md)
+  if (Vm() && own.status == 501) {
+    EXPECT_EQ(Code(own), "not_supported") << own.body;
+  } else {
+    EXPECT_EQ(own.status, 201) << own.body;
+  }
   if (own.status == 201)
     alice.Request("DELETE", "/v1/sandboxes/" + own.json()["id"].get<std::string>());
   ExpectAliceUntouched();
