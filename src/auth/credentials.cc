@@ -38,7 +38,8 @@ Principal Credentials::MatchAnyKey(const std::vector<std::string>& candidates) c
     const KeyEntry* match = nullptr;
     for (const auto& k : keys_)
       if (SecretEquals(k.hash, hash) && match == nullptr) match = &k;
-    if (match != nullptr && found.empty()) found = {match->hash, match->OwnerId(), match->role};
+    if (match != nullptr && found.empty())
+      found = {match->hash, match->OwnerId(), match->role, match->mcp_tools};
   }
   return found;
 }

@@ -16,6 +16,13 @@ bool ParseRole(const std::string& s, Role* out) {
   return false;
 }
 
+bool Principal::MayCallTool(const std::string& name) const {
+  if (mcp_tools.empty()) return true;
+  for (const auto& t : mcp_tools)
+    if (t == name) return true;
+  return false;
+}
+
 bool ValidTenantName(const std::string& name) {
   if (name.empty() || name.size() > 63) return false;
   for (size_t i = 0; i < name.size(); ++i) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace hutch::auth {
 
@@ -27,6 +28,8 @@ struct KeyEntry {
   std::string tenant;  // the tenant name, "" for a key that is its own owner
   Role role = Role::kAdmin;
   std::string label;  // the operator's note (stored keys)
+  // The MCP tools this key may call (issue 25); empty: all of them.
+  std::vector<std::string> mcp_tools;
 
   // The id recorded as the owner of what this key creates: "t:<tenant>"
   // for a named tenant, else the key's hash (what every owner field held
@@ -41,6 +44,7 @@ struct Principal {
   std::string key_hash;
   std::string owner;  // KeyEntry::OwnerId()
   Role role = Role::kAdmin;
+  std::vector<std::string> mcp_tools;  // KeyEntry::mcp_tools
 
   bool empty() const { return key_hash.empty(); }
   bool admin() const { return role == Role::kAdmin; }
@@ -49,6 +53,8 @@ struct Principal {
   // The owner restriction to apply to lists and lookups: "" for an admin
   // (no restriction), else this principal's owner id.
   std::string Scope() const { return admin() ? std::string() : owner; }
+  // Whether this key may call the MCP tool `name`.
+  bool MayCallTool(const std::string& name) const;
 };
 
 }  // namespace hutch::auth

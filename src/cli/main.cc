@@ -19,6 +19,7 @@
 #include <memory>
 #include <tuple>
 
+#include "cli/mcp_bridge.h"
 #include "cli/shell.h"
 #include "cli/template_spec_file.h"
 #include "client/http_client.h"
@@ -854,12 +855,46 @@ std::vector<Subcommand> AddTemplate(CLI::App& app) {
 
 }  // namespace
 
+// --- mcp: the stdio bridge, and client config snippets
+
+struct McpArgs {
+  CLI::App* cli;
+  CLI::App* config;
+  std::shared_ptr<std::string> client;
+};
+
+McpArgs AddMcp(CLI::App& app) {
+  McpArgs a{app.add_subcommand("mcp",
+                               "MCP server over stdio, bridged to hutchd's /mcp (for clients that "
+                               "launch a command)"),
+            nullptr, std::make_shared<std::string>()};
+  a.config = a.cli->add_subcommand("config", "Print the MCP config snippet of a client");
+  a.config->add_option("client", *a.client, "claude, claude-code, cursor or vscode")->required();
+  return a;
+}
+
+int RunMcp(const McpArgs& a, const Global& g, const Endpoint& ep) {
+  if (a.config->parsed()) {
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string out = hutch::cli::McpConfigSnippet(*a.client, g.url, g.key, self);
+    if (out.empty()) {
+      std::cerr << "hutch: unknown client '" << *a.client
+                << "' (claude, claude-code, cursor, vscode)\n";
+      return 2;
+    }
+    std::cout << out;
+    return 0;
+  }
+  return hutch::cli::RunMcpBridge(ep.host, ep.port, g.key);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"hutch: command-line client of a hutchd server"};
   app.require_subcommand(1);
   Global g;
   AddGlobalOptions(app, g);
   const Serve serve = AddServe(app);
+  const McpArgs mcp = AddMcp(app);
   std::vector<Subcommand> commands = {AddCreate(app), AddLs(app), AddExec(app),
                                       AddRun(app),    AddCp(app), AddRm(app),
                                       AddShell(app),  AddPs(app), AddLogs(app)};
@@ -874,6 +909,7 @@ int main(int argc, char** argv) {
     std::cerr << "hutch: unsupported URL '" << g.url << "' (http://HOST:PORT)\n";
     return 2;
   }
+  if (mcp.cli->parsed()) return RunMcp(mcp, g, ep);
   HttpClient c(ep.host, ep.port, g.key);
   Session session{g, ep, c};
   try {

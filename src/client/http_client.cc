@@ -224,6 +224,9 @@ Response HttpClient::SseRequest(const std::string& method, const std::string& ta
   if (ec) throw std::runtime_error("sse header " + target + ": " + ec.message());
   Response r;
   CopyHeaders(p.get(), &r);
+  // An answer that is not an event stream (an error, or a JSON answer of
+  // an endpoint that streams only some answers, as /mcp) is kept whole.
+  const bool events = r.header("content-type").rfind("text/event-stream", 0) == 0;
   std::vector<char> chunk(64 * 1024);
   std::string pending;
   SseEvent cur;
@@ -240,7 +243,7 @@ Response HttpClient::SseRequest(const std::string& method, const std::string& ta
       return r;
     }
     size_t n = chunk.size() - p.get().body().size;
-    if (r.status >= 400) {
+    if (r.status >= 400 || !events) {
       r.body.append(chunk.data(), n);
       continue;
     }

@@ -75,9 +75,18 @@ Result<auth::KeyEntry> ParseKeyEntry(const std::string& entry) {
         return MakeError(Code::kInvalidRequest,
                          "key entry: role must be admin or tenant, not \"" + value + "\"");
       role_given = true;
+    } else if (name == "mcp_tools") {
+      // A comma-separated list of tool names (docs/mcp.md); the names are
+      // checked where the tools are known (an unknown one matches nothing).
+      std::stringstream tools(value);
+      for (std::string t; std::getline(tools, t, ',');)
+        if (!t.empty()) e.mcp_tools.push_back(t);
+      if (e.mcp_tools.empty())
+        return MakeError(Code::kInvalidRequest, "key entry: mcp_tools= needs tool names");
     } else {
-      return MakeError(Code::kInvalidRequest, "key entry: unknown attribute \"" + name +
-                                                  "\" (KEY [tenant=NAME] [role=admin|tenant])");
+      return MakeError(Code::kInvalidRequest,
+                       "key entry: unknown attribute \"" + name +
+                           "\" (KEY [tenant=NAME] [role=admin|tenant] [mcp_tools=a,b])");
     }
   }
   if (!e.tenant.empty() && !role_given) e.role = auth::Role::kTenant;

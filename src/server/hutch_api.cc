@@ -11,7 +11,8 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
                    cfg_.sse_ping_interval},
           mgr, &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
-      osb_(mgr, cfg_.json_body_limit, &creds_) {
+      osb_(mgr, cfg_.json_body_limit, &creds_),
+      mcp_(mcp::McpConfig{12 << 20, cfg_.sse_ping_interval}, mgr, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
   RegisterProbes();
   // E2B first: its Host form owns every path, so its matcher and its
@@ -19,6 +20,7 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
   e2b_.Register(router_);
   v1_.Register(router_);
   osb_.Register(router_);
+  mcp_.Register(router_);
 }
 
 void HutchApi::RegisterProbes() {

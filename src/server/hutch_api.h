@@ -1,6 +1,7 @@
 // The HTTP API of hutchd, wired: one router, the credentials every dialect
 // shares, the port relay, and each dialect registered on the router — /v1
-// (src/api/v1), /e2b (src/api/e2b), /opensandbox (src/api/opensandbox) —
+// (src/api/v1), /e2b (src/api/e2b), /opensandbox (src/api/opensandbox), /mcp
+// (src/api/mcp) —
 // plus the unauthenticated probes /healthz and /metrics. The dialects know
 // nothing of each other; this is the one place that knows them all.
 #pragma once
@@ -13,6 +14,7 @@
 
 #include "api/common/port_proxy.h"
 #include "api/e2b/e2b_api.h"
+#include "api/mcp/mcp_api.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/v1/v1_api.h"
 #include "auth/credentials.h"
@@ -64,6 +66,7 @@ class HutchApi {
   V1Api v1_;
   e2b::E2bApi e2b_;
   opensandbox::OpenSandboxApi osb_;
+  mcp::McpApi mcp_;
 };
 
 }  // namespace hutch::api
