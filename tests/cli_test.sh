@@ -116,4 +116,23 @@ set +e
 msg=$(HUTCH_API_KEY=wrong hutch ls 2>&1); rc=$?
 set -e
 [[ $rc != 0 && $msg == *unauthorized* ]] || fail "wrong key: rc=$rc msg=$msg"
+
+# MCP config snippets: valid JSON naming this server and the bridge.
+for client in claude cursor vscode; do
+  hutch mcp config "$client" | python3 -c 'import json,sys; json.load(sys.stdin)' || fail "mcp config $client is not JSON"
+done
+hutch mcp config claude | grep -q '"mcp"' || fail "mcp config claude lacks the bridge"
+hutch mcp config cursor | grep -q "$HUTCH_URL/mcp" || fail "mcp config cursor lacks the URL"
+hutch mcp config claude-code | grep -q "claude mcp add --transport http hutch $HUTCH_URL/mcp" || fail "mcp config claude-code"
+set +e
+hutch mcp config emacs >/dev/null 2>&1; rc=$?
+set -e
+[[ $rc == 2 ]] || fail "mcp config of an unknown client: rc=$rc"
+# The stdio bridge: initialize and tools/list, one JSON-RPC line each way.
+out=$(printf '%s\n%s\n%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cli_test","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' | hutch mcp)
+[[ $(grep -c '"jsonrpc"' <<<"$out") == 2 ]] || fail "mcp bridge: $out"
+grep -q '"name":"sandbox_create"' <<<"$out" || fail "mcp bridge tools/list: $out"
 echo PASS

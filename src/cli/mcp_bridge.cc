@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -42,13 +44,28 @@ class Bridge {
         Relay(msg);
         continue;
       }
-      std::thread([this, msg] { Relay(msg); }).detach();
+      const bool quick = !(msg.is_object() && msg.value("method", "") == "tools/call");
+      if (quick) {
+        std::lock_guard<std::mutex> l(mu_);
+        ++quick_in_flight_;
+      }
+      std::thread([this, msg, quick] {
+        Relay(msg);
+        if (quick) {
+          std::lock_guard<std::mutex> l(mu_);
+          --quick_in_flight_;
+          idle_.notify_all();
+        }
+      }).detach();
     }
-    // The client is gone: end the session (its requests in flight end
-    // with their connections when this process exits).
+    // The client closed its side. Quick requests (a ping, tools/list
+    // sent just before the end) still get their answers; tool calls are
+    // not waited for: they end with their connections when this process
+    // exits, which is what cancels them in the sandbox. Then the session.
     std::string session;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      std::unique_lock<std::mutex> l(mu_);
+      idle_.wait_for(l, std::chrono::seconds(10), [this] { return quick_in_flight_ == 0; });
       session = session_;
     }
     if (!session.empty()) {
@@ -145,7 +162,9 @@ class Bridge {
   std::string host_;
   int port_;
   std::string key_;
-  std::mutex mu_;      // session_, version_
+  std::mutex mu_;  // session_, version_, quick_in_flight_
+  std::condition_variable idle_;
+  int quick_in_flight_ = 0;
   std::mutex out_mu_;  // stdout: one message per line, never interleaved
   std::string session_, version_;
 };
