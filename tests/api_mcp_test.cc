@@ -80,8 +80,8 @@ class Mcp : public ::testing::Test {
   static json Call(const std::string& key, const std::string& session, const std::string& tool,
                    json args, int id = 7) {
     auto c = As(key);
-    auto r = Post(c, Rpc(id, "tools/call", {{"name", tool}, {"arguments", std::move(args)}}),
-                  session);
+    auto r =
+        Post(c, Rpc(id, "tools/call", {{"name", tool}, {"arguments", std::move(args)}}), session);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["result"];
   }
@@ -98,8 +98,10 @@ class Mcp : public ::testing::Test {
 TEST_F(Mcp, InitializeNegotiatesTheRevisionAndHandsOutASession) {
   auto c = As(kAdmin);
   for (const std::string v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
-    auto r = Post(c, Rpc(1, "initialize", {{"protocolVersion", v}, {"capabilities", json::object()},
-                                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
+    auto r = Post(c, Rpc(1, "initialize",
+                         {{"protocolVersion", v},
+                          {"capabilities", json::object()},
+                          {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.json()["result"]["protocolVersion"], v);
     EXPECT_TRUE(r.json()["result"]["capabilities"].contains("tools"));
@@ -107,9 +109,10 @@ TEST_F(Mcp, InitializeNegotiatesTheRevisionAndHandsOutASession) {
     EXPECT_EQ(r.header("mcp-session-id").rfind("mcp_", 0), 0u) << r.header("mcp-session-id");
   }
   // A revision it does not know: answered with its newest.
-  auto r = Post(c, Rpc(1, "initialize", {{"protocolVersion", "1999-01-01"},
-                                         {"capabilities", json::object()},
-                                         {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
+  auto r = Post(c, Rpc(1, "initialize",
+                       {{"protocolVersion", "1999-01-01"},
+                        {"capabilities", json::object()},
+                        {"clientInfo", {{"name", "t"}, {"version", "1"}}}}));
   EXPECT_EQ(r.json()["result"]["protocolVersion"], "2025-11-25");
 }
 
@@ -147,8 +150,7 @@ TEST_F(Mcp, TheTransportRefusesWhatItCannotServeWithClearCodes) {
   EXPECT_TRUE(ping.json()["result"].is_object());
   auto method = Post(c, Rpc(3, "resources/list"), s);
   EXPECT_EQ(method.json()["error"]["code"], -32601) << method.body;
-  auto note =
-      Post(c, json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, s);
+  auto note = Post(c, json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, s);
   EXPECT_EQ(note.status, 202);
   EXPECT_TRUE(note.body.empty());
   // A batch (2025-03-26): one answer per request, in order.
@@ -173,8 +175,7 @@ TEST_F(Mcp, BadToolArgumentsAreToolErrorsTheAgentCanFix) {
   EXPECT_EQ(unknown_tool["structuredContent"]["error"]["code"], "invalid_request");
   auto missing = Call(kAdmin, s, "exec", {{"cmd", "true"}});
   EXPECT_TRUE(missing["isError"].get<bool>());
-  EXPECT_NE(missing["content"][0]["text"].get<std::string>().find("sandbox_id"),
-            std::string::npos);
+  EXPECT_NE(missing["content"][0]["text"].get<std::string>().find("sandbox_id"), std::string::npos);
   auto extra = Call(kAdmin, s, "sandbox_list", {{"colour", "red"}});
   EXPECT_TRUE(extra["isError"].get<bool>());
   auto both = Call(kAdmin, s, "run", {{"cmd", "true"}, {"code", "1"}});
@@ -203,8 +204,7 @@ TEST_F(Mcp, ATenantSeesAnotherTenantsSandboxAsUnknown) {
   ASSERT_FALSE(made["isError"].get<bool>()) << made.dump();
   const std::string id = made["structuredContent"]["id"];
   auto theirs = Call(kBob, b, "exec", {{"sandbox_id", id}, {"cmd", "echo pwned > /tmp/p"}});
-  auto missing =
-      Call(kBob, b, "exec", {{"sandbox_id", "sb_0000000000000000"}, {"cmd", "true"}});
+  auto missing = Call(kBob, b, "exec", {{"sandbox_id", "sb_0000000000000000"}, {"cmd", "true"}});
   EXPECT_TRUE(theirs["isError"].get<bool>());
   EXPECT_EQ(theirs["structuredContent"]["error"]["code"],
             missing["structuredContent"]["error"]["code"]);
@@ -232,10 +232,10 @@ TEST_F(Mcp, NotificationsCancelledKillsTheCommandInTheSandbox) {
   const std::string id = made["structuredContent"]["id"];
   json result;
   std::thread caller([&] {
-    result = Call(kAdmin, s, "exec",
-                  {{"sandbox_id", id}, {"cmd", "sleep 300; touch /tmp/finished"},
-                   {"timeout_seconds", 0}},
-                  /*id=*/42);
+    result = Call(
+        kAdmin, s, "exec",
+        {{"sandbox_id", id}, {"cmd", "sleep 300; touch /tmp/finished"}, {"timeout_seconds", 0}},
+        /*id=*/42);
   });
   // Running?
   bool running = false;
