@@ -30,7 +30,7 @@ class Server:
     key: str
     state: Path
     log: Path
-    proc: "subprocess.Popen[bytes]"
+    proc: subprocess.Popen[bytes]
 
     def client(self, **kw: object) -> hutch.Client:
         return hutch.Client(self.url, self.key, **kw)  # type: ignore[arg-type]

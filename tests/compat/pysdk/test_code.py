@@ -8,9 +8,9 @@ import subprocess
 from typing import Iterator, List
 
 import pytest
-from conftest import Server
 
 import hutch
+from conftest import Server
 
 
 @pytest.fixture(scope="module")

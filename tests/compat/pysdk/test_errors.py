@@ -10,13 +10,13 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import ClassVar, Iterator, List, Tuple
 
 import pytest
-from conftest import Server, start_server, stop_server
 
 import hutch
 import hutch._transport
+from conftest import Server, start_server, stop_server
 
 
 def test_bad_key(server: Server) -> None:
@@ -171,9 +171,9 @@ def test_a_retried_create_makes_exactly_one_sandbox(server: Server) -> None:
 class FakeHutch(BaseHTTPRequestHandler):
     """Answers 429 with Retry-After to the first create, then the sandbox."""
 
-    calls: List[Tuple[str, str]] = []
+    calls: ClassVar[List[Tuple[str, str]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         FakeHutch.calls.append((self.path, self.headers.get("Idempotency-Key", "")))
         if len(FakeHutch.calls) == 1:

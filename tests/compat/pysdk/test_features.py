@@ -57,7 +57,8 @@ def test_network_policy(client: hutch.Client, health: Dict[str, Any]) -> None:
                                  deny=["bad.example.com"])
     with client.create(ttl_seconds=120, network=policy) as sb:
         got = sb.network()
-        assert (got.mode, got.default, sorted(got.allow), got.deny) == ("policy", "deny", sorted(policy.allow), policy.deny)
+        assert (got.mode, got.default, got.deny) == ("policy", "deny", policy.deny)
+        assert sorted(got.allow) == sorted(policy.allow)
         sb.set_network("all")
         assert sb.network().mode == "all"
         with pytest.raises(hutch.InvalidRequestError):

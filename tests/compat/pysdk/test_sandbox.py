@@ -7,9 +7,9 @@ import secrets
 import time
 
 import pytest
-from conftest import Server
 
 import hutch
+from conftest import Server
 
 
 def wait_until(pred, what: str, tries: int = 300):  # type: ignore[no-untyped-def]
