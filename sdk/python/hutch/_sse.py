@@ -1,13 +1,14 @@
-"""A text/event-stream parser over a binary stream, one event at a time."""
+"""A text/event-stream parser: a line-fed decoder, and a reader over a
+binary stream for the sync client (the asyncio client feeds the decoder)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import IO, Optional
+from typing import IO, List, Optional
 
 # Hutch's events carry at most 64 KiB of output, escaped; anything past this
 # is not an event of this API.
-_MAX_LINE = 64 << 20
+MAX_LINE = 64 << 20
 
 
 @dataclass
@@ -17,43 +18,59 @@ class SSEEvent:
     id: Optional[str]
 
 
-class SSEReader:
-    """Reads events from ``fp`` (``readline`` is all it needs).
+class SSEDecoder:
+    """Turns lines into events. Comments (``: ping``) and ``retry`` fields are
+    skipped; an event without data is not dispatched."""
 
-    Comments (``: ping``) and ``retry`` fields are skipped; an event without
-    data is not dispatched; an unterminated last event is still delivered.
-    """
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: List[str] = []
+        self._id: Optional[str] = None
+
+    def line(self, raw: bytes) -> Optional[SSEEvent]:
+        """Takes one line (with or without its line end); the event it completes."""
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line == "":
+            ev = self.finish()
+            self._event, self._id = "", None
+            return ev
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "event":
+            self._event = value
+        elif field == "data":
+            self._data.append(value)
+        elif field == "id":
+            self._id = value
+        return None
+
+    def finish(self) -> Optional[SSEEvent]:
+        """The pending event at the end of the stream (an unterminated last one)."""
+        if not self._data:
+            return None
+        ev = SSEEvent(self._event or "message", "\n".join(self._data), self._id)
+        self._data = []
+        return ev
+
+
+class SSEReader:
+    """Reads events from ``fp`` (``readline`` is all it needs)."""
 
     def __init__(self, fp: IO[bytes]) -> None:
         self._fp = fp
+        self._dec = SSEDecoder()
 
     def next(self) -> Optional[SSEEvent]:
         """The next event, or ``None`` at the end of the stream."""
-        event = ""
-        data: list[str] = []
-        ev_id: Optional[str] = None
         while True:
-            raw = self._fp.readline(_MAX_LINE)
+            raw = self._fp.readline(MAX_LINE)
             if not raw:
-                if data:
-                    return SSEEvent(event or "message", "\n".join(data), ev_id)
-                return None
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            if line.endswith("\r"):
-                line = line[:-1]
-            if line == "":
-                if data:
-                    return SSEEvent(event or "message", "\n".join(data), ev_id)
-                event, ev_id = "", None
-                continue
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-            elif field == "id":
-                ev_id = value
+                return self._dec.finish()
+            ev = self._dec.line(raw)
+            if ev is not None:
+                return ev

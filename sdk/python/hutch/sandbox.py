@@ -7,7 +7,7 @@ import json
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from ._sse import SSEReader
+from ._sse import SSEEvent, SSEReader
 from ._transport import Response, Transport, new_idempotency_key
 from ._websocket import WebSocket
 from .errors import SandboxNotFoundError, StreamEndedError, make_error
@@ -351,42 +351,61 @@ class CommandError(Exception):
         self.result = result
 
 
-def _consume_code(resp: Response, on_stdout: Optional[Callable[[OutputLine], None]],
-                  on_stderr: Optional[Callable[[OutputLine], None]],
-                  on_result: Optional[Callable[[CodeResult], None]]) -> Execution:
-    ex = Execution()
-    sse = SSEReader(resp)  # type: ignore[arg-type]
-    while True:
-        ev = sse.next()
-        if ev is None:
-            raise StreamEndedError(method=resp.method, path=resp.path)
+class CodeParser:
+    """The state of a ``run_code`` stream, fed one SSE event at a time."""
+
+    def __init__(self, resp_status: int, method: str, path: str,
+                 on_stdout: Optional[Callable[[OutputLine], None]] = None,
+                 on_stderr: Optional[Callable[[OutputLine], None]] = None,
+                 on_result: Optional[Callable[[CodeResult], None]] = None) -> None:
+        self.execution = Execution()
+        self._status, self._method, self._path = resp_status, method, path
+        self._on_stdout, self._on_stderr, self._on_result = on_stdout, on_stderr, on_result
+
+    def feed(self, ev: SSEEvent) -> bool:
+        """Takes one event; ``True`` at the run's ``end``."""
+        ex = self.execution
         try:
             d = json.loads(ev.data) if ev.data else {}
         except ValueError:
-            continue
+            return False
         if not isinstance(d, dict):
-            continue
+            return False
         if ev.event in ("stdout", "stderr"):
             line = OutputLine(str(d.get("text") or ""), str(d.get("timestamp") or ""))
             (ex.stdout if ev.event == "stdout" else ex.stderr).append(line)
-            cb = on_stdout if ev.event == "stdout" else on_stderr
+            cb = self._on_stdout if ev.event == "stdout" else self._on_stderr
             if cb:
                 cb(line)
         elif ev.event == "result":
             r = CodeResult.from_json(d)
             ex.results.append(r)
-            if on_result:
-                on_result(r)
+            if self._on_result:
+                self._on_result(r)
         elif ev.event == "error":
             if "name" in d:
                 ex.error = CodeError(str(d.get("name") or ""), str(d.get("value") or ""),
                                      str(d.get("traceback") or ""))
             else:
-                raise StreamEndedError(make_error(d, status=resp.status, method=resp.method, path=resp.path))
+                raise StreamEndedError(make_error(d, status=self._status, method=self._method, path=self._path))
         elif ev.event == "end":
             ex.execution_count = int(d.get("execution_count") or 0)
             ex.timed_out = bool(d.get("timed_out"))
-            return ex
+            return True
+        return False
+
+
+def _consume_code(resp: Response, on_stdout: Optional[Callable[[OutputLine], None]],
+                  on_stderr: Optional[Callable[[OutputLine], None]],
+                  on_result: Optional[Callable[[CodeResult], None]]) -> Execution:
+    parser = CodeParser(resp.status, resp.method, resp.path, on_stdout, on_stderr, on_result)
+    sse = SSEReader(resp)  # type: ignore[arg-type]
+    while True:
+        ev = sse.next()
+        if ev is None:
+            raise StreamEndedError(method=resp.method, path=resp.path)
+        if parser.feed(ev):
+            return parser.execution
 
 
 def _iter_pages(t: Transport, path: str, query: Dict[str, Any]) -> Iterator[List[Dict[str, Any]]]:

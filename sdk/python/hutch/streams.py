@@ -28,7 +28,7 @@ from .models import (
     TemplateStep,
 )
 
-__all__ = ["ExecStream", "TemplateBuild"]
+__all__ = ["ExecParser", "ExecStream", "TemplateBuild"]
 
 OutputCallback = Callable[[bytes], None]
 
@@ -50,13 +50,6 @@ class _Stream:
     def _next_sse(self) -> Optional[SSEEvent]:
         return self._sse.next()
 
-    def _error_event(self, ev: SSEEvent) -> StreamEndedError:
-        d = _data(ev)
-        if not d.get("code"):
-            d = {"message": ev.data}
-        cause = make_error(d, status=self._resp.status, method=self._resp.method, path=self._resp.path)
-        return StreamEndedError(cause, method=self._resp.method, path=self._resp.path)
-
     def close(self) -> None:
         """Closes the connection (idempotent)."""
         self._done = True
@@ -67,20 +60,16 @@ class _Stream:
         return self._done
 
 
-class ExecStream(_Stream):
-    """The events of ``Sandbox.exec_stream`` or of a process (re)attach.
+class ExecParser:
+    """The state of an exec or process stream, fed one SSE event at a time
+    (shared by the sync and the asyncio streams)."""
 
-    Iterate for :class:`StartEvent`, :class:`OutputEvent` (``stream`` is
-    ``"stdout"`` or ``"stderr"``), :class:`DroppedEvent` and finally
-    :class:`ExitEvent`; the callbacks given at the call see the same output.
-    A stream that ends without ``exit`` raises :class:`StreamEndedError`
-    (its ``cause`` is the typed error the server sent, if any).
-    """
-
-    def __init__(self, resp: Response, *, on_start: Optional[Callable[[int], None]] = None,
+    def __init__(self, *, status: int, method: str, path: str, on_start: Optional[Callable[[int], None]] = None,
                  on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
                  pid: int = 0) -> None:
-        super().__init__(resp)
+        self._status = status
+        self._method = method
+        self._path = path
         self._on_start = on_start
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
@@ -90,28 +79,16 @@ class ExecStream(_Stream):
         self.offset = 0
         #: Set once the ``exit`` event arrived.
         self.result: Optional[ExecResult] = None
+        self.finished = False
 
-    def __iter__(self) -> Iterator[ExecEvent]:
-        return self
+    def ended_error(self) -> StreamEndedError:
+        return StreamEndedError(method=self._method, path=self._path)
 
-    def __next__(self) -> ExecEvent:
-        if self._done:
-            raise StopIteration
-        try:
-            while True:
-                ev = self._next_sse()
-                if ev is None:
-                    raise StreamEndedError(method=self._resp.method, path=self._resp.path)
-                if ev.id is not None and ev.id.isdigit():
-                    self.offset = int(ev.id)
-                out = self._event(ev)
-                if out is not None:
-                    return out
-        except BaseException:
-            self.close()
-            raise
-
-    def _event(self, ev: SSEEvent) -> Optional[ExecEvent]:
+    def feed(self, ev: SSEEvent) -> Optional[ExecEvent]:
+        """The typed event of ``ev`` (``None`` for one to skip); raises
+        :class:`StreamEndedError` for an ``error`` event."""
+        if ev.id is not None and ev.id.isdigit():
+            self.offset = int(ev.id)
         if ev.event == "start":
             d = _data(ev)
             self.pid = int(d.get("pid") or self.pid)
@@ -141,12 +118,54 @@ class ExecStream(_Stream):
                           bool(d.get("timed_out")), bool(d.get("oom_killed")))
             self.result = ExecResult(exit_code=x.exit_code, timed_out=x.timed_out, oom_killed=x.oom_killed,
                                      duration_ms=x.duration_ms, pid=self.pid)
-            self._done = True
-            self._resp.close()
+            self.finished = True
             return x
         if ev.event == "error":
-            raise self._error_event(ev)
+            d = _data(ev)
+            if not d.get("code"):
+                d = {"message": ev.data}
+            cause = make_error(d, status=self._status, method=self._method, path=self._path)
+            raise StreamEndedError(cause, method=self._method, path=self._path)
         return None  # unknown events: forward compatibility
+
+
+class ExecStream(_Stream, ExecParser):
+    """The events of ``Sandbox.exec_stream`` or of a process (re)attach.
+
+    Iterate for :class:`StartEvent`, :class:`OutputEvent` (``stream`` is
+    ``"stdout"`` or ``"stderr"``), :class:`DroppedEvent` and finally
+    :class:`ExitEvent`; the callbacks given at the call see the same output.
+    A stream that ends without ``exit`` raises :class:`StreamEndedError`
+    (its ``cause`` is the typed error the server sent, if any).
+    """
+
+    def __init__(self, resp: Response, *, on_start: Optional[Callable[[int], None]] = None,
+                 on_stdout: Optional[OutputCallback] = None, on_stderr: Optional[OutputCallback] = None,
+                 pid: int = 0) -> None:
+        _Stream.__init__(self, resp)
+        ExecParser.__init__(self, status=resp.status, method=resp.method, path=resp.path, on_start=on_start,
+                            on_stdout=on_stdout, on_stderr=on_stderr, pid=pid)
+
+    def __iter__(self) -> Iterator[ExecEvent]:
+        return self
+
+    def __next__(self) -> ExecEvent:
+        if self._done:
+            raise StopIteration
+        try:
+            while True:
+                ev = self._next_sse()
+                if ev is None:
+                    raise self.ended_error()
+                out = self.feed(ev)
+                if self.finished:
+                    self._done = True
+                    self._resp.close()
+                if out is not None:
+                    return out
+        except BaseException:
+            self.close()
+            raise
 
     def wait(self) -> ExecResult:
         """Reads the stream to its end (output goes to the callbacks) and
@@ -154,7 +173,7 @@ class ExecStream(_Stream):
         for _ in self:
             pass
         if self.result is None:
-            raise StreamEndedError(method=self._resp.method, path=self._resp.path)
+            raise self.ended_error()
         return self.result
 
     def __enter__(self) -> ExecStream:
