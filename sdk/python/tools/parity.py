@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import hutch  # noqa: E402
+import hutch
 
 
 def q(b: bytes) -> str:
@@ -38,7 +38,7 @@ class Runner:
         except hutch.HutchError as e:
             return f"error code={e.code} status={e.status}"
 
-    def _step(self, verb: str, rest: str, args: List[str]) -> str:  # noqa: C901
+    def _step(self, verb: str, rest: str, args: List[str]) -> str:
         c, sb = self.c, self.sb
         if verb == "create":
             self.sb = c.create(ttl_seconds=600)
