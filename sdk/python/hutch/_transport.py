@@ -296,6 +296,12 @@ class Transport:
                     time.sleep(self.retry.backoff(attempt))
                     continue
                 raise cerr from e
+            except BaseException:
+                # Interrupted while waiting for the answer (KeyboardInterrupt
+                # during a blocking exec): closing the connection is what
+                # makes hutchd kill the command.
+                conn.close()
+                raise
             if 200 <= resp.status < 300 or resp.status in ok_statuses:
                 r = Response(self, conn, resp, method, path)
                 if not stream:

@@ -23,6 +23,7 @@ class Pty:
         #: The shell's exit status, once it exited.
         self.exit: Optional[ExitEvent] = None
         self._error: Optional[HutchError] = None
+        self._closed_by_us = False
 
     def write(self, data: Union[bytes, str]) -> None:
         self._ws.send_binary(data.encode() if isinstance(data, str) else data)
@@ -57,8 +58,6 @@ class Pty:
                                           bool(e.get("timed_out")), bool(e.get("oom_killed")))
                 elif isinstance(msg, dict) and isinstance(msg.get("error"), dict):
                     self._error = make_error(msg["error"], status=200)
-
-    _closed_by_us = False
 
     def read_until(self, marker: Union[bytes, str], limit: int = 1 << 20) -> bytes:
         """Reads output until it contains ``marker`` (or the end); returns all of it."""
