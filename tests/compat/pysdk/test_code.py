@@ -3,6 +3,7 @@ of the code-interpreter template, in HUTCH_CI_STATE_DIR)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from typing import Iterator, List
@@ -60,3 +61,18 @@ def test_code_contexts(code_sandbox: hutch.Sandbox) -> None:
     with pytest.raises(hutch.NotFoundError):
         code_sandbox.remove_code_context(ctx.id)
     code_sandbox.remove_code_context(py.id)
+
+
+def test_async_run_code(server: Server, code_sandbox: hutch.Sandbox) -> None:
+    from hutch.aio import AsyncClient
+
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as c:
+            sb = c.sandbox(code_sandbox.id)
+            ex = await sb.run_code("print('a')\n6 * 7")
+            assert ex.text == "42" and ex.stdout_text == "a\n"
+            ctx = await sb.create_code_context("bash")
+            assert (await sb.run_code("echo $((1+2))", context_id=ctx.id)).stdout_text == "3\n"
+            await sb.remove_code_context(ctx.id)
+
+    asyncio.run(main())
