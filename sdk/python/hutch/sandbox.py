@@ -31,7 +31,7 @@ from .pty import Pty
 from .streams import ExecStream, OutputCallback
 
 if TYPE_CHECKING:
-    from .client import Client
+    from .client import Client, SandboxPager
 
 __all__ = ["Sandbox", "exec_body"]
 
@@ -157,6 +157,16 @@ class Sandbox:
 
             client = Client()
         return client.connect(sandbox_id)
+
+    @classmethod
+    def list(cls, *, status: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None,
+             limit: Optional[int] = None, client: Optional[Client] = None) -> SandboxPager:
+        """``client.list(...)``: an iterator over the sandboxes, page by page as needed."""
+        if client is None:
+            from .client import Client
+
+            client = Client()
+        return client.list(status=status, metadata=metadata, limit=limit)
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current state (also into ``info``)."""

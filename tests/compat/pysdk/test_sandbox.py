@@ -45,7 +45,7 @@ def test_list_pages_and_filters(client: hutch.Client) -> None:
     try:
         pages = list(client.list(metadata={"suite": tag}, limit=2).pages())
         assert [len(p) for p in pages] == [2, 1]
-        ids = [sb.id for sb in client.list(metadata={"suite": tag}, status="running", limit=2)]
+        ids = [sb.id for sb in hutch.Sandbox.list(metadata={"suite": tag}, status="running", limit=2, client=client)]
         assert ids == sorted(sb.id for sb in made)
     finally:
         for sb in made:
