@@ -42,10 +42,20 @@ class DiskPoolTest : public ::testing::Test {
     return f.get();
   }
   // Files in the pool's directory.
+  // Images waiting in the pool (not the golden image each size is copied
+  // from).
   size_t PoolFiles() const {
     size_t n = 0;
     std::error_code ec;
-    for ([[maybe_unused]] auto& e : fs::directory_iterator(dir_ + "/pool", ec)) ++n;
+    for (auto& e : fs::directory_iterator(dir_ + "/pool", ec))
+      n += e.path().filename().string().rfind("golden-", 0) != 0;
+    return n;
+  }
+  size_t GoldenFiles() const {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(dir_ + "/pool", ec))
+      n += e.path().filename().string().rfind("golden-", 0) == 0;
     return n;
   }
 
@@ -85,6 +95,12 @@ TEST_F(DiskPoolTest, ATakenDiskIsASparseExt4ImageAndThePoolRefillsBehindIt) {
   ASSERT_TRUE(Take(pool, 256, "b.img").ok());
   EXPECT_TRUE(fs::exists(dir_ + "/b.img"));
   EXPECT_EQ(pool.ready(), 2u);
+  // mkfs ran once for the size: every image is a sparse copy of that one.
+  EXPECT_EQ(GoldenFiles(), 1u);
+  ASSERT_EQ(stat((dir_ + "/b.img").c_str(), &s), 0);
+  EXPECT_LT(s.st_blocks * 512, 8 << 20) << "the copy is not sparse";
+  EXPECT_EQ(std::system(("/sbin/e2fsck -fn '" + dir_ + "/b.img' >/dev/null 2>&1").c_str()), 0)
+      << "the copy is not a clean ext4 file system";
 }
 
 TEST_F(DiskPoolTest, OnlyTheFourSizesMostRecentlyTakenAreKeptWarm) {

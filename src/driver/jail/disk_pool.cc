@@ -1,5 +1,7 @@
 #include "driver/jail/disk_pool.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 
 #include "common/ext4_image.h"
+#include "common/unique_fd.h"
 
 namespace hutch::jail {
 
@@ -46,7 +49,70 @@ asio::awaitable<Status> MakeDisk(int64_t disk_mb, const std::string& path) {
   co_return Status{};
 }
 
+// Copies a sparse file's data extents only (SEEK_DATA/SEEK_HOLE), in the
+// kernel (copy_file_range): a formatted 2 GiB image holds about 1 MiB.
+Status CopySparse(const std::string& from, const std::string& to) {
+  UniqueFd in(open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return ErrnoError("open " + from);
+  struct stat st {};
+  if (fstat(in.get(), &st) != 0) return ErrnoError("stat " + from);
+  UniqueFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) return ErrnoError("create " + to);
+  auto fail = [&](const std::string& what) {
+    Error e = ErrnoError(what + " " + to);
+    unlink(to.c_str());
+    return e;
+  };
+  if (ftruncate(out.get(), st.st_size) != 0) return fail("size");
+  off_t pos = 0;
+  while (pos < st.st_size) {
+    off_t data = lseek(in.get(), pos, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) break;  // only a hole is left
+      return fail("seek data for");
+    }
+    off_t hole = lseek(in.get(), data, SEEK_HOLE);
+    if (hole < 0) return fail("seek hole for");
+    loff_t off_in = data, off_out = data;
+    while (off_in < hole) {
+      ssize_t n = copy_file_range(in.get(), &off_in, out.get(), &off_out,
+                                  static_cast<size_t>(hole - off_in), 0);
+      if (n <= 0) return fail("copy into");
+    }
+    pos = hole;
+  }
+  return Status{};
+}
+
 }  // namespace
+
+asio::awaitable<Status> DiskPool::Make(int64_t disk_mb, const std::string& path) {
+  // Without a pool (per_size 0) nothing is kept in its dir: mkfs each time.
+  if (per_size_ <= 0) co_return co_await MakeDisk(disk_mb, path);
+  auto g = golden_.find(disk_mb);
+  if (g == golden_.end() || access(g->second.c_str(), R_OK) != 0) {
+    const std::string golden = dir_ + "/golden-" + std::to_string(disk_mb) + "M.img";
+    const std::string tmp = golden + ".tmp" + std::to_string(++serial_);
+    auto st = co_await MakeDisk(disk_mb, tmp);
+    if (!st.ok() || rename(tmp.c_str(), golden.c_str()) != 0) {
+      unlink(tmp.c_str());
+      co_return co_await MakeDisk(disk_mb, path);  // the pool dir is unusable: mkfs in place
+    }
+    // Bounded like the warm sizes: a client asking for many sizes leaves
+    // at most this many golden images (a megabyte each) behind.
+    while (golden_.size() >= 2 * kMaxSizes) {
+      unlink(golden_.begin()->second.c_str());
+      golden_.erase(golden_.begin());
+    }
+    golden_[disk_mb] = golden;
+    g = golden_.find(disk_mb);
+  }
+  if (auto st = CopySparse(g->second, path); !st.ok()) {
+    spdlog::warn("disk_pool copy_failed disk_mb={} err=\"{}\"", disk_mb, st.error().message);
+    co_return co_await MakeDisk(disk_mb, path);
+  }
+  co_return Status{};
+}
 
 int64_t SandboxDiskInodes(int64_t disk_mb) { return std::max<int64_t>(16384, disk_mb * 128); }
 
@@ -55,6 +121,7 @@ DiskPool::DiskPool(std::string dir, int per_size) : dir_(std::move(dir)), per_si
 DiskPool::~DiskPool() {
   for (const auto& [size, q] : ready_)
     for (const auto& img : q) unlink(img.c_str());
+  for (const auto& [size, img] : golden_) unlink(img.c_str());
 }
 
 Status DiskPool::Reset() {
@@ -93,7 +160,7 @@ asio::awaitable<Status> DiskPool::Take(int64_t disk_mb, const std::string& path)
     st = Status{};
   } else {
     if (!ready_image.empty()) unlink(ready_image.c_str());
-    st = co_await MakeDisk(disk_mb, path);
+    st = co_await Make(disk_mb, path);
   }
   if (per_size_ > 0) Refill(ex, disk_mb);
   co_return st;
@@ -113,7 +180,7 @@ void DiskPool::Refill(asio::any_io_executor ex, int64_t disk_mb) {
         while (!alive.expired() && wanted()) {
           const std::string img =
               dir_ + "/" + std::to_string(disk_mb) + "M-" + std::to_string(++serial_) + ".img";
-          auto st = co_await MakeDisk(disk_mb, img);
+          auto st = co_await Make(disk_mb, img);
           if (alive.expired()) {
             unlink(img.c_str());
             co_return;

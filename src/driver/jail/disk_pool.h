@@ -1,9 +1,12 @@
 // The disks of jail sandboxes: each sandbox's writable layer is an ext4
 // file system in a sparse image file of its `disk_mb`, in its own
 // directory (`<sandbox>/disk.img`), removed with it. Formatting one is a
-// mkfs.ext4 run (tens of milliseconds), so a few images of each size in
-// recent use are made ahead, in the background, and a create takes one by
-// rename. The images in the pool are plain files (never attached or
+// mkfs.ext4 run (tens of milliseconds, and a process spawned from hutchd,
+// whose posix_spawn holds the I/O thread until the child has exec'd), so
+// mkfs runs once per size: every further image is a sparse copy of that
+// formatted "golden" image (copy_file_range of its few written extents:
+// about a megabyte, no process). A few images of each size in recent use
+// are made ahead, in the background, and a create takes one by rename. The images in the pool are plain files (never attached or
 // mounted), so a crash leaves nothing but files, which the next start
 // removes.
 //
@@ -47,6 +50,8 @@ class DiskPool {
   size_t ready() const;
 
  private:
+  // A fresh image at `path`: a copy of the size's golden image (made
+  // first when missing), or mkfs itself should copying fail.
   asio::awaitable<Status> Make(int64_t disk_mb, const std::string& path);
   void Refill(asio::any_io_executor ex, int64_t disk_mb);
 
@@ -60,6 +65,7 @@ class DiskPool {
   uint64_t serial_ = 0;
   // Shared with the detached refills, so they notice a destroyed pool.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::map<int64_t, std::string> golden_;  // formatted once per size, never attached
 };
 
 }  // namespace hutch::jail
