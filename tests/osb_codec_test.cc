@@ -175,14 +175,14 @@ TEST(EgressCreate, AbsentPolicyIsOpenWithNetworkingAndNoneWithout) {
 TEST(EgressCreate, RulesSplitIntoAllowAndDenyWithDenyAsDefault) {
   auto p = CreateNetworkPolicy(json::parse(R"({"egress":[
       {"action":"allow","target":"Allowed.TEST"},
-      {"action":"allow","target":"*.pypi.org"},
+      {"action":"allow","target":"*.packages.example.com"},
       {"action":"deny","target":"10.9.0.0/16"},
       {"action":"allow","target":"10.1.2.3"},
       {"action":"deny","target":"allowed.test"}]})"),
                                true);
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->ToJson(), json::parse(R"({"mode":"policy","default":"deny",
-      "allow":["10.1.2.3/32","allowed.test","*.pypi.org"],"deny":["10.9.0.0/16"]})"));
+      "allow":["10.1.2.3/32","allowed.test","*.packages.example.com"],"deny":["10.9.0.0/16"]})"));
   auto open = CreateNetworkPolicy(json::parse(R"({"defaultAction":"allow","egress":[]})"), true);
   ASSERT_TRUE(open.ok());
   EXPECT_EQ(open->ToJson(),

@@ -212,7 +212,7 @@ TEST(DebianMirror, SourceHostsAreEveryHttpSourceOnce) {
 // Issue 32: the mirror is debootstrap's last argument; only an http(s) URL
 // with a host and a path gets there.
 TEST(DebianMirror, GrammarAcceptsHttpUrlsOnly) {
-  for (const char* ok : {"http://deb.debian.org/debian", "https://mirror.example:8443/debian/",
+  for (const char* ok : {"http://mirror.example.net/debian", "https://mirror.example:8443/debian/",
                          "http://10.0.0.1/debian", "http://[fd00::1]:3142/debian"})
     EXPECT_TRUE(ValidDebianMirror(ok)) << ok;
   for (const char* bad :
