@@ -5,6 +5,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "api/common/bearer_admit.h"
 #include "api/mcp/mcp_api.h"
 
 namespace hutch::api::mcp {
@@ -46,23 +47,7 @@ void McpApi::Register(Router& r) {
 }
 
 asio::awaitable<bool> McpApi::Admit(HttpContext& ctx) {
-  auth::Principal who = creds_->MatchBearer(ctx.Header("Authorization"));
-  if (who.empty()) {
-    ctx.AddHeader("WWW-Authenticate", "Bearer");
-    co_await ctx.SendError(
-        MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
-    co_return false;
-  }
-  ctx.MarkAuthenticated();
-  if (int wait = creds_->Charge(who.owner); wait > 0) {
-    ctx.AddHeader("Retry-After", std::to_string(wait));
-    co_await ctx.SendError(MakeError(
-        Code::kRateLimited,
-        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s"));
-    co_return false;
-  }
-  ctx.set_principal(std::move(who));
-  co_return true;
+  co_return co_await AdmitBearer(ctx, *creds_, /*challenge=*/true);
 }
 
 asio::awaitable<void> McpApi::Refuse(HttpContext& ctx, int status, int code,

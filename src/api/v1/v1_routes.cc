@@ -2,29 +2,13 @@
 // reaches. The mount's guard authenticates first (a request without a
 // valid key is refused before it can spend the tokens of a real key),
 // then charges the key's rate limit.
+#include "api/common/bearer_admit.h"
 #include "api/v1/v1_api.h"
 
 namespace hutch::api {
 
 asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
-  auth::Principal who = creds_->MatchBearer(ctx.Header("Authorization"));
-  if (who.empty()) {
-    co_await ctx.SendError(
-        MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
-    co_return false;
-  }
-  ctx.MarkAuthenticated();
-  // (Buckets are keyed by the owner id, so the other dialects, which know
-  // a sandbox's owner only by that id, spend the same tokens.)
-  if (int wait = creds_->Charge(who.owner); wait > 0) {
-    ctx.AddHeader("Retry-After", std::to_string(wait));
-    co_await ctx.SendError(MakeError(
-        Code::kRateLimited,
-        "rate limit of this API key exceeded; retry after " + std::to_string(wait) + " s"));
-    co_return false;
-  }
-  ctx.set_principal(std::move(who));
-  co_return true;
+  co_return co_await AdmitBearer(ctx, *creds_);
 }
 
 asio::awaitable<bool> V1Api::Scope(HttpContext& ctx) {

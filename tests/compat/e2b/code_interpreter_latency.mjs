@@ -13,18 +13,11 @@
 //   - the same code as a command: `python3 -c "print(1+1)"` through the
 //     SDK's commands.run, N times (what an exec of it pays).
 import { Sandbox } from '@e2b/code-interpreter';
+import { row } from '../latency_stats.mjs';
 
 const creates = Number(process.argv[2] ?? 20);
 const runs = Number(process.argv[3] ?? 200);
 
-function pct(xs, p) {
-  const s = [...xs].sort((a, b) => a - b);
-  const k = (s.length - 1) * p;
-  const lo = Math.floor(k), hi = Math.min(lo + 1, s.length - 1);
-  return s[lo] + (s[hi] - s[lo]) * (k - lo);
-}
-const row = (name, xs) =>
-  console.log(`${name.padEnd(44)} ${pct(xs, 0.5).toFixed(1).padStart(8)} ${pct(xs, 0.99).toFixed(1).padStart(8)}  (n=${xs.length})`);
 
 async function warmSandboxes() {
   const res = await fetch(process.env.HUTCH_METRICS_URL, {

@@ -12,20 +12,14 @@
 //   - tools/call run {cmd: 'true'} (a fresh base sandbox each time).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { row as rowOf } from '../latency_stats.mjs';
 
 const oneshots = Number(process.argv[2] ?? 20);
 const runs = Number(process.argv[3] ?? 200);
 const url = process.env.HUTCH_MCP_URL;
 const key = process.env.HUTCH_MCP_KEY;
 
-function pct(xs, p) {
-  const s = [...xs].sort((a, b) => a - b);
-  const k = (s.length - 1) * p;
-  const lo = Math.floor(k), hi = Math.min(lo + 1, s.length - 1);
-  return s[lo] + (s[hi] - s[lo]) * (k - lo);
-}
-const row = (name, xs) =>
-  console.log(`${name.padEnd(48)} ${pct(xs, 0.5).toFixed(1).padStart(8)} ${pct(xs, 0.99).toFixed(1).padStart(8)}  (n=${xs.length})`);
+const row = (name, xs) => rowOf(name, xs, 48);
 
 async function waitForPool() {
   if (!process.env.HUTCH_METRICS_URL) return;
