@@ -6,9 +6,9 @@
 // mkfs runs once per size: every further image is a sparse copy of that
 // formatted "golden" image (copy_file_range of its few written extents:
 // about a megabyte, no process). A few images of each size in recent use
-// are made ahead, in the background, and a create takes one by rename. The images in the pool are plain files (never attached or
-// mounted), so a crash leaves nothing but files, which the next start
-// removes.
+// are made ahead, in the background, and a create takes one by rename. The images in the pool are
+// plain files (never attached or mounted), so a crash leaves nothing but files, which the next
+// start removes.
 //
 // One I/O thread: every call, and the refill, run on it.
 #pragma once
