@@ -71,7 +71,7 @@ class Tenants : public ::testing::Test {
     auto s = alice.Json("POST", "/v1/sandboxes/" + alice_sb_ + "/snapshots", json::object());
     // The vm driver has no snapshots (501 not_supported, docs/api.md): the
     // snapshot checks are the jail's.
-    if (!(Vm() && s.status == 501)) {
+    if (!(hutch::testing::OnVm() && s.status == 501)) {
       ASSERT_EQ(s.status / 100, 2) << s.body;
       alice_snap_ = s.json()["id"];
     }
@@ -85,10 +85,6 @@ class Tenants : public ::testing::Test {
     unlink(keys_file_.c_str());
   }
 
-  static bool Vm() {
-    const char* d = getenv("HUTCH_TEST_DRIVER");
-    return d != nullptr && std::string(d) == "vm";
-  }
   static HttpClient As(const std::string& key) {
     return HttpClient("127.0.0.1", server_->port(), key);
   }
@@ -181,10 +177,11 @@ TEST_F(Tenants, AnotherTenantsSandboxIsNotFoundThroughThePortProxy) {
   int alice_status = 0;
   for (int i = 0; i < 100 && alice_status != 200; ++i) {
     alice_status = c.Request("GET", "/v1/sandboxes/" + alice_sb_ + "/ports/8000/").status;
-    if (Vm() && alice_status == 501) break;  // vm: no exposed ports; Bob's 404s still hold
+    if (hutch::testing::OnVm() && alice_status == 501)
+      break;  // vm: no exposed ports; Bob's 404s still hold
     if (alice_status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (!(Vm() && alice_status == 501)) {
+  if (!(hutch::testing::OnVm() && alice_status == 501)) {
     ASSERT_EQ(alice_status, 200);
   }
   auto bob = As(kBob);
@@ -207,7 +204,8 @@ TEST_F(Tenants, AnotherTenantsSandboxIsNotFoundThroughThePortProxy) {
   auto alice_host = anon.Request(
       "GET", "/", "", {{"Host", "8000-" + alice_sb_ + ".hutch.test"}, {"X-API-Key", kAlice2}});
   // (vm without a network: the same 501 as for /v1 above, past the check)
-  EXPECT_EQ(alice_host.status, Vm() && alice_status == 501 ? 501 : 200) << alice_host.body;
+  EXPECT_EQ(alice_host.status, hutch::testing::OnVm() && alice_status == 501 ? 501 : 200)
+      << alice_host.body;
 }
 
 TEST_F(Tenants, ListsShowOnlyTheTenantsOwnAndTheAdminSeesAll) {
@@ -271,7 +269,7 @@ TEST_F(Tenants, AnotherTenantsSnapshotAndVolumeCannotBeUsed) {
   auto own = alice.Json("POST", "/v1/sandboxes",
                         {{"volumes", json::array({{{"name", "alicevol"}, {"path", "/mnt/v"}}})}});
   // (vm sandboxes take no volumes: 501 not_supported, docs/api.md)
-  if (Vm() && own.status == 501) {
+  if (hutch::testing::OnVm() && own.status == 501) {
     EXPECT_EQ(Code(own), "not_supported") << own.body;
   } else {
     EXPECT_EQ(own.status, 201) << own.body;

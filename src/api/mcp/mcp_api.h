@@ -47,6 +47,8 @@ class McpApi {
   // A tools/call answered as an event stream (progress, then the result).
   asio::awaitable<void> StreamToolCall(HttpContext& ctx, std::shared_ptr<Session> s,
                                        const Message& m);
+  // Runs the tool a tools/call names, cancellable while it runs.
+  asio::awaitable<json> CallTool(HttpContext& ctx, Session& s, const Message& m, ToolCall& call);
   void Notify(Session& s, const Message& m);
   ToolCall MakeCall(HttpContext& ctx) const;
   // An HTTP-level refusal with a JSON-RPC error body.

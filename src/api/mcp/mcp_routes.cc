@@ -23,6 +23,10 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string SseMessage(const json& j) { return "event: message\ndata: " + Dump(j) + "\n\n"; }
 
+bool ToolCallNamed(const Message& m) {
+  return m.params.is_object() && m.params.contains("name") && m.params["name"].is_string();
+}
+
 bool HeaderHas(const std::string& header, const char* what) {
   return header.find(what) != std::string::npos;
 }
@@ -174,17 +178,10 @@ asio::awaitable<json> McpApi::Answer(HttpContext& ctx, Session& s, const Message
   if (m.method == "initialize")
     co_return ErrorMessage(m.id, kInvalidRequest, "this session is initialized already");
   if (m.method == "tools/call") {
-    if (!m.params.is_object() || !m.params.contains("name") || !m.params["name"].is_string())
+    if (!ToolCallNamed(m))
       co_return ErrorMessage(m.id, kInvalidParams, "tools/call needs params.name (a string)");
     ToolCall call = MakeCall(ctx);
-    auto cancel = call.cancel;
-    const std::string key = m.id.dump();
-    s.Track(key, [cancel] { cancel->Fire(); });
-    ctx.WatchClose([cancel] { cancel->Fire(); });
-    json result =
-        co_await tools_.Call(m.params["name"], m.params.value("arguments", json::object()), call);
-    ctx.StopWatchingClose();
-    s.Untrack(key);
+    json result = co_await CallTool(ctx, s, m, call);
     co_return ResultMessage(m.id, std::move(result));
   }
   co_return ErrorMessage(m.id, kMethodNotFound, "Method not found: " + m.method);
@@ -192,7 +189,7 @@ asio::awaitable<json> McpApi::Answer(HttpContext& ctx, Session& s, const Message
 
 asio::awaitable<void> McpApi::StreamToolCall(HttpContext& ctx, std::shared_ptr<Session> s,
                                              const Message& m) {
-  if (!m.params.is_object() || !m.params.contains("name") || !m.params["name"].is_string()) {
+  if (!ToolCallNamed(m)) {
     const json err = ErrorMessage(m.id, kInvalidParams, "tools/call needs params.name (a string)");
     co_return co_await ctx.SendText(200, "application/json", Dump(err));
   }
@@ -202,9 +199,6 @@ asio::awaitable<void> McpApi::StreamToolCall(HttpContext& ctx, std::shared_ptr<S
     co_return;
   ToolCall call = MakeCall(ctx);
   auto cancel = call.cancel;
-  const std::string key = m.id.dump();
-  s->Track(key, [cancel] { cancel->Fire(); });
-  ctx.WatchClose([cancel] { cancel->Fire(); });
   bool broken = false;
   json token = nullptr;
   if (m.params.contains("_meta") && m.params["_meta"].is_object() &&
@@ -232,17 +226,29 @@ asio::awaitable<void> McpApi::StreamToolCall(HttpContext& ctx, std::shared_ptr<S
       cancel->Fire();
     }
   };
-  json result =
-      co_await tools_.Call(m.params["name"], m.params.value("arguments", json::object()), call);
+  json result = co_await CallTool(ctx, *s, m, call);
   call.progress = nullptr;
   call.keepalive = nullptr;
-  s->Untrack(key);
   if (!broken) {
     if (auto st = co_await ctx.WriteChunk(SseMessage(ResultMessage(m.id, std::move(result))));
         st.ok())
       (void)co_await ctx.EndStream();
   }
+}
+
+asio::awaitable<json> McpApi::CallTool(HttpContext& ctx, Session& s, const Message& m,
+                                       ToolCall& call) {
+  // Cancelled by a notifications/cancelled for its id, the session's end,
+  // or the client closing the request's connection.
+  auto cancel = call.cancel;
+  const std::string key = m.id.dump();
+  s.Track(key, [cancel] { cancel->Fire(); });
+  ctx.WatchClose([cancel] { cancel->Fire(); });
+  json result =
+      co_await tools_.Call(m.params["name"], m.params.value("arguments", json::object()), call);
   ctx.StopWatchingClose();
+  s.Untrack(key);
+  co_return result;
 }
 
 asio::awaitable<void> McpApi::Get(HttpContext& ctx) {

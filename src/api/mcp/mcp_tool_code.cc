@@ -6,18 +6,9 @@
 #include "api/common/json_fields.h"
 #include "api/mcp/mcp_tools.h"
 
-#define MCP_FIELD(var, expr) \
-  auto var = (expr);         \
-  if (!var.ok()) co_return var.error();
-
 namespace hutch::api::mcp {
 
 namespace {
-
-struct HookGuard {
-  CancelSignal& c;
-  ~HookGuard() { c.Clear(); }
-};
 
 // The forms of a result line other than its bookkeeping fields.
 std::vector<std::string> Formats(const json& line) {
@@ -54,8 +45,7 @@ asio::awaitable<Result<ToolOutput>> Tools::CodeIn(const std::string& id, const j
   if (*timeout)
     run->SetDeadline(std::chrono::steady_clock::now() + std::chrono::seconds(**timeout));
   CodeRun* raw = run.get();
-  call.cancel->OnFire([raw] { raw->Cancel(); });
-  HookGuard guard{*call.cancel};
+  CancelHook hook(*call.cancel, [raw] { raw->Cancel(); });
 
   ToolOutput o;
   std::string out, err, results_text;

@@ -9,10 +9,6 @@
 #include "api/mcp/mcp_tools.h"
 #include "core/exec_session.h"
 
-#define MCP_FIELD(var, expr) \
-  auto var = (expr);         \
-  if (!var.ok()) co_return var.error();
-
 namespace hutch::api::mcp {
 
 namespace {
@@ -20,12 +16,6 @@ namespace {
 // What a result keeps of each stream: tool results go into a model's
 // context, where megabytes of log help nobody; the tail is cut, and said.
 constexpr size_t kKeep = 1 << 20;
-
-// Clears a cancel hook that points into the caller's frame.
-struct HookGuard {
-  CancelSignal& c;
-  ~HookGuard() { c.Clear(); }
-};
 
 }  // namespace
 
@@ -42,10 +32,9 @@ asio::awaitable<Result<ToolOutput>> Tools::ExecIn(std::shared_ptr<Sandbox> sb, c
   if (!started.ok()) co_return started.error();
   std::shared_ptr<ExecSession> session = std::move(started).value();
   std::weak_ptr<ExecSession> weak = session;
-  call.cancel->OnFire([weak] {
+  CancelHook hook(*call.cancel, [weak] {
     if (auto s = weak.lock()) s->Interrupt();
   });
-  HookGuard guard{*call.cancel};
   std::string out, err;
   size_t dropped = 0;
   double sent = 0;

@@ -7,10 +7,6 @@
 #include "api/mcp/mcp_tools.h"
 #include "core/file_ops.h"
 
-#define MCP_FIELD(var, expr) \
-  auto var = (expr);         \
-  if (!var.ok()) co_return var.error();
-
 namespace hutch::api::mcp {
 
 namespace {

@@ -4,11 +4,6 @@
 #include "api/mcp/mcp_tools.h"
 #include "net/net_policy.h"
 
-// A field of the arguments, or the tool's error result.
-#define MCP_FIELD(var, expr) \
-  auto var = (expr);         \
-  if (!var.ok()) co_return var.error();
-
 namespace hutch::api::mcp {
 
 namespace {

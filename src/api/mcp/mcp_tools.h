@@ -44,6 +44,24 @@ class CancelSignal {
   std::function<void()> hook_;
 };
 
+// Sets a cancel hook that points into the caller's frame for that frame's
+// life.
+class CancelHook {
+ public:
+  CancelHook(CancelSignal& c, std::function<void()> hook) : c_(c) { c_.OnFire(std::move(hook)); }
+  ~CancelHook() { c_.Clear(); }
+  CancelHook(const CancelHook&) = delete;
+  CancelHook& operator=(const CancelHook&) = delete;
+
+ private:
+  CancelSignal& c_;
+};
+
+// In a tool handler: a field of the arguments, or the tool's error result.
+#define MCP_FIELD(var, expr) \
+  auto var = (expr);         \
+  if (!var.ok()) co_return var.error();
+
 // What a tool gets besides its arguments.
 struct ToolCall {
   auth::Principal who;
