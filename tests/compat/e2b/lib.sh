@@ -4,8 +4,15 @@
 # exit.
 
 # Installs package-lock.json's pins when node_modules is missing or stale.
+# Suites sharing a folder (run.sh and run_code_interpreter.sh) run in
+# parallel under ctest, and `npm ci` starts by deleting node_modules: the
+# install holds an flock on package-lock.json (read-only, nothing written)
+# and the staleness is re-checked once the lock is held.
 ensure_node_modules() {
   { command -v node && command -v npm; } >/dev/null || { echo "node and npm are required (scripts/setup)" >&2; exit 1; }
+  local lock_fd
+  exec {lock_fd}<package-lock.json
+  flock "$lock_fd"
   if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
     for attempt in 1 2 3; do
       npm ci --no-audit --no-fund --loglevel=error && break
@@ -13,6 +20,7 @@ ensure_node_modules() {
       sleep 5
     done
   fi
+  exec {lock_fd}<&-
 }
 
 # On an early exit (trap cleanup EXIT): hutchd killed if it was started,

@@ -11,16 +11,10 @@ set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_TEMPLATES_DIR:?}"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
-{ command -v node && command -v npm; } >/dev/null || { echo "node and npm are required (scripts/setup)" >&2; exit 1; }
-
+# shellcheck disable=SC1091  # lib.sh is checked on its own (scripts/lint)
+. "$HERE/../e2b/lib.sh"
 # The lockfile pins the SDK; reinstall only when it changed.
-if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
-  for attempt in 1 2 3; do
-    npm ci --no-audit --no-fund --loglevel=error && break
-    [[ $attempt == 3 ]] && { echo "npm ci failed" >&2; exit 1; }
-    sleep 5
-  done
-fi
+ensure_node_modules
 
 T=$(mktemp -d /tmp/hutch-osb-XXXXXX)
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
