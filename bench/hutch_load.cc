@@ -6,7 +6,12 @@
 // contract forbids (a create answered neither 201 nor 503, or hung; a soak
 // operation failed with a 5xx).
 //
-//   hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] [--json FILE]
+//   hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6]
+//              [--soak-rate CYCLES_PER_S] [--json FILE]
+//   --soak-rate paces the soak: cycle k starts no earlier than k/rate s
+//   after the start (0, the default: each worker goes as fast as it can).
+//   Latencies of two servers compare fairly only at the same rate: an
+//   unpaced soak drives a faster server harder.
 //   env: HUTCHD_BIN, HUTCH_TEMPLATES_DIR, HUTCH_AGENT_BIN (as hutch_bench)
 #include <algorithm>
 #include <atomic>
@@ -135,8 +140,9 @@ struct SoakResult {
 
 // Workers loop create -> exec -> exec/stream -> upload -> download ->
 // delete until the deadline; a sampler records hutchd's RSS and fds.
-SoakResult Soak(const Hutchd& server, int seconds, int workers) {
+SoakResult Soak(const Hutchd& server, int seconds, int workers, double rate) {
   SoakResult res;
+  std::atomic<long> ticket{0};
   std::mutex mu;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::seconds(seconds);
@@ -166,6 +172,12 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers) {
     threads.emplace_back([&] {
       auto c = server.Client();
       while (Clock::now() < deadline) {
+        if (rate > 0) {
+          const long k = ticket++;
+          const auto slot = start + std::chrono::microseconds(static_cast<long>(k * 1e6 / rate));
+          if (slot >= deadline) break;
+          std::this_thread::sleep_until(slot);
+        }
         try {
           auto t0 = Clock::now();
           auto cr = c.Json("POST", "/v1/sandboxes", json{{"ttl_seconds", 300}});
@@ -211,8 +223,8 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers) {
 }
 
 void Usage() {
-  std::cerr << "usage: hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] [--json "
-               "FILE]\n";
+  std::cerr << "usage: hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] "
+               "[--soak-rate CYCLES_PER_S] [--json FILE]\n";
 }
 
 }  // namespace
@@ -220,6 +232,7 @@ void Usage() {
 int main(int argc, char** argv) {
   std::vector<int> bursts = {50, 200};
   int soak_seconds = 600, soak_workers = 6;
+  double soak_rate = 0;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -239,6 +252,8 @@ int main(int argc, char** argv) {
       soak_seconds = std::stoi(val());
     } else if (a == "--soak-workers") {
       soak_workers = std::stoi(val());
+    } else if (a == "--soak-rate") {
+      soak_rate = std::stod(val());
     } else if (a == "--json") {
       json_path = val();
     } else {
@@ -280,11 +295,14 @@ int main(int argc, char** argv) {
     if (r.hung) break;
   }
   if (soak_seconds > 0 && !violated) {
-    auto s = Soak(server, soak_seconds, soak_workers);
+    auto s = Soak(server, soak_seconds, soak_workers, soak_rate);
     printf(
-        "\n## Mixed soak: %d s, %d workers, %d cycles\n\n| operation | count | errors | p50 (ms) | "
-        "p99 (ms) |\n",
-        soak_seconds, soak_workers, s.cycles);
+        "\n## Mixed soak: %d s, %d workers, %s, %d cycles\n\n| operation | count | errors | p50 "
+        "(ms) "
+        "| p99 (ms) |\n",
+        soak_seconds, soak_workers,
+        soak_rate > 0 ? ("paced at " + std::to_string(soak_rate) + " cycles/s").c_str() : "unpaced",
+        s.cycles);
     printf("|---|---|---|---|---|\n");
     json ops = json::object();
     for (auto& [name, o] : s.ops) {
@@ -320,11 +338,17 @@ int main(int argc, char** argv) {
     printf("hutchd fds: 2nd quarter avg %.1f, last quarter avg %.1f, max %zu\n", fd2, fd4, fd_max);
     json samples = json::array();
     for (auto& x : s.samples) samples.push_back({x.t_s, x.rss, x.fds});
-    out["soak"] = {{"seconds", soak_seconds}, {"workers", soak_workers},
-                   {"cycles", s.cycles},      {"ops", ops},
-                   {"rss_q2_avg", rss2},      {"rss_q4_avg", rss4},
-                   {"rss_max", rss_max},      {"fds_q2_avg", fd2},
-                   {"fds_q4_avg", fd4},       {"fds_max", fd_max},
+    out["soak"] = {{"seconds", soak_seconds},
+                   {"workers", soak_workers},
+                   {"rate", soak_rate},
+                   {"cycles", s.cycles},
+                   {"ops", ops},
+                   {"rss_q2_avg", rss2},
+                   {"rss_q4_avg", rss4},
+                   {"rss_max", rss_max},
+                   {"fds_q2_avg", fd2},
+                   {"fds_q4_avg", fd4},
+                   {"fds_max", fd_max},
                    {"samples", samples}};
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";

@@ -52,7 +52,7 @@ void ExpectHostHoldsExactly(const TestServer& s, const std::string& tag,
                             const std::set<std::string>& gone) {
   EXPECT_EQ(SandboxDirs(s), running);
   EXPECT_EQ(CgroupIdsOf(tag), running);
-  EXPECT_EQ(LoopIdsOf(s), running);
+  EXPECT_EQ(SettledLoopIdsOf(s, running), running);
   for (const auto& id : gone) {
     EXPECT_TRUE(ProcsOf(id).empty()) << id << ": process left";
     EXPECT_TRUE(MountsOf(id).empty()) << id << ": mount left";

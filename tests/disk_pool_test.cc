@@ -1,19 +1,27 @@
 // The jail sandboxes' disk pool (driver/jail/disk_pool) on its own: images
 // are ext4, sparse, made ahead per size in recent use and taken by rename.
-// mkfs.ext4 on a plain file needs no root.
+// mkfs.ext4 on a plain file needs no root; the pool that hands disks out
+// attached to loop devices does (skipped without).
 #include "driver/jail/disk_pool.h"
 
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "common/blocking_worker.h"
+#include "common/ext4_image.h"
 
 namespace fs = std::filesystem;
 using hutch::jail::DiskPool;
@@ -33,13 +41,23 @@ class DiskPoolTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   // Takes a disk into dir_/<name>, then lets the refill run to its end.
-  hutch::Status Take(DiskPool& pool, int64_t mb, const std::string& name) {
-    // The path outlives the coroutine that holds a reference to it.
-    const std::string path = dir_ + "/" + name;
-    auto f = boost::asio::co_spawn(io_, pool.Take(mb, path), boost::asio::use_future);
+  hutch::Result<hutch::jail::WritableLayer> TakeDisk(DiskPool& pool, int64_t mb,
+                                                     const std::string& name) {
+    std::optional<hutch::Result<hutch::jail::WritableLayer>> out;
+    boost::asio::co_spawn(
+        io_,
+        [&]() -> boost::asio::awaitable<void> {
+          out.emplace(co_await pool.Take(mb, dir_ + "/" + name));
+        },
+        boost::asio::detached);
     io_.restart();
     io_.run();
-    return f.get();
+    return std::move(*out);
+  }
+  hutch::Status Take(DiskPool& pool, int64_t mb, const std::string& name) {
+    auto d = TakeDisk(pool, mb, name);
+    if (!d.ok()) return d.error();
+    return {};
   }
   // Files in the pool's directory.
   // Images waiting in the pool (not the golden image each size is copied
@@ -60,11 +78,12 @@ class DiskPoolTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
+  hutch::BlockingWorker worker_{io_, 2};
   std::string dir_;
 };
 
 TEST_F(DiskPoolTest, ATakenDiskIsASparseExt4ImageAndThePoolRefillsBehindIt) {
-  DiskPool pool(dir_ + "/pool", 2);
+  DiskPool pool(dir_ + "/pool", 2, worker_, hutch::jail::DiskPrep{});
   ASSERT_TRUE(pool.Reset().ok());
   auto st = Take(pool, 256, "a.img");
   ASSERT_TRUE(st.ok()) << st.error().message;
@@ -107,7 +126,7 @@ TEST_F(DiskPoolTest, ATakenDiskIsASparseExt4ImageAndThePoolRefillsBehindIt) {
 }
 
 TEST_F(DiskPoolTest, OnlyTheFourSizesMostRecentlyTakenAreKeptWarm) {
-  DiskPool pool(dir_ + "/pool", 1);
+  DiskPool pool(dir_ + "/pool", 1, worker_, hutch::jail::DiskPrep{});
   ASSERT_TRUE(pool.Reset().ok());
   for (int mb : {16, 32, 48, 64, 80}) ASSERT_TRUE(Take(pool, mb, std::to_string(mb)).ok());
   EXPECT_EQ(pool.ready(), 4u);
@@ -121,13 +140,58 @@ TEST_F(DiskPoolTest, ResetRemovesWhatAnEarlierRunLeft) {
   FILE* f = fopen((dir_ + "/pool/16M-1.img").c_str(), "we");
   ASSERT_NE(f, nullptr);
   fclose(f);
-  DiskPool pool(dir_ + "/pool", 0);
+  DiskPool pool(dir_ + "/pool", 0, worker_, hutch::jail::DiskPrep{});
   ASSERT_TRUE(pool.Reset().ok());
   EXPECT_EQ(PoolFiles(), 0u);
   // Without a pool every disk is made at its take.
   ASSERT_TRUE(Take(pool, 16, "c.img").ok());
   EXPECT_TRUE(fs::exists(dir_ + "/c.img"));
   EXPECT_EQ(PoolFiles(), 0u);
+}
+
+// The loop device a taken disk comes attached to: what backs it, per sysfs.
+std::string BackingFile(const std::string& dev) {
+  std::ifstream in("/sys/block/" + dev.substr(dev.rfind('/') + 1) + "/loop/backing_file");
+  std::string b;
+  std::getline(in, b);
+  return b;
+}
+
+TEST_F(DiskPoolTest, APreparingPoolHandsOutMountedDisksAndLeavesNothingWhenItGoes) {
+  if (geteuid() != 0) GTEST_SKIP() << "attaching loop devices and mounting need root";
+  std::vector<std::string> pooled;
+  {
+    DiskPool pool(dir_ + "/pool", 1, worker_, hutch::jail::DiskPrep{true, 4242});
+    ASSERT_TRUE(pool.Reset().ok());
+    // The first take makes its disk; the second is the one the refill
+    // prepared ahead, its loop device following it to its new name.
+    for (const char* name : {"a.img", "b.img"}) {
+      auto d = TakeDisk(pool, 64, name);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      ASSERT_TRUE(d->loop.fd.valid());
+      EXPECT_EQ(BackingFile(d->loop.path), dir_ + "/" + name) << d->loop.path;
+      // A mounted ext4 with the overlay's directories, upper owned by the
+      // sandbox's root.
+      ASSERT_TRUE(d->mount.valid());
+      struct statfs fs {};
+      ASSERT_EQ(fstatfs(d->mount.get(), &fs), 0);
+      EXPECT_EQ(fs.f_type, 0xEF53u) << "not ext4";
+      struct stat st {};
+      ASSERT_EQ(fstatat(d->mount.get(), "upper", &st, 0), 0);
+      EXPECT_EQ(st.st_uid, 4242u);
+      ASSERT_EQ(fstatat(d->mount.get(), "work", &st, 0), 0);
+      EXPECT_EQ(st.st_mode & 07777, 0700u);
+    }
+    // What waits in the pool is attached too.
+    for (const auto& l : hutch::LoopDevicesBackedUnder(dir_ + "/pool/")) pooled.push_back(l.device);
+    EXPECT_EQ(pooled.size(), 1u);
+    // The taken disks' fds closed at the end of each iteration: nothing
+    // else held their mounts, so they are unmounted and detached already.
+    EXPECT_TRUE(hutch::LoopDevicesBackedUnder(dir_ + "/a.img").empty());
+    EXPECT_TRUE(hutch::LoopDevicesBackedUnder(dir_ + "/b.img").empty());
+  }
+  // A pool that goes (or a hutchd that crashes) leaves nothing attached.
+  EXPECT_TRUE(hutch::LoopDevicesBackedUnder(dir_).empty());
 }
 
 }  // namespace

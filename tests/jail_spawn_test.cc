@@ -1,13 +1,12 @@
 // The jail's isolation pipeline on its own (driver/jail/jail_spawn), driven
 // step by step as the jail driver does, without a server around it.
 //
-// The child of SpawnJail is a raw clone of one thread of a process that
-// has other threads (netns work, the network manager's worker): anything
-// it calls between clone and exec must not need a lock another thread may
-// have held at that moment. glibc's set*id wrappers take the lock of its
-// thread list, which every thread start and exit takes too; a child
-// cloned while that lock was held hung forever in setresgid, and the
-// sandbox's create failed after 15 s with "sandbox exec timed out".
+// The child of SpawnJail is a raw clone (sharing memory until its exec)
+// made by one thread of a process that has other threads (netns work, the network manager's
+// worker): anything it calls between clone and exec must not need a lock another thread may have
+// held at that moment. glibc's set*id wrappers take the lock of its thread list, which every thread
+// start and exit takes too; a child cloned while that lock was held hung forever in setresgid, and
+// the sandbox's create failed after 15 s with "sandbox exec timed out".
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -16,14 +15,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "common/blocking_worker.h"
 #include "common/ext4_image.h"
+#include "driver/jail/disk_pool.h"
 #include "driver/jail/jail_spawn.h"
 #include "driver/jail/seccomp_policy.h"
 
@@ -105,17 +110,29 @@ class JailSpawn : public ::testing::Test {
                              "' && /sbin/mkfs.ext4 -q -F -O ^has_journal -E lazy_itable_init=1 '" +
                              image + "'";
     if (std::system(mkfs.c_str()) != 0) return "mkfs failed: " + mkfs;
-    auto disk = AttachLoopDevice(image);
+    auto disk = PrepareWritableLayer(image, cfg.uid_base);
     if (!disk.ok()) return "disk: " + disk.error().message;
-    cfg.disk_device = disk->path;
+    cfg.disk_mount_fd = disk->mount.get();
     cfg.seccomp = seccomp_.get();
     cfg.agent_memfd = agent_.get();
-    auto child = SpawnJail(cfg);
-    if (!child.ok()) return "spawn: " + child.error().message;
-    JailChild& ch = *child;
+    std::optional<Result<JailChild>> child;
+    boost::asio::io_context io;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> { child.emplace(co_await SpawnJail(cfg, spawner_)); },
+        boost::asio::detached);
+    io.run();
+    if (!child || !child->ok()) return "spawn: " + (child ? child->error().message : "no answer");
+    JailChild& ch = **child;
     std::string what;
     if (auto st = ch.ReleaseForSetup(); !st.ok()) {
       what = st.error().message;
+    } else if (!Readable(ch.sync_fd(), 10000)) {
+      what = "no cgroup gate within 10 s of release";
+    } else if (auto gate = ch.ReadCgroupGate(); !gate.ok()) {
+      what = gate.error().message;
+    } else if (auto go = ch.ReleaseIntoCgroupNamespace(); !go.ok()) {
+      what = go.error().message;
     } else if (!Readable(ch.sync_fd(), 10000)) {
       what = "no report within 10 s of release";
     } else if (auto asked = ch.ReadReport(); !asked.ok()) {
@@ -132,6 +149,7 @@ class JailSpawn : public ::testing::Test {
   }
 
   std::string rootfs_, dir_;
+  BlockingWorker spawner_{4};
   UniqueFd agent_;
   std::unique_ptr<SeccompPolicy> seccomp_;
 };

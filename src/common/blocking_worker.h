@@ -1,9 +1,12 @@
 // BlockingWorker: one thread of its own for blocking calls that an
 // io_context's coroutines await — syscalls that can wait on kernel locks
 // for milliseconds (creating a network namespace, rtnetlink requests under
-// the rtnl lock) — so the io_context's thread keeps serving requests
-// meanwhile. Calls run one at a time, in the order they came; the result
-// is handed back on the awaiting coroutine's executor.
+// the rtnl lock, an RCU grace period in a cgroup v1 attach) — so the
+// io_context's thread keeps serving requests meanwhile. With one thread
+// (the default) calls run one at a time, in the order they came; with more
+// they run side by side (for calls that mostly sleep in the kernel and do
+// not depend on each other). The result is handed back on the awaiting
+// coroutine's executor.
 //
 // Also used for CPU work that would hold the I/O thread up for long
 // (encoding a big blocking exec answer, api/common/exec_answer).
@@ -30,16 +33,24 @@ namespace hutch {
 
 class BlockingWorker {
  public:
-  explicit BlockingWorker(boost::asio::io_context& io) : io_(&io) {}
+  explicit BlockingWorker(boost::asio::io_context& io, int threads = 1)
+      : io_(&io), pool_(static_cast<size_t>(threads)) {}
   // Without an io_context: the awaiting coroutine's executor is kept busy
   // (its run() does not return) while a call is out.
-  BlockingWorker() = default;
+  explicit BlockingWorker(int threads = 1) : pool_(static_cast<size_t>(threads)) {}
   ~BlockingWorker() {
     pool_.stop();
     pool_.join();
   }
   BlockingWorker(const BlockingWorker&) = delete;
   BlockingWorker& operator=(const BlockingWorker&) = delete;
+
+  // Runs `f()` on a worker thread and forgets it: for calls whose end the
+  // caller learns of another way. The destructor waits for it like any.
+  template <typename F>
+  void Post(F f) {
+    boost::asio::post(pool_, std::move(f));
+  }
 
   // Runs `f()` on the worker's thread; resumes with its result.
   template <typename F>
@@ -67,7 +78,7 @@ class BlockingWorker {
 
  private:
   boost::asio::io_context* io_ = nullptr;
-  boost::asio::thread_pool pool_{1};
+  boost::asio::thread_pool pool_;
 };
 
 }  // namespace hutch

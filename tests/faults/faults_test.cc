@@ -297,7 +297,7 @@ TEST(Faults, StateDirDiskFullFailsCreatesClearlyAndKeepsRunningSandboxes) {
   ASSERT_TRUE(s.ok());
   // A vm sandbox needs its template's disk image in the state dir (built at
   // its first create): room for it, then filled all the same.
-  SmallStateDir small(s, OnVm() ? 1536 : 16);
+  SmallStateDir small(s, OnVm() ? 1536 : 32);
   ASSERT_TRUE(small.ok()) << "mount tmpfs: " << strerror(errno);
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();

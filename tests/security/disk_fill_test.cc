@@ -210,10 +210,10 @@ TEST(SandboxDisk, OutlivesACrashOfTheServerWithItsSandboxAndGoesWithIt) {
   ExpectNothingLeft(s, lost, lost_fp);
   EXPECT_TRUE(LoopsOf("sb_stray").empty());
   EXPECT_FALSE(std::filesystem::exists(stray));
-  EXPECT_EQ(LoopIdsOf(s), std::set<std::string>{kept});
+  EXPECT_EQ(SettledLoopIdsOf(s, {kept}), std::set<std::string>{kept});
   ASSERT_EQ(s.Client().Request("DELETE", "/v1/sandboxes/" + kept).status, 204);
   ExpectNothingLeft(s, kept, kept_fp);
-  EXPECT_TRUE(LoopIdsOf(s).empty());
+  EXPECT_TRUE(SettledLoopIdsOf(s, {}).empty());
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace hutch::testing::probe {
 
@@ -121,6 +123,15 @@ std::set<std::string> LoopIdsOf(const TestServer& s) {
   return ids;
 }
 
+std::set<std::string> SettledLoopIdsOf(const TestServer& s, const std::set<std::string>& expected) {
+  std::set<std::string> ids = LoopIdsOf(s);
+  for (int i = 0; i < 100 && ids != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ids = LoopIdsOf(s);
+  }
+  return ids;
+}
+
 std::string SandboxDirOf(const TestServer& s, const std::string& id) {
   const std::string vm = s.state_dir() + "/state/vm/sandboxes/" + id;
   return fs::exists(vm) ? vm : s.state_dir() + "/state/sandboxes/" + id;
@@ -167,6 +178,11 @@ void ExpectNothingLeft(const TestServer& s, const std::string& id, const Footpri
     ADD_FAILURE() << id << ": process left in its cgroup: " << p.pid << " " << p.name;
   for (const auto& d : CgroupDirsOf(id)) ADD_FAILURE() << id << ": cgroup left: " << d;
   for (const auto& m : MountsOf(id)) ADD_FAILURE() << id << ": mount left: " << m;
+  // A jail disk's file system is unmounted, and its loop device detached,
+  // by hutchd's kernel worker just after the delete is answered (the
+  // delete does not wait for that teardown): give it a few seconds.
+  for (int i = 0; i < 100 && !LoopsOf(id).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (const auto& l : LoopsOf(id)) ADD_FAILURE() << id << ": loop device left: " << l;
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/sandboxes/" + id)) << id << ": sandbox dir left";
   EXPECT_FALSE(fs::exists(s.state_dir() + "/state/vm/sandboxes/" + id))

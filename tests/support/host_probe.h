@@ -65,6 +65,10 @@ std::set<std::string> CgroupIdsOf(const std::string& tag);
 // Sandbox ids whose disk (a loop device backed by a file in a jail
 // sandbox's directory of this server) is attached on the host.
 std::set<std::string> LoopIdsOf(const TestServer& s);
+// LoopIdsOf once it equals `expected`, or after 5 s what it is then: a
+// deleted jail sandbox's disk is detached just after the delete is
+// answered (by hutchd's kernel worker).
+std::set<std::string> SettledLoopIdsOf(const TestServer& s, const std::set<std::string>& expected);
 // Sandbox ids that have a directory in the server's state dir (either
 // driver's).
 std::set<std::string> SandboxDirs(const TestServer& s);

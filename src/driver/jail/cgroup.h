@@ -55,6 +55,9 @@ class Cgroup {
   virtual Result<CgroupStats> Stats() = 0;
   // Count of OOM kills so far (cheap; read before and after an exec).
   virtual uint64_t OomKills() = 0;
+  // Page cache bytes written by the cgroup's processes and not yet written
+  // back (memory.stat); 0 when unknown.
+  virtual uint64_t DirtyBytes() = 0;
   virtual Status Freeze() = 0;
   virtual Status Thaw() = 0;
   // SIGKILLs every process still inside (thawing first if frozen).

@@ -121,6 +121,11 @@ class CgroupV1 final : public Cgroup {
     return n.ok() ? *n : 0;
   }
 
+  uint64_t DirtyBytes() override {
+    auto n = cgfs::ReadKeyed(Path(kMemory) + "/memory.stat", "dirty");
+    return n.ok() ? *n : 0;
+  }
+
   Status Freeze() override {
     if (!Has(kFreezer))
       return MakeError(Code::kNotSupported, "freeze: no freezer cgroup on this host");
@@ -147,6 +152,12 @@ class CgroupV1 final : public Cgroup {
     // on SIGKILL until thawed (it sits in the refrigerator), hence the
     // thaw right after the signals. The loop afterwards catches anything
     // the freeze missed (no freezer, freeze timed out).
+    // An empty cgroup (a deleted sandbox whose PID 1 is gone: the kernel
+    // killed and reaped its pid namespace) is left alone: the first freeze
+    // and the last thaw on the host switch a kernel static key, patching
+    // kernel text on every CPU — the dearest step of a delete. Nothing
+    // can join an empty cgroup but through hutchd.
+    if (IsEmpty()) return;
     if (Has(kFreezer) && cgfs::WriteFile(Path(kFreezer) + "/freezer.state", "FROZEN").ok()) {
       (void)WaitFrozen(std::chrono::milliseconds(500));
     }
@@ -191,6 +202,15 @@ class CgroupV1 final : public Cgroup {
   }
 
  private:
+  // No process in any of the hierarchies (an unreadable one counts as not
+  // empty).
+  bool IsEmpty() const {
+    for (const Dir& d : dirs_) {
+      auto pids = cgfs::ReadProcs(d.path);
+      if (!pids.ok() || !pids->empty()) return false;
+    }
+    return true;
+  }
   bool Has(Ctl c) const {
     for (const Dir& d : dirs_) {
       if (d.ctls & c) return true;

@@ -85,6 +85,11 @@ class CgroupV2 final : public Cgroup {
     return st;
   }
 
+  uint64_t DirtyBytes() override {
+    auto n = cgfs::ReadKeyed(dir_ + "/memory.stat", "file_dirty");
+    return n.ok() ? *n : 0;
+  }
+
   uint64_t OomKills() override {
     auto n = cgfs::ReadKeyed(dir_ + "/memory.events", "oom_kill");
     return n.ok() ? *n : 0;

@@ -1,6 +1,7 @@
 #include "driver/jail/disk_pool.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <optional>
 
 #include "common/ext4_image.h"
 #include "common/unique_fd.h"
@@ -86,41 +88,90 @@ Status CopySparse(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-asio::awaitable<Status> DiskPool::Make(int64_t disk_mb, const std::string& path) {
+asio::awaitable<std::string> DiskPool::Golden(int64_t disk_mb) {
+  if (auto g = golden_.find(disk_mb); g != golden_.end() && access(g->second.c_str(), R_OK) == 0)
+    co_return g->second;
+  const std::string golden = dir_ + "/golden-" + std::to_string(disk_mb) + "M.img";
+  const std::string tmp = golden + ".tmp" + std::to_string(++serial_);
+  auto st = co_await MakeDisk(disk_mb, tmp);
+  if (!st.ok() || rename(tmp.c_str(), golden.c_str()) != 0) {
+    unlink(tmp.c_str());
+    co_return std::string();  // the pool dir is unusable
+  }
+  // Bounded like the warm sizes: a client asking for many sizes leaves at
+  // most this many golden images (a megabyte each) behind.
+  while (golden_.size() >= 2 * kMaxSizes) {
+    unlink(golden_.begin()->second.c_str());
+    golden_.erase(golden_.begin());
+  }
+  golden_[disk_mb] = golden;
+  co_return golden;
+}
+
+asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::string path) {
   // Without a pool (per_size 0) nothing is kept in its dir: mkfs each time.
-  if (per_size_ <= 0) co_return co_await MakeDisk(disk_mb, path);
-  auto g = golden_.find(disk_mb);
-  if (g == golden_.end() || access(g->second.c_str(), R_OK) != 0) {
-    const std::string golden = dir_ + "/golden-" + std::to_string(disk_mb) + "M.img";
-    const std::string tmp = golden + ".tmp" + std::to_string(++serial_);
-    auto st = co_await MakeDisk(disk_mb, tmp);
-    if (!st.ok() || rename(tmp.c_str(), golden.c_str()) != 0) {
-      unlink(tmp.c_str());
-      co_return co_await MakeDisk(disk_mb, path);  // the pool dir is unusable: mkfs in place
-    }
-    // Bounded like the warm sizes: a client asking for many sizes leaves
-    // at most this many golden images (a megabyte each) behind.
-    while (golden_.size() >= 2 * kMaxSizes) {
-      unlink(golden_.begin()->second.c_str());
-      golden_.erase(golden_.begin());
-    }
-    golden_[disk_mb] = golden;
-    g = golden_.find(disk_mb);
+  std::string golden;
+  if (per_size_ > 0) golden = co_await Golden(disk_mb);
+  bool made = false;
+  if (!golden.empty()) {
+    // (Named lambdas: GCC 12 mishandles temporaries in co_await.)
+    auto copy = [golden, path] { return CopySparse(golden, path); };
+    auto st = co_await worker_->Run(std::move(copy));
+    if (st.ok()) made = true;
+    else spdlog::warn("disk_pool copy_failed disk_mb={} err=\"{}\"", disk_mb, st.error().message);
   }
-  if (auto st = CopySparse(g->second, path); !st.ok()) {
-    spdlog::warn("disk_pool copy_failed disk_mb={} err=\"{}\"", disk_mb, st.error().message);
-    co_return co_await MakeDisk(disk_mb, path);
+  if (!made) {
+    if (auto st = co_await MakeDisk(disk_mb, path); !st.ok()) co_return st.error();
   }
-  co_return Status{};
+  if (!prep_.prepare) co_return WritableLayer{};
+  auto prepare = [path, uid = prep_.root_uid] { return PrepareWritableLayer(path, uid); };
+  auto layer = co_await worker_->Run(std::move(prepare));
+  if (!layer.ok()) {
+    unlink(path.c_str());
+    co_return layer.error().Context("sandbox disk");
+  }
+  co_return std::move(layer).value();
+}
+
+Result<WritableLayer> PrepareWritableLayer(const std::string& image, uint32_t root_uid) {
+  WritableLayer w;
+  auto dev = AttachLoopDevice(image);
+  if (!dev.ok()) return dev.error();
+  w.loop = std::move(dev).value();
+  UniqueFd fs(fsopen("ext4", FSOPEN_CLOEXEC));
+  if (!fs) return ErrnoError("fsopen ext4");
+  // noinit_itable: the image's inode tables were left unwritten (mkfs
+  // lazy_itable_init) and stay so, instead of the kernel zeroing them in
+  // the background and making the sparse image as large as its tables.
+  // nobarrier: the disk dies with its sandbox, so its flushes (which the
+  // loop device turns into an fsync of the image: a disk cache flush of
+  // the host's at every sync and unmount) protect nothing.
+  if (fsconfig(fs.get(), FSCONFIG_SET_STRING, "source", w.loop.path.c_str(), 0) != 0 ||
+      fsconfig(fs.get(), FSCONFIG_SET_FLAG, "noinit_itable", nullptr, 0) != 0 ||
+      fsconfig(fs.get(), FSCONFIG_SET_FLAG, "nobarrier", nullptr, 0) != 0 ||
+      fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    return ErrnoError("mount " + image);
+  w.mount.reset(fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  if (!w.mount) return ErrnoError("fsmount " + image);
+  // The overlay's upper layer (the merged root takes its owner: the
+  // sandbox's root, not the host's) and its work directory.
+  if (mkdirat(w.mount.get(), "upper", 0755) != 0 ||
+      fchownat(w.mount.get(), "upper", root_uid, root_uid, AT_SYMLINK_NOFOLLOW) != 0 ||
+      mkdirat(w.mount.get(), "work", 0700) != 0)
+    return ErrnoError("upper dirs in " + image);
+  return w;
 }
 
 int64_t SandboxDiskInodes(int64_t disk_mb) { return std::max<int64_t>(16384, disk_mb * 128); }
 
-DiskPool::DiskPool(std::string dir, int per_size) : dir_(std::move(dir)), per_size_(per_size) {}
+DiskPool::DiskPool(std::string dir, int per_size, BlockingWorker& worker, DiskPrep prep)
+    : dir_(std::move(dir)), per_size_(per_size), worker_(&worker), prep_(prep) {}
 
 DiskPool::~DiskPool() {
+  // The file systems unmount and their loop devices detach as the fds
+  // close (auto-clear).
   for (const auto& [size, q] : ready_)
-    for (const auto& img : q) unlink(img.c_str());
+    for (const auto& r : q) unlink(r.image.c_str());
   for (const auto& [size, img] : golden_) unlink(img.c_str());
 }
 
@@ -139,31 +190,33 @@ size_t DiskPool::ready() const {
   return n;
 }
 
-asio::awaitable<Status> DiskPool::Take(int64_t disk_mb, const std::string& path) {
+asio::awaitable<Result<WritableLayer>> DiskPool::Take(int64_t disk_mb, std::string path) {
   auto ex = co_await asio::this_coro::executor;
   if (per_size_ > 0) {
     sizes_.erase(std::remove(sizes_.begin(), sizes_.end(), disk_mb), sizes_.end());
     sizes_.push_back(disk_mb);
     if (sizes_.size() > kMaxSizes) {
-      for (const auto& img : ready_[sizes_.front()]) unlink(img.c_str());
+      for (const auto& r : ready_[sizes_.front()]) unlink(r.image.c_str());
       ready_.erase(sizes_.front());
       sizes_.pop_front();
     }
   }
-  std::string ready_image;
+  std::optional<Ready> ready;
   if (auto it = ready_.find(disk_mb); it != ready_.end() && !it->second.empty()) {
-    ready_image = it->second.front();
+    ready = std::move(it->second.front());
     it->second.pop_front();
   }
-  Status st;
-  if (!ready_image.empty() && rename(ready_image.c_str(), path.c_str()) == 0) {
-    st = Status{};
+  std::optional<Result<WritableLayer>> out;
+  // The loop device follows its file through the rename.
+  if (ready && rename(ready->image.c_str(), path.c_str()) == 0) {
+    out.emplace(std::move(ready->layer));
   } else {
-    if (!ready_image.empty()) unlink(ready_image.c_str());
-    st = co_await Make(disk_mb, path);
+    if (ready) unlink(ready->image.c_str());
+    ready.reset();
+    out.emplace(co_await Make(disk_mb, path));
   }
   if (per_size_ > 0) Refill(ex, disk_mb);
-  co_return st;
+  co_return std::move(*out);
 }
 
 void DiskPool::Refill(asio::any_io_executor ex, int64_t disk_mb) {
@@ -180,14 +233,14 @@ void DiskPool::Refill(asio::any_io_executor ex, int64_t disk_mb) {
         while (!alive.expired() && wanted()) {
           const std::string img =
               dir_ + "/" + std::to_string(disk_mb) + "M-" + std::to_string(++serial_) + ".img";
-          auto st = co_await Make(disk_mb, img);
+          auto layer = co_await Make(disk_mb, img);
           if (alive.expired()) {
             unlink(img.c_str());
             co_return;
           }
-          if (!st.ok()) {
+          if (!layer.ok()) {
             spdlog::warn("disk_pool refill_failed disk_mb={} err=\"{}\"", disk_mb,
-                         st.error().message);
+                         layer.error().message);
             break;
           }
           // A size dropped meanwhile is not kept.
@@ -195,7 +248,7 @@ void DiskPool::Refill(asio::any_io_executor ex, int64_t disk_mb) {
             unlink(img.c_str());
             break;
           }
-          ready_[disk_mb].push_back(img);
+          ready_[disk_mb].push_back(Ready{img, std::move(layer).value()});
         }
         if (!alive.expired()) refilling_.erase(disk_mb);
       },

@@ -6,9 +6,19 @@
 // mkfs runs once per size: every further image is a sparse copy of that
 // formatted "golden" image (copy_file_range of its few written extents:
 // about a megabyte, no process). A few images of each size in recent use
-// are made ahead, in the background, and a create takes one by rename. The images in the pool are
-// plain files (never attached or mounted), so a crash leaves nothing but files, which the next
-// start removes.
+// are made ahead, in the background, and a create takes one by rename.
+//
+// With `prepare` (hutchd as root), a pooled image is also attached to its
+// loop device and its file system mounted ahead, as a detached mount
+// (fsmount: in no mount namespace) holding the overlay's upper and work
+// directories, which the sandbox's setup moves into its own mount
+// namespace. So a create neither attaches (LOOP_CONFIGURE first writes
+// the image's dirty pages back to the host's disk and waits for them) nor
+// mounts. A device and mount stay while the pool holds their fds (the
+// device auto-clears when the file system goes), so a crash leaves
+// nothing attached or mounted, only files, which the next start removes.
+// Copies, attaches and mounts run on the driver's BlockingWorker, never on
+// the I/O thread.
 //
 // One I/O thread: every call, and the refill, run on it.
 #pragma once
@@ -22,6 +32,8 @@
 #include <set>
 #include <string>
 
+#include "common/blocking_worker.h"
+#include "common/ext4_image.h"
 #include "common/result.h"
 
 namespace asio = boost::asio;
@@ -31,12 +43,33 @@ namespace hutch::jail {
 // Inodes of a sandbox disk of `disk_mb`: one per 8 KiB, at least 16384.
 int64_t SandboxDiskInodes(int64_t disk_mb);
 
+// A sandbox's writable layer ready to be moved into its mount namespace:
+// the disk's loop device (auto-clear: it goes with the file system) and the
+// file system as a detached mount (nosuid, nodev) holding `upper` (owned
+// by the sandbox's root) and `work`. Closing `mount` before it was moved
+// anywhere unmounts it.
+struct WritableLayer {
+  LoopDevice loop;
+  UniqueFd mount;
+};
+// Attaches `image` (an empty sandbox disk) and mounts it so.
+Result<WritableLayer> PrepareWritableLayer(const std::string& image, uint32_t root_uid);
+
+// What the pool does to the images it hands out beyond making them.
+struct DiskPrep {
+  // Attach and mount each (PrepareWritableLayer; needs root), for a
+  // sandbox whose root is host uid `root_uid`.
+  bool prepare = false;
+  uint32_t root_uid = 0;
+};
+
 class DiskPool {
  public:
   // `dir`: where pooled images wait (on the file system of the sandbox
   // dirs, so a take is a rename). `per_size`: images kept ready per size;
-  // 0 makes every disk at its create.
-  DiskPool(std::string dir, int per_size);
+  // 0 makes every disk at its create. `worker` runs the copies and
+  // preparations; it must outlive the pool.
+  DiskPool(std::string dir, int per_size, BlockingWorker& worker, DiskPrep prep);
   ~DiskPool();
   DiskPool(const DiskPool&) = delete;
   DiskPool& operator=(const DiskPool&) = delete;
@@ -44,20 +77,31 @@ class DiskPool {
   // Creates the pool's directory, emptied of what an earlier run left.
   Status Reset();
   // Puts a fresh, empty image of `disk_mb` at `path` (must not exist) and
-  // refills the pool behind it.
-  asio::awaitable<Status> Take(int64_t disk_mb, const std::string& path);
+  // refills the pool behind it. With `prep.prepare`, the image comes as
+  // the writable layer returned; without, that is empty.
+  asio::awaitable<Result<WritableLayer>> Take(int64_t disk_mb, std::string path);
   // Images ready now (tests, logs).
   size_t ready() const;
 
  private:
+  struct Ready {
+    std::string image;
+    WritableLayer layer;  // empty without prep_.prepare
+  };
   // A fresh image at `path`: a copy of the size's golden image (made
-  // first when missing), or mkfs itself should copying fail.
-  asio::awaitable<Status> Make(int64_t disk_mb, const std::string& path);
+  // first when missing), or mkfs itself should copying fail; prepared
+  // with prep_.prepare.
+  asio::awaitable<Result<WritableLayer>> Make(int64_t disk_mb, std::string path);
+  // The golden image of `disk_mb`, formatted now if missing ("" if that
+  // failed: the caller formats in place).
+  asio::awaitable<std::string> Golden(int64_t disk_mb);
   void Refill(asio::any_io_executor ex, int64_t disk_mb);
 
   std::string dir_;
   int per_size_;
-  std::map<int64_t, std::deque<std::string>> ready_;
+  BlockingWorker* worker_;
+  DiskPrep prep_;
+  std::map<int64_t, std::deque<Ready>> ready_;
   std::set<int64_t> refilling_;
   // Sizes kept warm, most recently taken last; the oldest is dropped past
   // kMaxSizes.

@@ -107,12 +107,13 @@ Status WriteIdentityLayer(const std::string& dir, uid_t uid, const std::string& 
 class JailInstance : public Instance, public std::enable_shared_from_this<JailInstance> {
  public:
   JailInstance(std::string id, std::string dir, JailChild child, std::unique_ptr<Cgroup> cg,
-               uint64_t start_time)
+               uint64_t start_time, std::shared_ptr<BlockingWorker> kernel)
       : id_(std::move(id)),
         dir_(std::move(dir)),
         child_(std::move(child)),
         cgroup_(std::move(cg)),
-        start_time_(start_time) {}
+        start_time_(start_time),
+        kernel_(std::move(kernel)) {}
   ~JailInstance() override {
     // Destroy() is the normal path; this is the backstop so nothing leaks.
     if (!destroyed_) DestroyNow();
@@ -195,7 +196,26 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   asio::awaitable<void> Destroy() override {
     if (destroyed_) co_return;
     destroying_ = true;
-    ShutDownDisk();
+    auto self = shared_from_this();  // the awaits below must not outlive us
+    // The sandbox's root (its overlay) and writable layer (its ext4 disk),
+    // held past the agent's exit: their teardown — the overlay syncing its
+    // upper layer, the ext4 unmount, the loop device's detach, a few
+    // milliseconds of kernel waits — then runs when the kernel worker
+    // closes these, after the delete is answered, instead of in the dying
+    // agent's exit, which the delete waits for. A crash closes them too.
+    HeldMounts held = HoldMounts(pid_, pidfd_.get());
+    // Only a disk with much unwritten data is shut down: the shutdown
+    // logs an alert (one kernel log line per delete, on the console too),
+    // and a few megabytes written back at the unmount cost less.
+    if (held.layer.valid() && cgroup_ && cgroup_->DirtyBytes() >= kShutDownDirtyBytes) {
+      // On the kernel worker; the fd stays open while this coroutine waits.
+      // (Named lambdas: GCC 12 mishandles temporaries in co_await.)
+      auto shut_down = [layer = held.layer.get(), id = id_] {
+        ShutDownDisk(layer, id);
+        return true;
+      };
+      co_await kernel_->Run(std::move(shut_down));
+    }
     // A frozen task acts on SIGKILL only once thawed.
     if (paused_ && cgroup_) (void)cgroup_->Thaw();
     if (agent_) agent_->Close();
@@ -206,23 +226,45 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
       PidfdSendSignal(pidfd_.get(), SIGKILL);
       co_await WaitReadable(pidfd_.get(), std::chrono::seconds(10));
     }
-    DestroyNow();
+    StopAndReap();
+    // The cgroup's rmdirs and the directory's removal (its disk image:
+    // discards on a host mounted with `discard`) on the kernel worker.
+    auto remove = [cg = std::move(cgroup_), dir = dir_, id = id_]() mutable {
+      RemoveLeftovers(std::move(cg), dir, id);
+      return true;
+    };
+    co_await kernel_->Run(std::move(remove));
+    kernel_->Post([held = std::move(held)]() mutable { held = HeldMounts{}; });
+  }
+
+  struct HeldMounts {
+    UniqueFd root, layer;
+  };
+  // The agent's root and its fd 4 (the writable layer's directory), opened
+  // through /proc and checked against the pidfd on both sides of the opens
+  // (a recycled pid would name another process's). Empty when the agent
+  // is gone.
+  static HeldMounts HoldMounts(pid_t pid, int pidfd) {
+    HeldMounts h;
+    if (pidfd < 0 || PidfdSendSignal(pidfd, 0) != 0) return h;
+    const std::string proc = "/proc/" + std::to_string(pid);
+    UniqueFd root(open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd layer(open((proc + "/fd/4").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (PidfdSendSignal(pidfd, 0) != 0) return h;
+    h.root = std::move(root);
+    h.layer = std::move(layer);
+    return h;
   }
 
   // The disk goes with the sandbox: what its page cache still holds need
-  // not be written out, which its unmount (as the last process exits)
-  // would otherwise do first (seconds for a disk full of fresh data). An
-  // ext4 shut down without a log flush drops it instead. Through the
-  // agent's fd 4, checked against the pidfd on both sides of the open (a
-  // recycled pid would name another process's fd).
-  void ShutDownDisk() {
-    if (!pidfd_.valid() || PidfdSendSignal(pidfd_.get(), 0) != 0) return;
-    const std::string disk = "/proc/" + std::to_string(pid_) + "/fd/4";
-    UniqueFd dir(open(disk.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir || PidfdSendSignal(pidfd_.get(), 0) != 0) return;
+  // not be written out, which its unmount would otherwise do first
+  // (seconds for a disk full of fresh data). An ext4 shut down without a
+  // log flush drops it instead. Worth it from this much unwritten data on.
+  static constexpr uint64_t kShutDownDirtyBytes = 16ULL << 20;
+  static void ShutDownDisk(int layer, const std::string& id) {
     uint32_t flags = kExt4GoingFlagsNoLogFlush;
-    if (ioctl(dir.get(), kExt4IocShutdown, &flags) != 0)
-      spdlog::warn("sandbox={} disk_shutdown_failed err=\"{}\"", id_, strerror(errno));
+    if (ioctl(layer, kExt4IocShutdown, &flags) != 0)
+      spdlog::warn("sandbox={} disk_shutdown_failed err=\"{}\"", id, strerror(errno));
   }
 
   void StartWatch(asio::any_io_executor ex) {
@@ -268,22 +310,34 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
  private:
   std::shared_ptr<AgentConnection> agent_;
 
+  // The synchronous teardown (the destructor's backstop).
   void DestroyNow() {
+    StopAndReap();
+    RemoveLeftovers(std::move(cgroup_), dir_, id_);
+  }
+
+  // Marks the instance destroyed and makes sure its agent is gone and
+  // reaped.
+  void StopAndReap() {
     destroyed_ = true;
     on_lost = nullptr;
     if (agent_) agent_->Close();
     if (pidfd_.valid() && child_.adopted()) PidfdSendSignal(pidfd_.get(), SIGKILL);
     if (!reaped_) child_.KillAndReap();
     reaped_ = true;
-    if (cgroup_) {
-      if (auto st = cgroup_->Remove(); !st.ok())
-        spdlog::error("sandbox={} cgroup_remove_failed err=\"{}\"", id_, st.error().message);
-      cgroup_.reset();
+  }
+
+  // Removes the cgroup and the sandbox's directory: touches no instance
+  // state, so it can run on the kernel worker.
+  static void RemoveLeftovers(std::unique_ptr<Cgroup> cg, const std::string& dir,
+                              const std::string& id) {
+    if (cg) {
+      if (auto st = cg->Remove(); !st.ok())
+        spdlog::error("sandbox={} cgroup_remove_failed err=\"{}\"", id, st.error().message);
     }
     std::error_code ec;
-    fs::remove_all(dir_, ec);
-    if (ec)
-      spdlog::error("sandbox={} remove_dir_failed dir={} err=\"{}\"", id_, dir_, ec.message());
+    fs::remove_all(dir, ec);
+    if (ec) spdlog::error("sandbox={} remove_dir_failed dir={} err=\"{}\"", id, dir, ec.message());
   }
 
   std::string id_;
@@ -294,6 +348,7 @@ class JailInstance : public Instance, public std::enable_shared_from_this<JailIn
   std::unique_ptr<Cgroup> cgroup_;
   uint64_t start_time_ = 0;
   uint64_t disk_limit_ = 0;  // spec.disk_mb in bytes (set_disk_limit)
+  std::shared_ptr<BlockingWorker> kernel_;
   bool destroying_ = false;
   bool destroyed_ = false;
   bool paused_ = false;
@@ -346,24 +401,24 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     std::error_code e;
     fs::remove_all(dir, e);
   };
-  // The writable layer's disk, attached to a loop device that this fd
-  // keeps until the child mounted it (then the mount does; closing it
-  // before detaches the device).
-  if (auto st = co_await disks_.Take(spec.disk_mb, dir + "/disk.img"); !st.ok()) {
-    fail_cleanup();
-    co_return st.error();
-  }
-  auto disk = AttachLoopDevice(dir + "/disk.img");
+  // The writable layer: the disk attached and mounted (detached), which
+  // these fds keep until the child moved the mount into its namespace
+  // (closing them before unmounts and detaches it).
+  auto disk = co_await disks_.Take(spec.disk_mb, dir + "/disk.img");
   if (!disk.ok()) {
     fail_cleanup();
-    co_return disk.error().Context("sandbox disk");
+    co_return disk.error();
   }
 
   CgroupLimits limits;
   limits.memory_bytes = spec.memory_mb * 1024 * 1024;
   limits.pids_max = spec.pids_max;
   limits.cpus = spec.cpus;
-  auto cg = cgroups_->Create(opts_.instance_tag + "-" + spec.id, limits);
+  // (Named lambdas: GCC 12 mishandles temporaries in co_await.)
+  auto make_cgroup = [cgroups = cgroups_.get(), name = opts_.instance_tag + "-" + spec.id, limits] {
+    return cgroups->Create(name, limits);
+  };
+  auto cg = co_await kernel_->Run(std::move(make_cgroup));
   if (!cg.ok()) {
     fail_cleanup();
     co_return cg.error().Context("create cgroup");
@@ -386,7 +441,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   cfg.agent_socket = dir + "/agent.sock";
   cfg.log_path = dir + "/agent.log";
   cfg.uid_base = opts_.uid_base;
-  cfg.disk_device = disk->path;
+  cfg.disk_mount_fd = disk->mount.get();
   cfg.seccomp = &seccomp_;
   cfg.agent_memfd = agent_memfd_.get();
   // The child inherits this fd across clone() and joins the namespace;
@@ -402,7 +457,8 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     }
     cfg.netns_fd = netns.get();
   }
-  auto child = SpawnJail(cfg);
+  JailConfig spawn_cfg = cfg;  // named: GCC 12 and temporaries in co_await
+  auto child = co_await SpawnJail(std::move(spawn_cfg), *spawner_);
   if (!child.ok()) {
     fail_cleanup();
     co_return child.error().Context("spawn sandbox");
@@ -415,9 +471,13 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     fail_cleanup();
     return e;
   };
-  if (auto st = cg.value()->AddProcess(ch.pid()); !st.ok())
-    co_return abort(st.error().Context("join cgroup"));
+  // The child builds its root while the worker puts it into its cgroups
+  // (a cgroup v1 attach waits for an RCU grace period); it waits for that
+  // before it enters its cgroup namespace.
   if (auto st = ch.ReleaseForSetup(); !st.ok()) co_return abort(st.error());
+  auto join = [c = cg.value().get(), pid = ch.pid()] { return c->AddProcess(pid); };
+  if (auto st = co_await kernel_->Run(std::move(join)); !st.ok())
+    co_return abort(st.error().Context("join cgroup"));
   // A wake-up can come with nothing to read (the waiting dup shares the
   // socket's O_NONBLOCK, and under load the reactor may report a readiness
   // that is already gone — seen by bench/hutch_load as EAGAIN): poll(2)
@@ -437,19 +497,25 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   };
   if (!co_await report_ready())
     co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
+  if (auto st = ch.ReadCgroupGate(); !st.ok()) co_return abort(st.error());
+  if (auto st = ch.ReleaseIntoCgroupNamespace(); !st.ok()) co_return abort(st.error());
+  if (!co_await report_ready())
+    co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
   auto asked = ch.ReadReport();
   if (!asked.ok()) co_return abort(asked.error());
   if (auto st = ch.MapIdsAndRelease(opts_.uid_base, 65536); !st.ok()) co_return abort(st.error());
   if (!co_await report_ready())
     co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
-  disk->fd.reset();  // the sandbox's mount holds the device now
+  // The sandbox's mount namespace holds the disk now.
+  disk->mount.reset();
+  disk->loop.fd.reset();
   CheckOomShield(ch.pid());
 
   auto start_time = ProcStartTime(ch.pid());
   if (!start_time.ok()) co_return abort(start_time.error().Context("sandbox agent"));
   auto inst = std::make_shared<JailInstance>(spec.id, dir, std::move(child).value(),
-                                             std::move(cg).value(), *start_time);
+                                             std::move(cg).value(), *start_time, kernel_);
   inst->set_disk_limit(static_cast<uint64_t>(spec.disk_mb) << 20);
   // From here on `inst` owns the child, cgroup and dir: an early return
   // destroys them through its destructor.
@@ -495,8 +561,9 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Adopt(const Insta
   // pause or resume) is thawed so its agent can answer.
   if (!paused) (void)cg.value()->Thaw();
   const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
-  auto inst = std::make_shared<JailInstance>(
-      spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)), std::move(cg).value(), start_time);
+  auto inst =
+      std::make_shared<JailInstance>(spec.id, dir, JailChild::Adopted(pid, std::move(pidfd)),
+                                     std::move(cg).value(), start_time, kernel_);
   inst->set_disk_limit(static_cast<uint64_t>(spec.disk_mb) << 20);
   // From here `inst` owns the sandbox: failing to reach its agent destroys
   // it (its destructor kills the cgroup and removes the dir).

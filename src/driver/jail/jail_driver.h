@@ -20,7 +20,7 @@ struct JailDriverOptions {
   uint32_t uid_base = 1000000;
   // Sandbox disk images kept formatted ahead, per size in recent use
   // (DiskPool); 0: each made at its create.
-  int warm_disks = 2;
+  int warm_disks = 4;
 };
 
 class JailDriver : public Driver {
@@ -41,13 +41,25 @@ class JailDriver : public Driver {
         seccomp_(std::move(seccomp)),
         cgroups_(std::move(cg)),
         agent_memfd_(std::move(memfd)),
-        disks_(opts_.state_dir + "/disk-pool", opts_.warm_disks) {}
+        disks_(opts_.state_dir + "/disk-pool", opts_.warm_disks, *kernel_,
+               DiskPrep{/*prepare=*/true, opts_.uid_base}) {}
   // Whether the agent got its OOM shield (-999); logs once when not.
   void CheckOomShield(pid_t agent);
   JailDriverOptions opts_;
   SeccompPolicy seccomp_;
   std::unique_ptr<CgroupManager> cgroups_;
   UniqueFd agent_memfd_;
+  // The blocking kernel work of a create and a delete, off the I/O thread:
+  // a cgroup v1 attach waits for an RCU grace period, loop attach writes
+  // the image back, unlinking a used image discards its blocks on hosts
+  // mounted with `discard`, an ext4 shutdown flushes. Two threads: these
+  // mostly sleep in the kernel, and a create need not queue behind a
+  // delete. Shared with the instances (a delete runs on it). Declared
+  // before disks_, which uses it.
+  std::shared_ptr<BlockingWorker> kernel_ = std::make_shared<BlockingWorker>(8);
+  // The threads that clone sandboxes: each sleeps in clone (vfork) while
+  // its child sets up, so as many creates as this can be in setup at once.
+  std::unique_ptr<BlockingWorker> spawner_ = std::make_unique<BlockingWorker>(32);
   DiskPool disks_;
   bool oom_shield_warned_ = false;
 };

@@ -7,9 +7,11 @@
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sanitizer/asan_interface.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -22,9 +24,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace hutch::jail {
 
@@ -35,7 +41,6 @@ enum Step : uint32_t {
   kStepNetNs,
   kStepPrivateRoot,
   kStepWritableDisk,
-  kStepUpperDirs,
   kStepOverlay,
   kStepVolumes,
   kStepProc,
@@ -49,6 +54,7 @@ enum Step : uint32_t {
   kStepLoopback,
   kStepAgentSocket,
   kStepPivotRoot,
+  kStepWaitCgroup,
   kStepCgroupNs,
   kStepUserNs,
   kStepWaitMaps,
@@ -68,7 +74,6 @@ constexpr const char* kStepNames[] = {
     "enter network namespace",
     "make / private",
     "mount writable disk",
-    "create upper dirs",
     "mount overlay",
     "mount volumes",
     "mount /proc",
@@ -82,6 +87,7 @@ constexpr const char* kStepNames[] = {
     "bring up loopback",
     "bind agent socket",
     "pivot_root",
+    "wait for cgroups",
     "unshare cgroup ns",
     "unshare user ns",
     "wait for uid maps",
@@ -99,10 +105,17 @@ struct Report {
   int32_t err;
 };
 
+// The child's first report, as soon as it runs: the parent learns its pid
+// from it (CLONE_PARENT_SETTID wrote the pid before the child ran).
+constexpr uint32_t kStarted = 0xffffffffU;
+// The child built its root and waits to be in its cgroups before it
+// enters its cgroup namespace (rooted where it then is).
+constexpr uint32_t kCgroupGate = 0xfffffffeU;
+
 // Everything the child needs, formatted before clone().
 struct Plan {
   const JailConfig* cfg;
-  std::string root, scratch, upper, work, scratch_opts, overlay_opts;
+  std::string root, scratch, upper, work, overlay_opts;
   std::string proc, dev, dev_opts, devpts, devpts_opts, devshm, devshm_opts, sys, dev_ptmx;
   std::vector<std::string> dev_nodes_src, dev_nodes_dst;
   std::vector<std::array<std::string, 2>> dev_links;  // {target, linkpath}
@@ -229,17 +242,11 @@ void MountWritableRoot(const Plan& p) {
   // The writable layer lives on the sandbox's own ext4 disk: its size is
   // the disk quota (ENOSPC past it), and its page cache, unlike a tmpfs's
   // pages, can be written back and reclaimed, so filling the disk never
-  // fills the sandbox's memory cgroup. It is mounted in this mount
-  // namespace only: the mount, and with it the auto-clearing loop device,
-  // vanish with the sandbox.
-  if (mount(c.disk_device.c_str(), p.scratch.c_str(), "ext4", MS_NOSUID | MS_NODEV,
-            p.scratch_opts.c_str()) != 0)
+  // fills the sandbox's memory cgroup. hutchd mounted it ahead (detached,
+  // with upper/ and work/ made: disk_pool's PrepareWritableLayer); it is
+  // moved into this mount namespace only, and vanishes with the sandbox.
+  if (move_mount(c.disk_mount_fd, "", AT_FDCWD, p.scratch.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
     Fail(sfd, kStepWritableDisk, errno);
-  if (mkdir(p.upper.c_str(), 0755) != 0 || mkdir(p.work.c_str(), 0700) != 0)
-    Fail(sfd, kStepUpperDirs, errno);
-  // The merged root takes its owner from the upper dir: make it the
-  // sandbox's root, not the host's.
-  if (chown(p.upper.c_str(), c.uid_base, c.uid_base) != 0) Fail(sfd, kStepUpperDirs, errno);
   if (mount("overlay", p.root.c_str(), "overlay", MS_NOSUID, p.overlay_opts.c_str()) != 0)
     Fail(sfd, kStepOverlay, errno);
 }
@@ -413,12 +420,17 @@ void PivotIntoRoot(const Plan& p) {
   if (chdir("/") != 0) Fail(sfd, kStepPivotRoot, errno);
 }
 
-// The parent already placed us in our cgroups (it does so before
-// ReleaseForSetup), so the new cgroup namespace is rooted at them. The
-// parent writes the new user namespace's uid and gid maps when asked
-// (MapIdsAndRelease).
+// The parent places us in our cgroups while we build the root (a cgroup
+// v1 attach waits for an RCU grace period: milliseconds that overlap the
+// mounts) and lets us on once that is done, so the new cgroup namespace is
+// rooted at them. The parent writes the new user namespace's uid and gid
+// maps when asked (MapIdsAndRelease).
 void EnterCgroupAndUserNamespaces(const Plan& p) {
   const int sfd = p.sync_fd;
+  const Report gate{kCgroupGate, 0};
+  if (write(sfd, &gate, sizeof gate) != sizeof gate) Fail(sfd, kStepWaitCgroup, errno);
+  char joined;
+  if (read(sfd, &joined, 1) != 1) Fail(sfd, kStepWaitCgroup, errno);
   if (unshare(CLONE_NEWCGROUP) != 0) Fail(sfd, kStepCgroupNs, errno);
   if (unshare(CLONE_NEWUSER) != 0) Fail(sfd, kStepUserNs, errno);
   Report ask{0, 0};
@@ -514,6 +526,8 @@ void InstallSeccomp(const Plan& p, const AgentFds& fds) {
 
 // The child, from clone() to exec: the steps above, top to bottom.
 [[noreturn]] void ChildMain(const Plan& p) {
+  const Report started{kStarted, 0};
+  if (write(p.sync_fd, &started, sizeof started) != sizeof started) _exit(126);
   WaitForParent(p);
   JoinNetworkNamespace(p);
   MountWritableRoot(p);
@@ -539,26 +553,14 @@ void InstallSeccomp(const Plan& p, const AgentFds& fds) {
   ExecAgent(fds);
 }
 
-}  // namespace
-
-const char* JailStepName(uint32_t step) {
-  return step < kStepCount ? kStepNames[step] : "unknown step";
-}
-
-Result<JailChild> SpawnJail(const JailConfig& cfg) {
-  if (cfg.seccomp == nullptr || cfg.agent_memfd < 0 || cfg.disk_device.empty())
-    return MakeError(Code::kInternal, "jail config lacks seccomp policy, agent binary or disk");
-  Plan p;
+// Formats everything the child needs (see Plan) from `cfg`.
+Status MakePlan(const JailConfig& cfg, Plan& p) {
   p.cfg = &cfg;
   const std::string& d = cfg.sandbox_dir;
   p.root = d + "/root";
   p.scratch = d + "/scratch";
   p.upper = p.scratch + "/upper";
   p.work = p.scratch + "/work";
-  // The image's inode tables were left unwritten (mkfs lazy_itable_init):
-  // they stay so, instead of the kernel zeroing them in the background and
-  // making the sparse image as large as its tables.
-  p.scratch_opts = "noinit_itable";
   std::string lowers;
   for (const auto& l : cfg.extra_lowers) lowers += l + ":";
   p.overlay_opts =
@@ -612,36 +614,121 @@ Result<JailChild> SpawnJail(const JailConfig& cfg) {
   p.boot_id_src = p.scratch + "/boot_id";
   p.boot_id_dst = p.proc + "/sys/kernel/random/boot_id";
 
-  UniqueFd log(open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!log) return ErrnoError("open agent log " + cfg.log_path);
-  p.log_fd = log.get();
+  return Status{};
+}
+
+// The child's stack: it runs on this, in hutchd's memory (CLONE_VM).
+constexpr size_t kChildStackSize = 1 << 20;
+
+// What the child uses between clone and exec, in memory it shares with
+// hutchd: kept alive by the cloning thread until clone returns (the child
+// exec'd or died) and by the JailChild.
+struct SpawnState {
+  JailConfig cfg;
+  Plan plan;
+  UniqueFd log;
+  // The cloning thread's copy of the child's end of the sync socket,
+  // closed once clone returns: with the child's own copy closed by its
+  // exec (close-on-exec) or exit, the parent reads EOF.
+  UniqueFd child_end;
+  void* stack = MAP_FAILED;
+  pid_t pid = 0;  // written by the kernel (CLONE_PARENT_SETTID) before the child runs
+  std::atomic<int> clone_errno{0};
+  ~SpawnState() {
+    if (stack != MAP_FAILED) munmap(stack, kChildStackSize);
+  }
+};
+
+int ChildEntry(void* arg) {
+  const Plan& p = *static_cast<const Plan*>(arg);
+  // stderr is the agent's log from here on (ArrangeAgentFds makes it so
+  // for good): nothing the child's runtime may print — an ASan build warns
+  // once that it does not know this stack — lands in hutchd's log.
+  if (dup2(p.log_fd, 2) < 0) Fail(p.sync_fd, kStepFds, errno);
+  ChildMain(p);
+}
+
+}  // namespace
+
+const char* JailStepName(uint32_t step) {
+  return step < kStepCount ? kStepNames[step] : "unknown step";
+}
+
+asio::awaitable<Result<JailChild>> SpawnJail(JailConfig config, BlockingWorker& spawner) {
+  if (config.seccomp == nullptr || config.agent_memfd < 0 || config.disk_mount_fd < 0)
+    co_return MakeError(Code::kInternal, "jail config lacks seccomp policy, agent binary or disk");
+  auto state = std::make_shared<SpawnState>();
+  state->cfg = std::move(config);
+  const JailConfig& cfg = state->cfg;
+  Plan& p = state->plan;
+  if (auto st = MakePlan(cfg, p); !st.ok()) co_return st.error();
+  state->log.reset(open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!state->log) co_return ErrnoError("open agent log " + cfg.log_path);
+  p.log_fd = state->log.get();
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return ErrnoError("socketpair");
-  UniqueFd parent_end(sv[0]), child_end(sv[1]);
-  p.sync_fd = child_end.get();
+    co_return ErrnoError("socketpair");
+  UniqueFd parent_end(sv[0]);
+  state->child_end.reset(sv[1]);
+  p.sync_fd = state->child_end.get();
   p.parent_sync_fd = parent_end.get();
+  // A child whose parent went quiet gives up instead of waiting forever
+  // (and holding its cloning thread).
+  const timeval patience{static_cast<time_t>(kChildPatience.count()), 0};
+  if (setsockopt(p.sync_fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience) != 0)
+    co_return ErrnoError("sync socket timeout");
 
-  // Raw clone without a new stack behaves like fork() but takes namespace
-  // flags; glibc's fork handlers do not run, which is what we want.
-  long pid = syscall(SYS_clone,
-                     CLONE_NEWPID | CLONE_NEWNS | (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) |
-                         CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
-                     nullptr, nullptr, nullptr, nullptr);
-  if (pid < 0) return ErrnoError("clone");
-  if (pid == 0) ChildMain(p);
+  state->stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (state->stack == MAP_FAILED) co_return ErrnoError("child stack");
+  // Under ASan: a child that _exits or execs never unpoisons its frames'
+  // redzones, and a later stack mapped at the same address would inherit
+  // them (no-op in other builds).
+  ASAN_UNPOISON_MEMORY_REGION(state->stack, kChildStackSize);
 
+  // CLONE_VM | CLONE_VFORK, as posix_spawn does: the child shares hutchd's
+  // memory until its exec, so nothing is copied and nothing becomes
+  // copy-on-write (a fork-like clone copied hutchd's page tables and made
+  // every later write by any hutchd thread a page fault, with a TLB
+  // shootdown across CPUs). The cloning thread sleeps until the child has
+  // exec'd or died, so the child has that thread's TLS (errno) to itself;
+  // it runs on a spawner thread so the I/O thread keeps serving and can
+  // drive the child's setup meanwhile.
+  const int flags = CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | CLONE_NEWPID | CLONE_NEWNS |
+                    (cfg.netns_fd >= 0 ? 0 : CLONE_NEWNET) | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+  spawner.Post([state, flags] {
+    void* top = static_cast<char*>(state->stack) + kChildStackSize;
+    const int pid = clone(ChildEntry, top, flags, &state->plan, &state->pid);
+    if (pid < 0) state->clone_errno = errno;
+    state->child_end.reset();
+  });
+
+  // The child's first report, or EOF if it never ran.
+  Report r{};
+  ssize_t n = -1;
+  while (n < 0) {
+    if (!co_await WaitReadable(parent_end.get(), kChildPatience))
+      co_return MakeError(Code::kUnavailable, "jail child did not start");
+    n = read(parent_end.get(), &r, sizeof r);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) co_return ErrnoError("read jail child start");
+  }
+  if (n == 0 || r.step != kStarted) {
+    const int err = state->clone_errno.load();
+    if (err != 0) co_return ErrnoError("clone", err);
+    co_return MakeError(Code::kInternal, "jail child exited before it started");
+  }
   JailChild child;
-  child.pid_ = static_cast<pid_t>(pid);
+  child.pid_ = __atomic_load_n(&state->pid, __ATOMIC_ACQUIRE);
   child.sync_ = std::move(parent_end);
+  child.state_ = state;
   child.pidfd_.reset(static_cast<int>(syscall(SYS_pidfd_open, child.pid_, 0)));
   if (!child.pidfd_) {
     Error e = ErrnoError("pidfd_open");
     child.KillAndReap();
-    return e;
+    co_return e;
   }
-  return child;
+  co_return child;
 }
 
 Status JailChild::ReleaseForSetup() {
@@ -650,12 +737,10 @@ Status JailChild::ReleaseForSetup() {
   return {};
 }
 
-Result<bool> JailChild::ReadReport() {
-  Report r{};
-  ssize_t n = read(sync_.get(), &r, sizeof r);
-  if (n == 0) return MakeError(Code::kInternal, "jail child exited during setup");
-  if (n != sizeof r) return ErrnoError("read jail report");
-  if (r.step == 0) return true;
+namespace {
+
+// The error a failure report stands for.
+Error StepError(const Report& r) {
   Error e;
   e.code = Code::kInternal;
   e.err = r.err;
@@ -670,6 +755,37 @@ Result<bool> JailChild::ReadReport() {
         std::string(strerror(r.err)) + ")";
   }
   return e;
+}
+
+}  // namespace
+
+Result<uint32_t> JailChild::ReadStep() {
+  Report r{};
+  ssize_t n = read(sync_.get(), &r, sizeof r);
+  if (n == 0) return MakeError(Code::kInternal, "jail child exited during setup");
+  if (n != sizeof r) return ErrnoError("read jail report");
+  if (r.step == 0 || r.step == kCgroupGate) return r.step;
+  return StepError(r);
+}
+
+Status JailChild::ReadCgroupGate() {
+  auto step = ReadStep();
+  if (!step.ok()) return step.error();
+  if (*step != kCgroupGate) return MakeError(Code::kInternal, "jail child skipped its cgroup gate");
+  return {};
+}
+
+Status JailChild::ReleaseIntoCgroupNamespace() {
+  char b = 'c';
+  if (write(sync_.get(), &b, 1) != 1) return ErrnoError("release jail child into its cgroups");
+  return {};
+}
+
+Result<bool> JailChild::ReadReport() {
+  auto step = ReadStep();
+  if (!step.ok()) return step.error();
+  if (*step != 0) return MakeError(Code::kInternal, "jail child did not ask for its id maps");
+  return true;
 }
 
 Status JailChild::MapIdsAndRelease(uint32_t uid_base, uint32_t count) {
@@ -689,22 +805,14 @@ Status JailChild::MapIdsAndRelease(uint32_t uid_base, uint32_t count) {
 Status JailChild::ReadExecResult() {
   Report r{};
   ssize_t n = read(sync_.get(), &r, sizeof r);
-  if (n == 0) return {};  // close-on-exec closed the socket: the agent runs
-  if (n != sizeof r) return ErrnoError("read jail exec result");
-  Error e;
-  e.code = Code::kInternal;
-  e.err = r.err;
-  e.message =
-      std::string("sandbox setup failed at '") + JailStepName(r.step) + "': " + strerror(r.err);
-  if (r.step == kStepVolumes && (r.err == ELOOP || r.err == ENOTDIR)) {
-    // The request's fault, not the host's: its mount path runs through a
-    // symlink or a file in the sandbox's own tree.
-    e.code = Code::kInvalidRequest;
-    e.message =
-        "a volume's mount path goes through a symlink or a non-directory in the sandbox's files (" +
-        std::string(strerror(r.err)) + ")";
+  if (n == 0) {
+    // close-on-exec closed the socket: the agent runs, in memory of its
+    // own; the cloning thread is done with the state too.
+    state_.reset();
+    return {};
   }
-  return e;
+  if (n != sizeof r) return ErrnoError("read jail exec result");
+  return StepError(r);
 }
 
 JailChild JailChild::Adopted(pid_t pid, UniqueFd pidfd) {

@@ -60,7 +60,10 @@ func StartWithState(stateDir string) (*Server, error) {
 		// The address file of the last server there is not this one's.
 		_ = os.Remove(filepath.Join(stateDir, "hutchd.addr"))
 	}
-	args := []string{"--listen", "127.0.0.1:0", "--state-dir", stateDir}
+	// No per-key rate limit: the package's tests run in parallel on one key
+	// and together exceed the default 50 requests a second (the C++
+	// tests' TestServer does the same; retry_test covers 429 handling).
+	args := []string{"--listen", "127.0.0.1:0", "--state-dir", stateDir, "--rate-limit", "0"}
 	if t := os.Getenv("HUTCH_TEMPLATES_DIR"); t != "" {
 		args = append(args, "--templates-dir", t)
 	}
