@@ -14,20 +14,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/blocking_worker.h"
 #include "common/ext4_image.h"
+#include "driver/jail/cgroup.h"
+#include "driver/jail/cgroup_v1.h"
 #include "driver/jail/disk_pool.h"
 #include "driver/jail/jail_spawn.h"
 #include "driver/jail/seccomp_policy.h"
@@ -93,8 +98,12 @@ class JailSpawn : public ::testing::Test {
   }
 
   // One sandbox from clone to exec'd agent; then killed. Returns what went
-  // wrong, or "" when the agent was exec'd.
-  std::string SpawnOnce(int i) {
+  // wrong, or "" when the agent was exec'd (and `after_exec`, if given,
+  // found nothing wrong with the running child). With `tasks_fds` the
+  // child moves itself into a cgroup (Cgroup::OpenSelfAttach) and skips
+  // the gate; without, nobody moves it and the gate is passed as is.
+  std::string SpawnOnce(int i, const std::vector<int>& tasks_fds = {},
+                        const std::function<std::string(pid_t)>& after_exec = nullptr) {
     const std::string d = dir_ + "/" + std::to_string(i);
     fs::create_directories(d + "/root");
     fs::create_directories(d + "/scratch");
@@ -115,6 +124,7 @@ class JailSpawn : public ::testing::Test {
     cfg.disk_mount_fd = disk->mount.get();
     cfg.seccomp = seccomp_.get();
     cfg.agent_memfd = agent_.get();
+    cfg.cgroup_tasks_fds = tasks_fds;
     std::optional<Result<JailChild>> child;
     boost::asio::io_context io;
     boost::asio::co_spawn(
@@ -125,13 +135,12 @@ class JailSpawn : public ::testing::Test {
     if (!child || !child->ok()) return "spawn: " + (child ? child->error().message : "no answer");
     JailChild& ch = **child;
     std::string what;
-    if (auto st = ch.ReleaseForSetup(); !st.ok()) {
-      what = st.error().message;
-    } else if (!Readable(ch.sync_fd(), 10000)) {
-      what = "no cgroup gate within 10 s of release";
-    } else if (auto gate = ch.ReadCgroupGate(); !gate.ok()) {
-      what = gate.error().message;
-    } else if (auto go = ch.ReleaseIntoCgroupNamespace(); !go.ok()) {
+    const bool gate = tasks_fds.empty();
+    if (gate && !Readable(ch.sync_fd(), 10000)) {
+      what = "no cgroup gate within 10 s of the start";
+    } else if (auto passed = gate ? ch.ReadCgroupGate() : Status{}; !passed.ok()) {
+      what = passed.error().message;
+    } else if (auto go = gate ? ch.ReleaseIntoCgroupNamespace() : Status{}; !go.ok()) {
       what = go.error().message;
     } else if (!Readable(ch.sync_fd(), 10000)) {
       what = "no report within 10 s of release";
@@ -143,6 +152,8 @@ class JailSpawn : public ::testing::Test {
       what = "the child did not reach exec within 10 s of its id maps (stuck after clone)";
     } else if (auto ex = ch.ReadExecResult(); !ex.ok()) {
       what = ex.error().message;
+    } else if (after_exec) {
+      what = after_exec(ch.pid());
     }
     ch.KillAndReap();
     return what;
@@ -180,6 +191,39 @@ TEST_F(JailSpawn, ReachesExecWhileOtherThreadsStartAndEnd) {
   churn.join();
   EXPECT_EQ(failed, 0) << first;
   EXPECT_GT(started.load(), 0);
+}
+
+// On cgroup v1 the child writes "0" into each hierarchy's `tasks`
+// through files the parent opened: it must end up in every controller of
+// its cgroup, and no longer in hutchd's.
+TEST_F(JailSpawn, MovesItselfIntoItsCgroupsThroughTheFilesItIsGiven) {
+  auto mgr = CgroupManager::Detect();
+  ASSERT_TRUE(mgr.ok()) << mgr.error().message;
+  const std::string name = "jail-spawn-test-" + std::to_string(getpid());
+  auto cg = (*mgr)->Create(name, CgroupLimits{});
+  ASSERT_TRUE(cg.ok()) << cg.error().message;
+  auto files = (*cg)->OpenSelfAttach();
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  if (files->empty()) {
+    (*cg)->Remove().ok();
+    GTEST_SKIP() << "cgroup v2: the parent moves the child (AddProcess)";
+  }
+  std::vector<int> fds;
+  for (const UniqueFd& f : *files) fds.push_back(f.get());
+  const std::vector<std::string> dirs = (*cg)->Paths();
+  ASSERT_EQ(fds.size(), dirs.size());
+  std::vector<std::string> missing;
+  std::string what = SpawnOnce(0, fds, [&](pid_t pid) {
+    for (const std::string& d : dirs) {
+      auto procs = cgfs::ReadProcs(d);
+      if (!procs.ok()) return "read " + d + ": " + procs.error().message;
+      if (std::find(procs->begin(), procs->end(), pid) == procs->end()) missing.push_back(d);
+    }
+    return std::string();
+  });
+  EXPECT_EQ(what, "");
+  EXPECT_TRUE(missing.empty()) << "the agent is not in " << missing.front();
+  EXPECT_TRUE((*cg)->Remove().ok());
 }
 
 }  // namespace

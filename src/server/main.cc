@@ -559,6 +559,11 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   auto templates = LoadTemplates(o, db);
   if (!templates.ok()) return templates.error();
   const std::string tag = InstanceTag(o.state_dir);
+  // Made before the drivers, so it is destroyed after them: a driver's
+  // worker thread still running a call at shutdown (a disk being made for
+  // the pool) posts its result here when it finishes, and a destroyed
+  // io_context would be written to (use after free).
+  asio::io_context io(1);
   auto driver = MakeJailDriver(o, tag);
   if (!driver.ok()) return driver.error();
   VmDriverOrWhy vm = MakeVmDriver(o, tag);
@@ -567,7 +572,6 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   o.mopts.snapshots_dir = o.state_dir + "/snapshots";
   std::error_code ec;
   fs::create_directories(o.mopts.snapshots_dir, ec);
-  asio::io_context io(1);
   auto network = StartNetwork(io, o, tag);
   if (!network.ok()) return network.error();
   o.acfg.capabilities = Capabilities(o, (*driver)->cgroup_version(), vm, *network);

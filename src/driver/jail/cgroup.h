@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "driver/driver.h"
 
 namespace hutch::jail {
@@ -52,6 +53,14 @@ class Cgroup {
   virtual ~Cgroup() = default;  // kills what is left inside and removes the dirs
   // Moves process `pid` into every controller of this cgroup.
   virtual Status AddProcess(pid_t pid) = 0;
+  // Files a process writes "0" to in order to move itself into every
+  // controller of this cgroup (v1: each hierarchy's `tasks`), opened here
+  // so the write is judged by hutchd's credentials, not the writer's.
+  // Empty where the version has none (v2 moves whole thread groups only:
+  // AddProcess). A task that moves only itself skips the kernel's global
+  // thread-group lock, whose writer waits for an RCU grace period and
+  // holds off every fork on the host meanwhile.
+  virtual Result<std::vector<UniqueFd>> OpenSelfAttach() = 0;
   virtual Result<CgroupStats> Stats() = 0;
   // Count of OOM kills so far (cheap; read before and after an exec).
   virtual uint64_t OomKills() = 0;

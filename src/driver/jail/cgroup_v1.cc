@@ -2,6 +2,7 @@
 // freezer; cpu and cpuacct are often co-mounted as "cpu,cpuacct", and any
 // other grouping is handled the same way), each under hutchd's own cgroup of
 // that hierarchy plus "/hutch".
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -91,6 +92,24 @@ class CgroupV1 final : public Cgroup {
       }
     }
     return {};
+  }
+
+  Result<std::vector<UniqueFd>> OpenSelfAttach() override {
+    std::vector<UniqueFd> fds;
+    // The cpu hierarchy last: moving a running task into a new cpu group
+    // reschedules it, so the cheap moves go first.
+    std::vector<const Dir*> order;
+    for (const Dir& d : dirs_)
+      if ((d.ctls & kCpu) == 0) order.push_back(&d);
+    for (const Dir& d : dirs_)
+      if ((d.ctls & kCpu) != 0) order.push_back(&d);
+    for (const Dir* d : order) {
+      const std::string path = d->path + "/tasks";
+      UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd) return ErrnoError("open " + path);
+      fds.push_back(std::move(fd));
+    }
+    return fds;
   }
 
   Result<CgroupStats> Stats() override {

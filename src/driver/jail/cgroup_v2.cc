@@ -140,6 +140,9 @@ class CgroupV2 final : public Cgroup {
   }
 
   std::vector<std::string> Paths() const override { return {dir_}; }
+  // cgroup.threads would need a threaded subtree; a v2 host attaches the
+  // sandbox with AddProcess.
+  Result<std::vector<UniqueFd>> OpenSelfAttach() override { return std::vector<UniqueFd>{}; }
 
  private:
   // cgroup.events has "frozen 1" once every task is frozen.

@@ -457,6 +457,15 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     }
     cfg.netns_fd = netns.get();
   }
+  // v1: the child moves itself into its cgroups (see OpenSelfAttach);
+  // the files close when Create returns, after the child's exec.
+  auto self_attach = cg.value()->OpenSelfAttach();
+  if (!self_attach.ok()) {
+    cg.value()->Remove().ok();
+    fail_cleanup();
+    co_return self_attach.error().Context("create cgroup");
+  }
+  for (const UniqueFd& fd : *self_attach) cfg.cgroup_tasks_fds.push_back(fd.get());
   JailConfig spawn_cfg = cfg;  // named: GCC 12 and temporaries in co_await
   auto child = co_await SpawnJail(std::move(spawn_cfg), *spawner_);
   if (!child.ok()) {
@@ -471,13 +480,15 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     fail_cleanup();
     return e;
   };
-  // The child builds its root while the worker puts it into its cgroups
-  // (a cgroup v1 attach waits for an RCU grace period); it waits for that
-  // before it enters its cgroup namespace.
-  if (auto st = ch.ReleaseForSetup(); !st.ok()) co_return abort(st.error());
-  auto join = [c = cg.value().get(), pid = ch.pid()] { return c->AddProcess(pid); };
-  if (auto st = co_await kernel_->Run(std::move(join)); !st.ok())
-    co_return abort(st.error().Context("join cgroup"));
+  // Without self-attach (v2) the child builds its root while the worker
+  // puts it into its cgroups, and waits for that before it enters its
+  // cgroup namespace.
+  const bool attach_here = self_attach->empty();
+  if (attach_here) {
+    auto join = [c = cg.value().get(), pid = ch.pid()] { return c->AddProcess(pid); };
+    if (auto st = co_await kernel_->Run(std::move(join)); !st.ok())
+      co_return abort(st.error().Context("join cgroup"));
+  }
   // A wake-up can come with nothing to read (the waiting dup shares the
   // socket's O_NONBLOCK, and under load the reactor may report a readiness
   // that is already gone — seen by bench/hutch_load as EAGAIN): poll(2)
@@ -495,10 +506,12 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     }
     co_return false;
   };
-  if (!co_await report_ready())
-    co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
-  if (auto st = ch.ReadCgroupGate(); !st.ok()) co_return abort(st.error());
-  if (auto st = ch.ReleaseIntoCgroupNamespace(); !st.ok()) co_return abort(st.error());
+  if (attach_here) {
+    if (!co_await report_ready())
+      co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
+    if (auto st = ch.ReadCgroupGate(); !st.ok()) co_return abort(st.error());
+    if (auto st = ch.ReleaseIntoCgroupNamespace(); !st.ok()) co_return abort(st.error());
+  }
   if (!co_await report_ready())
     co_return abort(MakeError(Code::kUnavailable, "sandbox setup timed out"));
   auto asked = ch.ReadReport();

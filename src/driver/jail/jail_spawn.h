@@ -69,6 +69,10 @@ struct JailConfig {
   // A prepared network namespace to join (the sandbox has a network);
   // -1: a fresh one with loopback only.
   int netns_fd = -1;
+  // Cgroup::OpenSelfAttach's files, kept open by the caller until the
+  // child exec'd: the child moves itself into its cgroups through them.
+  // Empty: the caller moves it (AddProcess) and releases it at the gate.
+  std::vector<int> cgroup_tasks_fds;
 };
 
 // A child that has been cloned and is waiting for the parent's steps.
@@ -78,9 +82,9 @@ class JailChild {
   int sync_fd() const { return sync_.get(); }
   UniqueFd TakePidfd() { return std::move(pidfd_); }
 
-  // Step 1: let it build its root. Meanwhile the caller puts pid() into
-  // its cgroups.
-  Status ReleaseForSetup();
+  // The child builds its root as soon as it runs. Without self-attach
+  // (JailConfig::cgroup_tasks_fds empty) the caller puts pid() into its
+  // cgroups meanwhile, then:
   // Step 2: reads the child's report that its root is built (it then waits
   // to be in its cgroups); an Error carries the failed step and errno.
   // Blocking read: call after sync_fd() polled readable.
@@ -119,8 +123,8 @@ class JailChild {
 
 // Clones the child on one of `spawner`'s threads, which stays in clone
 // until the child has exec'd or died: give it threads enough for the
-// creates that may be in setup at once. Resumes once the child runs; it
-// then blocks until ReleaseForSetup().
+// creates that may be in setup at once. Resumes once the child runs (and
+// builds the sandbox's root).
 asio::awaitable<Result<JailChild>> SpawnJail(JailConfig cfg, BlockingWorker& spawner);
 
 // Names of the child's steps, for error messages.
