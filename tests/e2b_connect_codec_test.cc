@@ -36,8 +36,8 @@ TEST(ConnectCodec, KnowsEveryEnvdMethodAndWhichOnesStream) {
   for (const char* m : {"List", "Connect", "Start", "Update", "StreamInput", "SendInput",
                         "SendSignal", "CloseStdin"})
     EXPECT_NE(ConnectCodec::FindMethod("process.Process", m), nullptr) << m;
-  for (const char* m : {"Stat", "MakeDir", "Move", "ListDir", "Remove", "WatchDir",
-                        "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"})
+  for (const char* m : {"Stat", "MakeDir", "Move", "ListDir", "Remove", "WatchDir", "CreateWatcher",
+                        "GetWatcherEvents", "RemoveWatcher"})
     EXPECT_NE(ConnectCodec::FindMethod("filesystem.Filesystem", m), nullptr) << m;
   EXPECT_TRUE(ConnectCodec::FindMethod("process.Process", "Start")->server_streaming());
   EXPECT_TRUE(ConnectCodec::FindMethod("filesystem.Filesystem", "WatchDir")->server_streaming());
@@ -82,9 +82,9 @@ TEST(ConnectCodec, ProtobufStartRequestDecodesAsItsJsonForm) {
   EXPECT_EQ(from_proto, from_json);
   // An unset optional stays absent (the handler's "stdin on by default").
   req.clear_stdin();
-  EXPECT_FALSE(DecodeOk(Codec(ConnectCodecKind::kProto, "process.Process", "Start"),
-                        req.SerializeAsString())
-                   .contains("stdin"));
+  EXPECT_FALSE(
+      DecodeOk(Codec(ConnectCodecKind::kProto, "process.Process", "Start"), req.SerializeAsString())
+          .contains("stdin"));
 }
 
 TEST(ConnectCodec, ProtobufRequestsKeepSelectorsBytesEnumsAndPty) {
@@ -156,16 +156,16 @@ TEST(ConnectCodec, StreamEventsEncodeInBothCodecs) {
   ASSERT_TRUE(got.ParseFromString(Encode(proto_codec, end)));
   EXPECT_EQ(got.event().end().exit_code(), -1);
   EXPECT_EQ(got.event().end().status(), "signal: killed");
-  ASSERT_TRUE(got.ParseFromString(
-      Encode(proto_codec, Json::parse(R"({"event":{"keepalive":{}}})"))));
+  ASSERT_TRUE(
+      got.ParseFromString(Encode(proto_codec, Json::parse(R"({"event":{"keepalive":{}}})"))));
   EXPECT_TRUE(got.event().has_keepalive());
 }
 
 TEST(ConnectCodec, UnaryAnswersEncodeInBothCodecs) {
-  const Json stat = Json::parse(
-      R"({"entry":{"name":"a.txt","type":"FILE_TYPE_FILE","path":"/home/user/a.txt",)"
-      R"("size":"12","mode":420,"permissions":"-rw-r--r--",)"
-      R"("modifiedTime":"2026-12-04T10:00:00Z","symlinkTarget":"/x"}})");
+  const Json stat =
+      Json::parse(R"({"entry":{"name":"a.txt","type":"FILE_TYPE_FILE","path":"/home/user/a.txt",)"
+                  R"("size":"12","mode":420,"permissions":"-rw-r--r--",)"
+                  R"("modifiedTime":"2026-12-04T10:00:00Z","symlinkTarget":"/x"}})");
   const auto json_codec = Codec(ConnectCodecKind::kJson, "filesystem.Filesystem", "Stat");
   EXPECT_EQ(Json::parse(Encode(json_codec, stat)), stat);
   const auto proto_codec = Codec(ConnectCodecKind::kProto, "filesystem.Filesystem", "Stat");
@@ -187,8 +187,8 @@ TEST(ConnectCodec, UnaryAnswersEncodeInBothCodecs) {
   EXPECT_EQ(list.processes(0).pid(), 9u);
   EXPECT_EQ(list.processes(0).config().cwd(), "/tmp");
   // An empty answer ({}) is zero bytes in protobuf.
-  EXPECT_EQ(Encode(Codec(ConnectCodecKind::kProto, "process.Process", "CloseStdin"), Json::object()),
-            "");
+  EXPECT_EQ(
+      Encode(Codec(ConnectCodecKind::kProto, "process.Process", "CloseStdin"), Json::object()), "");
 }
 
 TEST(ConnectCodec, AnAnswerThatDoesNotFitItsTypeIsInternal) {

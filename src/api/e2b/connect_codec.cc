@@ -78,8 +78,7 @@ Result<Json> ConnectCodec::DecodeRequest(std::string_view payload) const {
   // Proto3 JSON as the SDKs' JSON codec writes it: lowerCamelCase names,
   // defaults omitted (optional fields that are set are kept), enums by name.
   std::string text;
-  if (auto st = pb::util::MessageToJsonString(*m, &text, pb::util::JsonPrintOptions());
-      !st.ok())
+  if (auto st = pb::util::MessageToJsonString(*m, &text, pb::util::JsonPrintOptions()); !st.ok())
     return MakeError(Code::kInvalidRequest, "protobuf message " + type->full_name() +
                                                 " has no JSON form: " + st.ToString());
   return DecodeJson(text);

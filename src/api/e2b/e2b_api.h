@@ -45,7 +45,7 @@ struct EnvdCall {
   Json request;
   std::optional<std::chrono::milliseconds> timeout;  // Connect-Timeout-Ms
   std::chrono::seconds keepalive{0};                 // Keepalive-Ping-Interval; 0: none
-  ConnectCodec codec;  // the request's; the answer is encoded with it
+  ConnectCodec codec;                                // the request's, also the answer's
 };
 
 // The port envd listens on in an E2B sandbox: a Host of 49983-{id}.<domain>

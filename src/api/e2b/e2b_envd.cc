@@ -60,8 +60,7 @@ Result<std::string> RequestMessage(const HttpContext& ctx, std::string body, boo
     auto env = reader.Next();
     if (!env.ok()) return env.error();
     if (!*env || reader.pending() != 0)
-      return MakeError(Code::kInvalidRequest,
-                       "a server-streaming request is exactly one envelope");
+      return MakeError(Code::kInvalidRequest, "a server-streaming request is exactly one envelope");
     compressed = ((*env)->flags & kEnvelopeCompressed) != 0;
     if (compressed && encoding != "gzip")
       return MakeError(Code::kInvalidRequest,
@@ -70,9 +69,8 @@ Result<std::string> RequestMessage(const HttpContext& ctx, std::string body, boo
   }
   if (!compressed) {
     if (body.size() > limit)
-      return MakeError(Code::kPayloadTooLarge,
-                       "message of " + std::to_string(body.size()) + " bytes exceeds " +
-                           std::to_string(limit));
+      return MakeError(Code::kPayloadTooLarge, "message of " + std::to_string(body.size()) +
+                                                   " bytes exceeds " + std::to_string(limit));
     return body;
   }
   return GunzipBounded(body, limit);
@@ -158,8 +156,8 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
     co_return co_await ctx.SendEmpty(415);
   }
   if (*kind == ConnectCodecKind::kProto && descriptor == nullptr) {
-    Error err = MakeError(Code::kNotSupported,
-                          "envd method '" + service + "/" + method + "' is not implemented by hutch");
+    Error err = MakeError(Code::kNotSupported, "envd method '" + service + "/" + method +
+                                                   "' is not implemented by hutch");
     co_return co_await fail(err);
   }
   const ConnectCodec codec(*kind, descriptor);

@@ -83,18 +83,17 @@ void E2bApi::Register(Router& r) {
                 &E2bApi::IsPortRequest,
                 [this](HttpContext& ctx, const RouteMatch&) { return PortsByE2bHeader(ctx); },
                 /*raw=*/true});
-  // envd calls name their sandbox in a header and authenticate with its
-  // access token (checked by HandleEnvd); the control plane uses X-API-Key.
-  // envd by host name (what SDKs without a single-URL mode use, go-e2b):
-  // the same calls from the root of the path.
-  r.AddMatcher({"Host: 49983-{id}.<domain> (envd)",
-                [](const HttpContext& ctx, const std::vector<std::string>&) {
-                  return IsEnvdHost(ctx);
-                },
-                [this](HttpContext& ctx, const RouteMatch& m) -> asio::awaitable<void> {
-                  const std::string id = HostPort(ctx)->id;
-                  co_await HandleEnvd(ctx, id, m.seg);
-                }});
+  // envd calls name their sandbox in the Host (what SDKs without a
+  // single-URL mode use, go-e2b: the calls from the root of the path) or in
+  // a header under /e2b, and authenticate with its access token (checked by
+  // HandleEnvd); the control plane uses X-API-Key.
+  r.AddMatcher(
+      {"Host: 49983-{id}.<domain> (envd)",
+       [](const HttpContext& ctx, const std::vector<std::string>&) { return IsEnvdHost(ctx); },
+       [this](HttpContext& ctx, const RouteMatch& m) -> asio::awaitable<void> {
+         const std::string id = HostPort(ctx)->id;
+         co_await HandleEnvd(ctx, id, m.seg);
+       }});
   r.AddMatcher({"/e2b/... with E2b-Sandbox-Id (envd)",
                 [](const HttpContext& ctx, const std::vector<std::string>& seg) {
                   return !seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty();
