@@ -69,6 +69,29 @@ func TestDomainComesFromTheCreateAnswer(t *testing.T) {
 	}
 }
 
+// go-e2b speaks Connect with the binary protobuf codec, and hutch answers
+// in it: unary calls and server streams alike.
+func TestEnvdAnswersInTheBinaryProtobufCodec(t *testing.T) {
+	seen := &mediaTypes{}
+	c := newRecordingClient(t, domain, seen)
+	sb := newSandbox(t, c)
+	ctx := testContext(t)
+	if res, err := sb.Commands.Run(ctx, "echo proto"); err != nil || res.Stdout != "proto\n" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if _, err := sb.Filesystem.Stat(ctx, "/home/user"); err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	for _, pair := range []string{
+		"application/connect+proto -> application/connect+proto",
+		"application/proto -> application/proto",
+	} {
+		if !seen.has(pair) {
+			t.Errorf("no envd call %s (seen %v)", pair, seen.pairs)
+		}
+	}
+}
+
 func TestConnectByID(t *testing.T) {
 	c := newClient(t, domain)
 	sb := newSandbox(t, c)

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,29 @@ type hostRouter struct {
 	addr   string // hutchd's host:port
 	domain string
 	next   http.RoundTripper
+	seen   *mediaTypes // of envd calls, when not nil
+}
+
+// mediaTypes records the Content-Type of envd calls and of their answers,
+// "request -> answer".
+type mediaTypes struct {
+	mu    sync.Mutex
+	pairs map[string]bool
+}
+
+func (m *mediaTypes) add(req, resp string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pairs == nil {
+		m.pairs = map[string]bool{}
+	}
+	m.pairs[req+" -> "+resp] = true
+}
+
+func (m *mediaTypes) has(pair string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pairs[pair]
 }
 
 func (h *hostRouter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -41,7 +65,11 @@ func (h *hostRouter) RoundTrip(r *http.Request) (*http.Response, error) {
 		out.Host = r.URL.Host
 		out.URL.Scheme = "http"
 		out.URL.Host = h.addr
-		return h.next.RoundTrip(out)
+		resp, err := h.next.RoundTrip(out)
+		if err == nil && h.seen != nil {
+			h.seen.add(r.Header.Get("Content-Type"), resp.Header.Get("Content-Type"))
+		}
+		return resp, err
 	default:
 		return nil, fmt.Errorf("test transport: refusing %s (neither hutchd nor *.%s)", r.URL.Host, h.domain)
 	}
@@ -64,20 +92,25 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// newHTTPClient reaches hutchd for hutchd's address and *.{domain}.
-func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &hostRouter{addr: hutchAddr, domain: domain, next: http.DefaultTransport}}
+// newHTTPClient reaches hutchd for hutchd's address and *.{domain},
+// recording envd's media types in seen when it is not nil.
+func newHTTPClient(seen *mediaTypes) *http.Client {
+	return &http.Client{Transport: &hostRouter{addr: hutchAddr, domain: domain, next: http.DefaultTransport, seen: seen}}
 }
 
 // newClient is go-e2b's client pointed at hutchd through its own options;
 // sandboxDomain is what the client assumes before a create answers one.
 func newClient(t *testing.T, sandboxDomain string) *e2b.Client {
+	return newRecordingClient(t, sandboxDomain, nil)
+}
+
+func newRecordingClient(t *testing.T, sandboxDomain string, seen *mediaTypes) *e2b.Client {
 	t.Helper()
 	c, err := e2b.NewClient(e2b.ClientConfig{
 		APIKey:        apiKey,
 		APIBaseURL:    "http://" + hutchAddr + "/e2b",
 		SandboxDomain: sandboxDomain,
-		HTTPClient:    newHTTPClient(),
+		HTTPClient:    newHTTPClient(seen),
 	})
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)

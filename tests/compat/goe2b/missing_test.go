@@ -105,7 +105,7 @@ func TestSignedFileURLs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DownloadURL: %v", err)
 	}
-	resp, err := newHTTPClient().Get(u)
+	resp, err := newHTTPClient(nil).Get(u)
 	if err != nil {
 		t.Fatalf("GET %s: %v", u, err)
 	}
