@@ -135,17 +135,22 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
   // A method the .proto files lack is unary here: its handler (or the
   // fallback below) answers unimplemented.
   const bool streaming = descriptor != nullptr && ConnectCodec::ServerStreaming(descriptor);
-  ConnectStream early(ctx, ConnectCodec());
+  const std::string ct = MediaType(ctx.Header("Content-Type"));
+  const auto kind = ConnectCodec::KindOf(ct, streaming);
+  // The call's codec once the media type names one the method has (the
+  // error-only stream of an early failure carries the request's
+  // Content-Type, which connect-go checks); JSON before that.
+  const bool known = kind && (*kind == ConnectCodecKind::kJson || descriptor != nullptr);
+  const ConnectCodec codec = known ? ConnectCodec(*kind, descriptor) : ConnectCodec();
+  ConnectStream early(ctx, codec);
   auto fail = [&](const Error& e) -> asio::awaitable<void> {
     if (streaming) co_return co_await early.End(&e);
-    co_await SendUnary(ctx, e, ConnectCodec());
+    co_await SendUnary(ctx, e, codec);
   };
   if (ctx.method() != http::verb::post) {
     Error err = MakeError(Code::kMethodNotAllowed, "Connect calls are POST");
     co_return co_await fail(err);
   }
-  const std::string ct = MediaType(ctx.Header("Content-Type"));
-  const auto kind = ConnectCodec::KindOf(ct, streaming);
   if (!kind) {
     // Connect answers an unsupported codec with 415 before anything else.
     Error e = MakeError(Code::kNotSupported,
@@ -155,12 +160,11 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
     ctx.NoteError(e);
     co_return co_await ctx.SendEmpty(415);
   }
-  if (*kind == ConnectCodecKind::kProto && descriptor == nullptr) {
+  if (!known) {
     Error err = MakeError(Code::kNotSupported, "envd method '" + service + "/" + method +
                                                    "' is not implemented by hutch");
     co_return co_await fail(err);
   }
-  const ConnectCodec codec(*kind, descriptor);
   auto body = co_await ctx.ReadBody(json_limit_ + 5);
   if (!body.ok()) co_return co_await fail(body.error());
   auto payload = RequestMessage(ctx, std::move(*body), streaming, json_limit_);

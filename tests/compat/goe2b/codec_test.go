@@ -124,6 +124,14 @@ func TestEnvdAcceptsGzipRequestsInBothShapes(t *testing.T) {
 	if resp.StatusCode != 400 || !bytes.Contains(body, []byte(`"invalid_argument"`)) {
 		t.Fatalf("malformed Stat: %d %q, want 400 invalid_argument", resp.StatusCode, body)
 	}
+	// A stream that fails before it starts still answers in the request's
+	// codec, its error in the end-of-stream message.
+	resp, body = envdPost(t, sb.ID, token, "/process.Process/Start",
+		map[string]string{"Content-Type": "application/connect+proto"}, []byte{0, 0, 0, 0, 3, 0x0a, 0x64, 0x0a})
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+proto" ||
+		len(body) < 5 || body[0] != 2 || !bytes.Contains(body, []byte(`"invalid_argument"`)) {
+		t.Fatalf("malformed Start: %d %s %q, want an end-of-stream invalid_argument", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
 	// And a media type that names no codec is 415.
 	resp, _ = envdPost(t, sb.ID, token, "/filesystem.Filesystem/Stat",
 		map[string]string{"Content-Type": "application/xml"}, stat)
