@@ -8,6 +8,7 @@
 #include "api/e2b/connect_codec.h"
 #include "api/e2b/connect_envelope.h"
 #include "api/e2b/gzip_stream.h"
+#include "api/e2b/json_message.h"
 #include "api/e2b/proto/filesystem.pb.h"
 #include "api/e2b/proto/process.pb.h"
 
@@ -189,6 +190,54 @@ TEST(ConnectCodec, UnaryAnswersEncodeInBothCodecs) {
   // An empty answer ({}) is zero bytes in protobuf.
   EXPECT_EQ(
       Encode(Codec(ConnectCodecKind::kProto, "process.Process", "CloseStdin"), Json::object()), "");
+}
+
+TEST(JsonToMessage, FollowsProto3JsonForEveryShapeEnvdUses) {
+  process::ListResponse list;
+  const Json procs = Json::parse(
+      R"({"processes":[{"config":{"cmd":"sh","args":["-c","x"],"envs":{"A":"1","B":"2"},)"
+      R"("cwd":null},"pid":"12","tag":"t"},{"pid":13}]})");
+  ASSERT_TRUE(JsonToMessage(procs, &list).ok());
+  ASSERT_EQ(list.processes_size(), 2);
+  EXPECT_EQ(list.processes(0).pid(), 12u);  // a number as a string, as parsers must accept
+  EXPECT_EQ(list.processes(0).config().args(1), "x");
+  EXPECT_EQ(list.processes(0).config().envs().at("B"), "2");
+  EXPECT_FALSE(list.processes(0).config().has_cwd());  // null: the default
+  EXPECT_EQ(list.processes(0).tag(), "t");
+  EXPECT_EQ(list.processes(1).pid(), 13u);
+  // Values the handlers build from C++ ints are signed in nlohmann::json.
+  Json built = {{"processes", Json::array({Json{{"pid", int{14}}}})}};
+  ASSERT_TRUE(JsonToMessage(built, &list).ok());
+  EXPECT_EQ(list.processes(2).pid(), 14u);
+  built["processes"][0]["pid"] = int{-1};
+  EXPECT_FALSE(JsonToMessage(built, &list).ok());
+
+  filesystem::StatResponse stat;
+  ASSERT_TRUE(JsonToMessage(Json::parse(R"({"entry":{"type":2,"size":5,"modified_time":)"
+                                        R"("1970-01-01T00:00:01.5Z","symlinkTarget":"/t"}})"),
+                            &stat)
+                  .ok());
+  EXPECT_EQ(stat.entry().type(), filesystem::FILE_TYPE_DIRECTORY);  // an enum by number
+  EXPECT_EQ(stat.entry().size(), 5);                                // int64 as a number
+  EXPECT_EQ(stat.entry().modified_time().nanos(), 500000000);       // the proto field name
+  EXPECT_EQ(stat.entry().symlink_target(), "/t");
+
+  process::StartResponse data;
+  ASSERT_TRUE(JsonToMessage(Json::parse(R"({"event":{"data":{"stderr":"_-8"}}})"), &data).ok());
+  EXPECT_EQ(data.event().data().stderr(), "\xff\xef");  // URL-safe base64 too
+}
+
+TEST(JsonToMessage, RefusesWhatTheMessageCannotHold) {
+  process::ListResponse list;
+  for (const char* bad :
+       {R"({"nope":1})", R"({"processes":{}})", R"({"processes":[{"pid":-1}]})",
+        R"({"processes":[{"pid":"x"}]})", R"({"processes":[{"config":"sh"}]})", R"([])"})
+    EXPECT_FALSE(JsonToMessage(Json::parse(bad), &list).ok()) << bad;
+  filesystem::StatResponse stat;
+  EXPECT_FALSE(JsonToMessage(Json::parse(R"({"entry":{"type":"FILE_TYPE_NOPE"}})"), &stat).ok());
+  EXPECT_FALSE(JsonToMessage(Json::parse(R"({"entry":{"modifiedTime":"yesterday"}})"), &stat).ok());
+  process::StartResponse data;
+  EXPECT_FALSE(JsonToMessage(Json::parse(R"({"event":{"data":{"stdout":"!!"}}})"), &data).ok());
 }
 
 TEST(ConnectCodec, AnAnswerThatDoesNotFitItsTypeIsInternal) {

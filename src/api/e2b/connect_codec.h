@@ -5,8 +5,8 @@
 // request representation whatever the codec: the message's proto3 JSON
 // (proto_json.h). A binary request is parsed into the method's message
 // type (src/api/e2b/proto) and printed as proto3 JSON; an answer is built
-// as proto3 JSON and, for a binary call, parsed into the answer's message
-// type and serialized. So each RPC has one implementation, and the .proto
+// as proto3 JSON and, for a binary call, written into the answer's message
+// type (json_message.h) and serialized. So each RPC has one implementation, and the .proto
 // files decide the binary wire alone. Pure functions: no I/O.
 #pragma once
 
