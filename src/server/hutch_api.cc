@@ -10,7 +10,7 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.exec_buffer_budget,
                    cfg_.sse_ping_interval},
           mgr, &creds_, &router_.metrics(), &ports_),
-      e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_),
+      e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_, cfg_.domain),
       osb_(mgr, cfg_.json_body_limit, &creds_),
       mcp_(mcp::McpConfig{12 << 20, cfg_.sse_ping_interval}, mgr, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);

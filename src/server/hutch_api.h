@@ -38,6 +38,9 @@ struct ApiConfig {
   // What this server can do, as /healthz reports it (driver, memory
   // snapshots, the CRIU probe's finding).
   nlohmann::json capabilities = nlohmann::json::object();
+  // The domain sandboxes are reached under, {port}-{id}.{domain} (--domain):
+  // E2B's create, connect and get answer it. Empty: not answered.
+  std::string domain;
   // OpenSandbox image URI -> template (--opensandbox-images over the defaults).
   opensandbox::ImageTable opensandbox_images = opensandbox::ImageTable::Defaults();
 };

@@ -278,6 +278,9 @@ void AddOptions(CLI::App& app, Options& o) {
                "No sandbox networking: only network mode none (loopback) is served");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error");
   // Observability: request rate limit per API key, log line format.
+  app.add_option("--domain", o.acfg.domain,
+                 "Domain sandboxes are reached under as {port}-{id}.DOMAIN (wildcard DNS to this "
+                 "host): E2B's create, connect and get answer it as `domain`");
   app.add_option("--opensandbox-images", o.osb_images,
                  "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to "
                  "templates (over the defaults)");

@@ -1,7 +1,8 @@
 // The E2B dialect (docs/compat-e2b.md): the control plane under /e2b
 // (REST, X-API-Key) and envd, the in-sandbox API the SDK reaches through
-// the same prefix with E2b-Sandbox-Id / E2b-Sandbox-Port headers (Connect
-// RPC with the JSON codec, plus /files and /health). Every handler is a
+// the same prefix with E2b-Sandbox-Id / E2b-Sandbox-Port headers or by a
+// Host of 49983-{id}.<domain> (Connect RPC with the JSON or the binary
+// protobuf codec, plus /files and /health). Every handler is a
 // translation onto the same core calls the /v1 handlers make; the only
 // state kept here is what E2B's protocol needs and core does not have:
 // the terminals whose input arrives on other requests, and directory
@@ -19,6 +20,7 @@
 
 #include "api/common/port_proxy.h"
 #include "api/common/tenant_scope.h"
+#include "api/e2b/connect_codec.h"
 #include "api/e2b/dir_watch.h"
 #include "api/e2b/proto_json.h"
 #include "auth/credentials.h"
@@ -43,17 +45,29 @@ struct EnvdCall {
   Json request;
   std::optional<std::chrono::milliseconds> timeout;  // Connect-Timeout-Ms
   std::chrono::seconds keepalive{0};                 // Keepalive-Ping-Interval; 0: none
+  ConnectCodec codec;                                // the request's, also the answer's
 };
+
+// The port envd listens on in an E2B sandbox: a Host of 49983-{id}.<domain>
+// names envd itself.
+inline constexpr const char* kEnvdPort = "49983";
 
 class E2bApi {
  public:
   // `creds`: the keys and rate limits every dialect shares; `ports`: the
   // relay of exposed ports, shared with /v1's ports route.
-  E2bApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds, PortProxy* ports)
-      : mgr_(mgr), json_limit_(json_body_limit), creds_(creds), ports_(ports) {}
+  // `domain`: what create, connect and get answer as `domain` (SDKs then
+  // reach envd and ports at {port}-{id}.{domain}); empty: no `domain`.
+  E2bApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds, PortProxy* ports,
+         std::string domain = {})
+      : mgr_(mgr),
+        json_limit_(json_body_limit),
+        creds_(creds),
+        ports_(ports),
+        domain_(std::move(domain)) {}
   // Adds the /e2b mount (X-API-Key), the control plane's routes, and the
-  // matchers of envd (E2b-Sandbox-Id) and of exposed ports (a Host naming
-  // a sandbox port, E2b-Sandbox-Port).
+  // matchers of envd (E2b-Sandbox-Id, or a Host naming port 49983) and of
+  // exposed ports (a Host naming another sandbox port, E2b-Sandbox-Port).
   void Register(Router& r);
 
   // The control plane's error answer: {"code":<status>,"message":...}.
@@ -64,8 +78,10 @@ class E2bApi {
   asio::awaitable<bool> Admit(HttpContext& ctx);
   // The tenant check of the sandbox a routed request names (Mount::scope).
   asio::awaitable<bool> Scope(HttpContext& ctx);
-  // envd: requests that carry E2b-Sandbox-Id (e2b_envd.cc).
-  asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::vector<std::string>& seg);
+  // envd (e2b_envd.cc): a call to sandbox `id` (E2b-Sandbox-Id, or the
+  // Host), `seg` its path's segments after /e2b or from the root.
+  asio::awaitable<void> HandleEnvd(HttpContext& ctx, const std::string& id,
+                                   const std::vector<std::string>& seg);
 
   // e2b_ports.cc: exposed ports by Host ({port}-{id}.<domain>) or by
   // E2b-Sandbox-Port under /e2b; relayed raw.
@@ -114,6 +130,7 @@ class E2bApi {
   size_t json_limit_;
   auth::Credentials* creds_;
   PortProxy* ports_;
+  std::string domain_;
   // Terminals started by process.Process/Start, by "<sandbox>/<pid>": their
   // keystrokes (SendInput) and sizes (Update) come on other requests. The
   // session is owned by the Start stream's coroutine, which removes it

@@ -85,6 +85,8 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
         creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, r.owner_key, r.id);
     j["trafficAccessToken"] =
         creds_->SandboxToken(auth::SandboxTokenKind::kE2bTraffic, r.owner_key, r.id);
+    // The SDKs reach envd and ports at {port}-{id}.{domain} when it is given.
+    if (!domain_.empty()) j["domain"] = domain_;
   }
   return j;
 }
@@ -241,6 +243,7 @@ asio::awaitable<void> E2bApi::Get(HttpContext& ctx, const std::string& id) {
       creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id);
   j["trafficAccessToken"] =
       creds_->SandboxToken(auth::SandboxTokenKind::kE2bTraffic, rec->owner_key, rec->id);
+  if (!domain_.empty()) j["domain"] = domain_;
   co_await ctx.SendJson(200, j);
 }
 

@@ -183,7 +183,7 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
 }
 
 asio::awaitable<void> E2bApi::WatchDir(HttpContext& ctx, EnvdCall& call) {
-  ConnectStream out(ctx);
+  ConnectStream out(ctx, call.codec);
   auto path = RequiredPath(call.request, "path");
   if (!path.ok()) co_return co_await out.End(&path.error());
   auto recursive = PjBool(call.request, "recursive");

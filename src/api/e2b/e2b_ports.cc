@@ -17,12 +17,6 @@
 
 namespace hutch::api::e2b {
 
-namespace {
-
-constexpr std::string_view kEnvdPort = "49983";
-
-}  // namespace
-
 bool E2bApi::IsPortRequest(const HttpContext& ctx, const std::vector<std::string>& seg) {
   if (seg.empty() || seg[0] != "e2b" || ctx.Header("E2b-Sandbox-Id").empty()) return false;
   const std::string port = ctx.Header("E2b-Sandbox-Port");

@@ -123,7 +123,7 @@ asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out,
 }  // namespace
 
 asio::awaitable<void> E2bApi::ProcessStart(HttpContext& ctx, EnvdCall& call) {
-  ConnectStream out(ctx);
+  ConnectStream out(ctx, call.codec);
   const Json& req = call.request;
   auto proc = PjMessage(req, "process");
   if (!proc.ok()) co_return co_await out.End(&proc.error());
@@ -168,7 +168,7 @@ asio::awaitable<void> E2bApi::ProcessStart(HttpContext& ctx, EnvdCall& call) {
 }
 
 asio::awaitable<void> E2bApi::ProcessConnect(HttpContext& ctx, EnvdCall& call) {
-  ConnectStream out(ctx);
+  ConnectStream out(ctx, call.codec);
   auto pid = SelectedPid(call.request);
   if (!pid.ok()) co_return co_await out.End(&pid.error());
   auto info = co_await GetProcess(call.sb, *pid);
@@ -196,7 +196,7 @@ asio::awaitable<void> E2bApi::PtyStart(HttpContext& ctx, EnvdCall& call,
                                        std::vector<std::string> argv,
                                        std::map<std::string, std::string> env, std::string cwd,
                                        const Json& pty) {
-  ConnectStream out(ctx);
+  ConnectStream out(ctx, call.codec);
   auto size = PjMessage(pty, "size");
   if (!size.ok()) co_return co_await out.End(&size.error());
   auto cols = PjUint32(*size, "cols");

@@ -1,14 +1,24 @@
 // The E2B dialect's place in the router: the control plane's routes under
 // /e2b behind X-API-Key, and the requests their path does not decide —
-// envd calls (E2b-Sandbox-Id, checked by HandleEnvd with the sandbox's
-// access token) and exposed ports (a Host naming a sandbox port, or
-// E2b-Sandbox-Port: e2b_ports.cc).
+// envd calls (E2b-Sandbox-Id, or a Host of 49983-{id}.<domain>, checked by
+// HandleEnvd with the sandbox's access token) and exposed ports (a Host
+// naming another sandbox port, or E2b-Sandbox-Port: e2b_ports.cc).
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
 
 namespace hutch::api::e2b {
 
 namespace {
+
+// The sandbox port a Host names ({port}-{id}.<domain>), if any.
+std::optional<PortProxy::PortHost> HostPort(const HttpContext& ctx) {
+  return PortProxy::ParsePortHost(ctx.Header("Host"));
+}
+
+bool IsEnvdHost(const HttpContext& ctx) {
+  const auto ph = HostPort(ctx);
+  return ph && ph->port == kEnvdPort;
+}
 
 Error NoRoute(const HttpContext& ctx) {
   return MakeError(Code::kNotFound, "no E2B route for " + ctx.path());
@@ -58,13 +68,14 @@ asio::awaitable<bool> E2bApi::Scope(HttpContext& ctx) {
 void E2bApi::Register(Router& r) {
   using V = http::verb;
   // A Host naming a sandbox's port (E2B getHost) owns every path: the
-  // request is the sandbox server's, whatever it looks like.
+  // request is the sandbox server's, whatever it looks like. Port 49983 is
+  // envd itself, which hutch answers (below).
   r.AddMatcher({"Host: {port}-{id}.<domain> (exposed port)",
                 [](const HttpContext& ctx, const std::vector<std::string>&) {
-                  return PortProxy::ParsePortHost(ctx.Header("Host")).has_value();
+                  return HostPort(ctx).has_value() && !IsEnvdHost(ctx);
                 },
                 [this](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
-                  const auto ph = *PortProxy::ParsePortHost(ctx.Header("Host"));
+                  const auto ph = *HostPort(ctx);
                   co_await PortsByHost(ctx, ph.id, ph.port);
                 },
                 /*raw=*/true});
@@ -72,13 +83,26 @@ void E2bApi::Register(Router& r) {
                 &E2bApi::IsPortRequest,
                 [this](HttpContext& ctx, const RouteMatch&) { return PortsByE2bHeader(ctx); },
                 /*raw=*/true});
-  // envd calls name their sandbox in a header and authenticate with its
-  // access token (checked by HandleEnvd); the control plane uses X-API-Key.
+  // envd calls name their sandbox in the Host (what SDKs without a
+  // single-URL mode use, go-e2b: the calls from the root of the path) or in
+  // a header under /e2b, and authenticate with its access token (checked by
+  // HandleEnvd); the control plane uses X-API-Key.
+  r.AddMatcher(
+      {"Host: 49983-{id}.<domain> (envd)",
+       [](const HttpContext& ctx, const std::vector<std::string>&) { return IsEnvdHost(ctx); },
+       [this](HttpContext& ctx, const RouteMatch& m) -> asio::awaitable<void> {
+         const std::string id = HostPort(ctx)->id;
+         co_await HandleEnvd(ctx, id, m.seg);
+       }});
   r.AddMatcher({"/e2b/... with E2b-Sandbox-Id (envd)",
                 [](const HttpContext& ctx, const std::vector<std::string>& seg) {
                   return !seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty();
                 },
-                [this](HttpContext& ctx, const RouteMatch& m) { return HandleEnvd(ctx, m.seg); }});
+                [this](HttpContext& ctx, const RouteMatch& m) -> asio::awaitable<void> {
+                  const std::string id = ctx.Header("E2b-Sandbox-Id");
+                  const std::vector<std::string> seg(m.seg.begin() + 1, m.seg.end());
+                  co_await HandleEnvd(ctx, id, seg);
+                }});
   r.AddLogLabel([](const HttpContext& ctx,
                    const std::vector<std::string>& seg) -> std::optional<std::string> {
     if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) return ph->id;

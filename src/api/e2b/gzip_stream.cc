@@ -61,4 +61,20 @@ Result<std::string> GzipInflater::Feed(std::string_view in) {
   return out;
 }
 
+Result<std::string> GunzipBounded(std::string_view in, size_t limit) {
+  GzipInflater inflater;
+  std::string out;
+  constexpr size_t kStep = 4096;  // at most ~4 MiB of output per step (deflate's 1032:1)
+  for (size_t at = 0; at < in.size() && !inflater.finished(); at += kStep) {
+    auto part = inflater.Feed(in.substr(at, kStep));
+    if (!part.ok()) return part.error();
+    out += *part;
+    if (out.size() > limit)
+      return MakeError(Code::kPayloadTooLarge,
+                       "gzip message inflates past " + std::to_string(limit) + " bytes");
+  }
+  if (!inflater.finished()) return MakeError(Code::kInvalidRequest, "truncated gzip message");
+  return out;
+}
+
 }  // namespace hutch::api::e2b

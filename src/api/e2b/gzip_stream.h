@@ -1,6 +1,7 @@
 // Streaming gzip both ways (zlib), for envd's /files: downloads are
 // compressed when the client accepts gzip, uploads may arrive with
-// Content-Encoding: gzip. Chunks in, chunks out; nothing is buffered whole.
+// Content-Encoding: gzip. Chunks in, chunks out; nothing is buffered
+// whole. Also Connect messages compressed with gzip (GunzipBounded).
 #pragma once
 
 #include <memory>
@@ -44,5 +45,11 @@ class GzipInflater {
   std::unique_ptr<State> s_;
   bool finished_ = false;
 };
+
+// A whole gzip body inflated at once (a Connect message compressed with
+// gzip): invalid_request when corrupt or cut short, payload_too_large when
+// it inflates past `limit` (checked as it grows, so a small bomb stays
+// small).
+Result<std::string> GunzipBounded(std::string_view in, size_t limit);
 
 }  // namespace hutch::api::e2b

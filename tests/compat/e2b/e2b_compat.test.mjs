@@ -388,7 +388,14 @@ describe('wire (raw HTTP)', () => {
       headers: envdHeaders({ 'Content-Type': 'application/proto' }),
       body: '',
     });
-    assert.equal(proto.status, 415);
+    assert.equal(proto.status, 200, 'the binary protobuf codec is served too');
+    assert.equal(proto.headers.get('content-type'), 'application/proto');
+    const xml = await fetch(`${api}/process.Process/List`, {
+      method: 'POST',
+      headers: envdHeaders({ 'Content-Type': 'application/xml' }),
+      body: '',
+    });
+    assert.equal(xml.status, 415);
     const unknown = await fetch(`${api}/process.Process/Nope`, {
       method: 'POST',
       headers: envdHeaders({ 'Content-Type': 'application/json' }),
