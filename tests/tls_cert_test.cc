@@ -76,7 +76,7 @@ TEST(CertMaker, CaSignsCertificatesAndNothingElse) {
   EXPECT_EQ(ku, static_cast<uint32_t>(KU_KEY_CERT_SIGN | KU_CRL_SIGN));
   EXPECT_EQ(X509_get_pathlen(x), 0);
   EXPECT_EQ(X509_check_issued(x, x), X509_V_OK);  // self-signed
-  EXPECT_EQ(Verify(x, x), X509_V_OK);
+  EXPECT_EQ(X509_verify(x, X509_get0_pubkey(x)), 1);
 }
 
 TEST(CertMaker, ServerCertCoversDomainWildcardAndLoopback) {
@@ -85,9 +85,12 @@ TEST(CertMaker, ServerCertCoversDomainWildcardAndLoopback) {
   X509* x = srv.cert.get();
   EXPECT_EQ(CertNames(x), (std::vector<std::string>{"sandbox.test", "*.sandbox.test", "localhost",
                                                     "127.0.0.1", "::1"}));
-  for (const char* ok :
-       {"sandbox.test", "49983-sb_abc.sandbox.test", "localhost", "127.0.0.1", "::1"})
+  for (const char* ok : {"sandbox.test", "49983-abc.sandbox.test", "localhost", "127.0.0.1", "::1"})
     EXPECT_EQ(Verify(x, ca.cert.get(), ok), X509_V_OK) << ok;
+  // OpenSSL's verifier (Python's ssl) matches a wildcard against letters,
+  // digits and '-' only, so "*.D" does not cover a label with hutch's
+  // "sb_" ids (curl's and Go's own matching do).
+  EXPECT_EQ(Verify(x, ca.cert.get(), "49983-sb_abc.sandbox.test"), X509_V_ERR_HOSTNAME_MISMATCH);
   // A wildcard covers one label, and nothing outside the domain.
   for (const char* bad : {"a.b.sandbox.test", "other.example.invalid", "sandbox.testx", "10.0.0.1"})
     EXPECT_NE(Verify(x, ca.cert.get(), bad), X509_V_OK) << bad;
@@ -238,8 +241,8 @@ TEST_F(SelfCaTest, ReissuesACertificateOfAnotherCa) {
   KeyAndCert stranger = Ca();
   KeyAndCert foreign = Server(stranger, names);
   {
-    std::ofstream(ca->cert_path()) << *CertPem(foreign.cert.get());
-    std::ofstream(ca->key_path()) << *KeyPem(foreign.key.get());
+    std::ofstream(ca->cert_path()) << CertPem(foreign.cert.get()).value();
+    std::ofstream(ca->key_path()) << KeyPem(foreign.key.get()).value();
   }
   auto again = ca->EnsureServerCert(names);
   ASSERT_TRUE(again.ok());
