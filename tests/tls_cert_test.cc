@@ -91,6 +91,10 @@ TEST(CertMaker, ServerCertCoversDomainWildcardAndLoopback) {
   // digits and '-' only, so "*.D" does not cover a label with hutch's
   // "sb_" ids (curl's and Go's own matching do).
   EXPECT_EQ(Verify(x, ca.cert.get(), "49983-sb_abc.sandbox.test"), X509_V_ERR_HOSTNAME_MISMATCH);
+  // A certificate for exactly that name verifies (what hutchd presents
+  // by SNI for it).
+  KeyAndCert exact = Server(ca, {"49983-sb_abc.sandbox.test"});
+  EXPECT_EQ(Verify(exact.cert.get(), ca.cert.get(), "49983-sb_abc.sandbox.test"), X509_V_OK);
   // A wildcard covers one label, and nothing outside the domain.
   for (const char* bad : {"a.b.sandbox.test", "other.example.invalid", "sandbox.testx", "10.0.0.1"})
     EXPECT_NE(Verify(x, ca.cert.get(), bad), X509_V_OK) << bad;
@@ -155,7 +159,8 @@ TEST(CertMaker, RefusesNamesThatCannotBeCertificateNames) {
     EXPECT_FALSE(ValidCertName(bad)) << bad;
     EXPECT_FALSE(IssueServerCert(ca, {bad}, hours(1)).ok()) << bad;
   }
-  for (const char* ok : {"sandbox.test", "*.sandbox.test", "::1", "127.0.0.1", "localhost"})
+  for (const char* ok : {"sandbox.test", "*.sandbox.test", "::1", "127.0.0.1", "localhost",
+                         "49983-sb_0a.sandbox.test"})
     EXPECT_TRUE(ValidCertName(ok)) << ok;
 }
 

@@ -104,7 +104,7 @@ bool ValidCertName(const std::string& name) {
     return false;
   for (char c : host) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '.';
+                    c == '-' || c == '.' || c == '_';
     if (!ok) return false;
   }
   return host.find("..") == std::string::npos;

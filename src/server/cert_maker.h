@@ -42,7 +42,9 @@ Result<KeyAndCert> IssueServerCert(const KeyAndCert& ca, const std::vector<std::
                                    std::chrono::seconds validity);
 
 // Whether `name` may go into a certificate: a DNS name of letters,
-// digits, '-' and '.', an optional "*." first label, or an IP literal.
+// digits, '-', '_' (hutch's sandbox ids: not a hostname character, but
+// verifiers compare an exact name as it is) and '.', an optional "*."
+// first label, or an IP literal.
 bool ValidCertName(const std::string& name);
 
 // PEM text of a certificate or an (unencrypted) private key, and back.

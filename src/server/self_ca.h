@@ -38,6 +38,11 @@ class SelfCa {
   // Makes sure server.pem covers exactly `names` and has more than
   // renew_before left, reissuing it otherwise. True when it reissued.
   Result<bool> EnsureServerCert(const std::vector<std::string>& names);
+  // A server certificate for `names` kept in memory only (per-host
+  // certificates picked by SNI), valid for policy().validity.
+  Result<KeyAndCert> Issue(const std::vector<std::string>& names) const {
+    return IssueServerCert(ca_, names, policy_.validity);
+  }
 
   std::string ca_cert_path() const { return dir_ + "/ca.pem"; }
   std::string ca_key_path() const { return dir_ + "/ca.key"; }

@@ -4,6 +4,13 @@
 // reissued before it expires. A reissued certificate becomes a new
 // ssl::context handed to `swap` (HttpServer::SetTlsContext): connections
 // accepted after it get the new one, open ones keep theirs.
+//
+// One more thing for the own CA: OpenSSL's verifier (Python's ssl, and
+// so the Python SDKs) matches "*.D" only against labels of letters,
+// digits and '-', and a sandbox's host {port}-sb_{hex}.D has a '_'. For
+// a name of that form asked by SNI, a certificate for exactly that name
+// is made in memory (kept until it is due like the server's, at most
+// kMaxNamed of them).
 // Lives on the I/O thread.
 #pragma once
 
@@ -12,12 +19,15 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "common/result.h"
+#include "http/tls_context.h"
 #include "server/self_ca.h"
 
 namespace hutch::server {
@@ -47,6 +57,8 @@ class TlsCertificates {
   explicit TlsCertificates(TlsOptions o) : o_(std::move(o)) {}
   // Reissues when due; the new context when it did, else nullptr.
   Result<Context> Renew();
+  // SNI: a context for `name` when it is a sandbox's port host.
+  Context ForName(std::string_view name);
   boost::asio::awaitable<void> RenewLoop();
 
   TlsOptions o_;
@@ -54,6 +66,13 @@ class TlsCertificates {
   Context ctx_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::function<void(Context)> swap_;
+  api::ServerNamePicker picker_;
+  struct Named {
+    Context ctx;
+    std::chrono::system_clock::time_point made;
+  };
+  std::map<std::string, Named, std::less<>> named_;
+  std::deque<std::string> named_order_;  // oldest first, for the bound
 };
 
 }  // namespace hutch::server
