@@ -8,7 +8,10 @@
 // HTTPS is driven by curl (the client users run) and, for the WebSocket,
 // by a Beast client over OpenSSL.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl.hpp>
@@ -170,6 +173,26 @@ TEST_F(ApiTls, ClientsRefuseAnotherHostAndAnUntrustedCa) {
   r = Curl("-o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(tls_port_) +
            "/healthz");
   EXPECT_NE(r.out, "200");
+}
+
+// A client that connects and never starts the TLS handshake is closed at
+// the unauthenticated first-header deadline (10 s by default), as a
+// plain one sending no header is.
+TEST_F(ApiTls, StalledHandshakeIsClosedAtTheFirstHeaderDeadline) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(tls_port_));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  // Far beyond the deadline: a read that times out means nobody closed it.
+  timeval tv{120, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  const ssize_t n = recv(fd, &c, 1, 0);
+  EXPECT_EQ(n, 0) << "errno " << errno;
+  close(fd);
 }
 
 // The PTY WebSocket over `ws` (connected, TLS handshaken if any): a shell
