@@ -3,10 +3,14 @@
 // and for {port}-{id}.D under --domain; clients refuse a certificate for
 // another host, an expired one, or a CA they do not trust; the HTTP and
 // HTTPS listeners serve the same API (create, exec, an SSE stream, a
-// streamed upload and download, the PTY WebSocket, the port proxy); and
-// a certificate near its end is reissued on restart under the same CA.
-// HTTPS is driven by curl (the client users run) and, for the WebSocket,
-// by a Beast client over OpenSSL.
+// streamed upload and download, the PTY WebSocket, the port proxy and
+// an upgraded connection through it); a sandbox's own host name verifies
+// for curl and for Python's ssl (a per-name certificate by SNI); a
+// stalled handshake is cut at the first-header deadline; and a
+// certificate near its end is reissued on restart under the same CA.
+// HTTPS is driven by curl (the client users run), Python's ssl (raw
+// upgrade, OpenSSL's hostname check) and, for the WebSocket, a Beast
+// client over OpenSSL.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
@@ -282,6 +286,66 @@ std::string PythonHandshake(const Endpoint& ep, const std::string& host) {
                 host + "' 2>&1");
 }
 
+// A server for the sandbox that answers an "Upgrade: echo" with a 101 and
+// then sends every byte back (anything else: 200 "ok").
+constexpr const char* kUpgradeEcho = R"PY(
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    d = b""
+    while b"\r\n\r\n" not in d:
+        x = c.recv(4096)
+        if not x:
+            break
+        d += x
+    if b"upgrade: echo" not in d.lower():
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        c.close()
+        continue
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+    rest = d.split(b"\r\n\r\n", 1)[1]
+    if rest:
+        c.sendall(rest)
+    while True:
+        x = c.recv(65536)
+        if not x:
+            break
+        c.sendall(x)
+    c.close()
+)PY";
+
+// Its client on the host, plain or TLS (argv: CA or "-", port, key,
+// target): prints the status line and whether 100 KB came back.
+constexpr const char* kUpgradeClient = R"PY(
+import socket, ssl, sys
+ca, port, key, target = sys.argv[1:5]
+s = socket.create_connection(("127.0.0.1", int(port)))
+if ca != "-":
+    s = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname="127.0.0.1")
+s.sendall(("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key +
+           "\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n").encode())
+d = b""
+while b"\r\n\r\n" not in d:
+    x = s.recv(4096)
+    if not x:
+        break
+    d += x
+head, _, got = d.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode())
+msg = bytes(range(256)) * 400
+s.sendall(msg)
+while len(got) < len(msg):
+    x = s.recv(65536)
+    if not x:
+        break
+    got += x
+print("echoed" if got == msg else "short %d" % len(got))
+)PY";
+
 // Everything a client does, on one listener: the same answers on both.
 void ExerciseApi(const Endpoint& ep) {
   SCOPED_TRACE(ep.Base());
@@ -357,6 +421,27 @@ void ExerciseApi(const Endpoint& ep) {
   } while (Clock::now() < deadline);
   EXPECT_EQ(page.rc, 0);
   EXPECT_EQ(page.out, "proxied\n");
+
+  // An upgraded connection through the proxy: a byte pipe both ways.
+  const std::string tmp = TempDir("hutch-tls-up");
+  std::ofstream(tmp + "/srv.py") << kUpgradeEcho;
+  std::ofstream(tmp + "/cli.py") << kUpgradeClient;
+  auto put = Curl(ep.Args() + "-X PUT --data-binary @" + tmp + "/srv.py -o /dev/null -w " +
+                  "'%{http_code}' '" + ep.Base() + sb + "/fs?path=/tmp/srv.py'");
+  EXPECT_EQ(put.out, "201");
+  ep.Json("POST", sb + "/processes", {{"cmd", "python3 /tmp/srv.py 8766"}}, &status);
+  EXPECT_EQ(status, 201);
+  const auto up_deadline = Clock::now() + std::chrono::seconds(30);
+  do {
+    page = Curl(ep.Args() + "'" + ep.Base() + sb + "/ports/8766/'");
+    if (page.out == "ok") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (Clock::now() < up_deadline);
+  EXPECT_EQ(page.out, "ok");
+  EXPECT_EQ(HostSh("python3 " + tmp + "/cli.py '" + (ep.tls ? ep.ca : std::string("-")) + "' " +
+                   std::to_string(ep.port) + " '" + ep.key + "' " + sb + "/ports/8766/ 2>&1"),
+            "HTTP/1.1 101 Switching Protocols\nechoed\n");
+  std::filesystem::remove_all(tmp);
 
   auto del = Curl(ep.Args() + "-X DELETE -w '%{http_code}' '" + ep.Base() + sb + "'");
   EXPECT_EQ(del.out, "204");
