@@ -527,4 +527,43 @@ TEST(ApiTlsRenewal, NearExpiryCertificateIsReplacedOnRestart) {
   EXPECT_EQ(r.out, "200");
 }
 
+// The daily check, run every second here with every certificate due:
+// a running hutchd reissues the certificate and new connections get the
+// new one, under the same CA.
+TEST(ApiTlsRenewal, RunningServerSwapsInTheReissuedCertificate) {
+  TestServer s({"--tls-listen", "127.0.0.1:0", "--tls-cert-validity", "3600", "--tls-renew-before",
+                "7200", "--tls-check-every", "1"});
+  ASSERT_TRUE(s.ok()) << s.Log();
+  const int port = TlsPort(s);
+  const std::string tls = s.state_dir() + "/state/tls";
+  auto serial = [&] {
+    return HostSh("openssl s_client -connect 127.0.0.1:" + std::to_string(port) +
+                  " </dev/null 2>/dev/null | openssl x509 -noout -serial");
+  };
+  const std::string first = serial();
+  ASSERT_EQ(first.rfind("serial=", 0), 0u) << first;
+  // Wait for a reissue after the one at start.
+  auto issued = [&] {
+    const std::string log = s.Log();
+    size_t n = 0;
+    for (size_t at = log.find("tls_cert_issued"); at != std::string::npos;
+         at = log.find("tls_cert_issued", at + 1))
+      ++n;
+    return n;
+  };
+  const size_t at_start = issued();
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (issued() <= at_start && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_GT(issued(), at_start) << s.Log();
+  EXPECT_NE(s.Log().find("tls_cert_issued reason=expiring"), std::string::npos);
+  const std::string later = serial();
+  EXPECT_EQ(later.rfind("serial=", 0), 0u) << later;
+  EXPECT_NE(later, first);
+  auto r = Curl("--cacert " + tls + "/ca.pem -o /dev/null -w '%{http_code}' https://127.0.0.1:" +
+                std::to_string(port) + "/healthz");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, "200");
+}
+
 }  // namespace

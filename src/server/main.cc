@@ -129,6 +129,7 @@ struct Options {
   // (Hidden, for tests: the own CA's server certificate lifetime and how
   // long before its end it is reissued, seconds; 0: 90 and 30 days.)
   int64_t tls_cert_validity_s = 0, tls_renew_before_s = 0;
+  int64_t tls_check_every_s = 0;  // (hidden: the renewal check's period; 0: a day)
 };
 
 void AddOptions(CLI::App& app, Options& o) {
@@ -145,6 +146,7 @@ void AddOptions(CLI::App& app, Options& o) {
                  "certificate covers D and *.D)");
   app.add_option("--tls-cert-validity", o.tls_cert_validity_s)->group("");
   app.add_option("--tls-renew-before", o.tls_renew_before_s)->group("");
+  app.add_option("--tls-check-every", o.tls_check_every_s)->group("");
   app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", o.keys_file,
                  "File with API keys, one per line: KEY [tenant=NAME] [role=admin|tenant] "
@@ -578,6 +580,7 @@ Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
   t.domain = o.domain;
   if (o.tls_cert_validity_s > 0) t.policy.validity = std::chrono::seconds(o.tls_cert_validity_s);
   if (o.tls_renew_before_s > 0) t.policy.renew_before = std::chrono::seconds(o.tls_renew_before_s);
+  if (o.tls_check_every_s > 0) t.check_every = std::chrono::seconds(o.tls_check_every_s);
   auto certs = server::TlsCertificates::Load(std::move(t));
   if (!certs.ok()) return certs.error();
   server.SetTlsContext((*certs)->context());
