@@ -25,7 +25,7 @@ bool ValidRequestId(const std::string& s) {
 }
 }  // namespace
 
-HttpContext::HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
+HttpContext::HttpContext(HttpStream& stream, beast::flat_buffer& buf,
                          http::request_parser<http::empty_body>& hp)
     : stream_(stream), buf_(buf), hp_(hp), header_(hp.get().base()) {
   RequestTarget t =
@@ -256,7 +256,7 @@ http::request<http::empty_body> HttpContext::RequestHeader() const {
   return r;
 }
 
-beast::tcp_stream& HttpContext::TakeStream(int status) {
+HttpStream& HttpContext::TakeStream(int status) {
   responded_ = true;
   status_ = status;
   keep_alive_ = false;

@@ -5,7 +5,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <functional>
 #include <map>
@@ -17,6 +16,7 @@
 
 #include "auth/principal.h"
 #include "common/result.h"
+#include "http/http_stream.h"
 #include "http/request_target.h"
 
 namespace hutch::api {
@@ -27,7 +27,7 @@ namespace http = beast::http;
 
 class HttpContext {
  public:
-  HttpContext(beast::tcp_stream& stream, beast::flat_buffer& buf,
+  HttpContext(HttpStream& stream, beast::flat_buffer& buf,
               http::request_parser<http::empty_body>& hp);
 
   // --- request
@@ -104,14 +104,15 @@ class HttpContext {
   http::request<http::empty_body> RequestHeader() const;
   // Hands the connection to the caller, which answers `status` (101) itself
   // and speaks another protocol on it; no HTTP request is read after it.
-  beast::tcp_stream& TakeStream(int status);
+  // (Plain or TLS: HttpStream is the one type either way.)
+  HttpStream& TakeStream(int status);
 
   // --- relaying (the port proxy): raw access to the connection. The
   // relay reads the body through parser() (moving it into a parser of
   // another body type, as ReadBody does) and writes its own response;
   // MarkRelayed then records what it did.
   std::string_view target() const { return {header_.target().data(), header_.target().size()}; }
-  beast::tcp_stream& stream() { return stream_; }
+  HttpStream& stream() { return stream_; }
   beast::flat_buffer& buffer() { return buf_; }
   http::request_parser<http::empty_body>& parser() { return hp_; }
   // A response of `status` went out by other means than this object; the
@@ -135,7 +136,7 @@ class HttpContext {
   void CommonHeaders(http::response_header<>& h);
   asio::awaitable<void> MaybeContinue();
 
-  beast::tcp_stream& stream_;
+  HttpStream& stream_;
   beast::flat_buffer& buf_;
   http::request_parser<http::empty_body>& hp_;
   // A copy of the request header: reading the body moves the parser (and

@@ -29,7 +29,9 @@ class CountWhileAlive {
 };
 }  // namespace
 
-Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port) {
+Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port, bool tls) {
+  if (tls && !tls_ctx_)
+    return MakeError(Code::kInvalidRequest, "TLS listener " + addr_port + " without a certificate");
   size_t colon = addr_port.rfind(':');
   if (colon == std::string::npos)
     return MakeError(Code::kInvalidRequest, "listen address must be ADDR:PORT");
@@ -48,28 +50,38 @@ Result<asio::ip::tcp::endpoint> HttpServer::Listen(const std::string& addr_port)
   }
   if (port < 0 || port > 65535) return MakeError(Code::kInvalidRequest, "bad listen port");
   asio::ip::tcp::endpoint ep(addr, static_cast<unsigned short>(port));
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  auto l = std::make_unique<Listener>(Listener{asio::ip::tcp::acceptor(io_), tls});
+  auto& acceptor = l->acceptor;
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return MakeError(Code::kUnavailable, "listen on " + addr_port + ": " + ec.message());
-  return acceptor_.local_endpoint();
+  auto bound = acceptor.local_endpoint(ec);
+  if (ec) return MakeError(Code::kUnavailable, "listen on " + addr_port + ": " + ec.message());
+  listeners_.push_back(std::move(l));
+  return bound;
 }
 
 void HttpServer::Start() {
-  asio::co_spawn(
-      io_, [this]() -> asio::awaitable<void> { co_await AcceptLoop(); }, asio::detached);
+  for (auto& l : listeners_) {
+    Listener* listener = l.get();
+    asio::co_spawn(
+        io_, [this, listener]() -> asio::awaitable<void> { co_await AcceptLoop(*listener); },
+        asio::detached);
+  }
 }
 
 void HttpServer::Stop() {
   boost::system::error_code ec;
-  acceptor_.close(ec);
+  for (auto& l : listeners_) l->acceptor.close(ec);
 }
 
-asio::awaitable<void> HttpServer::AcceptLoop() {
-  while (acceptor_.is_open()) {
+asio::awaitable<void> HttpServer::AcceptLoop(Listener& l) {
+  auto& acceptor = l.acceptor;
+  while (acceptor.is_open()) {
     boost::system::error_code ec;
-    auto sock = co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    auto sock = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted) co_return;
       // EMFILE and friends: back off instead of spinning.
@@ -81,14 +93,17 @@ asio::awaitable<void> HttpServer::AcceptLoop() {
     }
     sock.set_option(asio::ip::tcp::no_delay(true), ec);
     const ConnectionBudget::Id id = Admit(sock);
+    // The context of the moment: a renewal swaps tls_ctx_ for the
+    // connections accepted after it.
+    auto stream = l.tls ? std::make_unique<HttpStream>(std::move(sock), tls_ctx_)
+                        : std::make_unique<HttpStream>(std::move(sock));
     if (id == 0) {
       // A flood of refusals must not take the fds the cap protects: past
       // a few hundred in flight, close at once.
       if (refusing_ >= 256) continue;
-      asio::co_spawn(io_, Refuse(std::move(sock)), asio::detached);
+      asio::co_spawn(io_, Refuse(std::move(stream)), asio::detached);
       continue;
     }
-    auto stream = std::make_unique<beast::tcp_stream>(std::move(sock));
     streams_[id] = stream.get();
     asio::co_spawn(io_, Session(id, std::move(stream)), asio::detached);
   }
@@ -142,8 +157,9 @@ void HttpServer::UpdateGauges() {
   unauthenticated_gauge_.Set(static_cast<double>(budget_.unauthenticated()));
 }
 
-asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
+asio::awaitable<void> HttpServer::Refuse(std::unique_ptr<HttpStream> owned) {
   CountWhileAlive count(refusing_);
+  HttpStream& stream = *owned;
   static size_t warned = 0;
   if (warned++ % 1000 == 0)
     spdlog::warn("connection_refused reason=max_connections open={} max={}", budget_.open(),
@@ -161,14 +177,15 @@ asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
   res.set(http::field::connection, "close");
   res.body() = j.dump() + "\n";
   res.prepare_payload();
-  beast::tcp_stream stream(std::move(sock));
-  boost::system::error_code ec;
   stream.expires_after(std::chrono::seconds(2));
-  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  // (A TLS client can read the answer only after the handshake; it
+  // counts in the same two seconds.)
+  boost::system::error_code ec = co_await stream.Handshake();
+  if (!ec) co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
   // Read (and drop) what the client sent until it closes, for at most a
   // second: closing with its request unread would reset the connection,
   // and the client might lose the answer.
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  stream.ShutdownSend();
   stream.expires_after(std::chrono::seconds(1));
   char sink[1024];
   while (!ec) {
@@ -179,10 +196,18 @@ asio::awaitable<void> HttpServer::Refuse(asio::ip::tcp::socket sock) {
 }
 
 asio::awaitable<void> HttpServer::Session(ConnectionBudget::Id id,
-                                          std::unique_ptr<beast::tcp_stream> owned) {
-  beast::tcp_stream& stream = *owned;
+                                          std::unique_ptr<HttpStream> owned) {
+  HttpStream& stream = *owned;
   beast::flat_buffer buf;
   bool first = true;
+  // A TLS handshake is part of the first request's header: an
+  // unauthenticated client's deadline for both counts from accept.
+  const auto first_deadline = std::chrono::steady_clock::now() + unauth_first_header_;
+  if (stream.is_tls()) {
+    stream.expires_at(first_deadline);
+    const boost::system::error_code hs = co_await stream.Handshake();
+    if (hs) stream.close();
+  }
   // (An evicted connection's socket is closed under it.)
   while (stream.socket().is_open()) {
     http::request_parser<http::empty_body> hp;
@@ -196,7 +221,8 @@ asio::awaitable<void> HttpServer::Session(ConnectionBudget::Id id,
     // send a request sends it at once, and a probe's keep-alive must not
     // hold a connection for long.
     if (budget_.IsAuthenticated(id)) stream.expires_after(kHeaderTimeout);
-    else stream.expires_after(first ? unauth_first_header_ : unauth_idle_);
+    else if (first) stream.expires_at(first_deadline);
+    else stream.expires_after(unauth_idle_);
     first = false;
     co_await http::async_read_header(stream, buf, hp,
                                      asio::redirect_error(asio::use_awaitable, ec));
@@ -243,8 +269,7 @@ asio::awaitable<void> HttpServer::Session(ConnectionBudget::Id id,
     }
     if (!ctx.keep_alive()) break;
   }
-  boost::system::error_code ec;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  stream.ShutdownSend();
   stream.close();
   Closed(id);
 }

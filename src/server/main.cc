@@ -36,6 +36,7 @@
 #include "net/network_manager.h"
 #include "server/api_keys.h"
 #include "server/hutch_api.h"
+#include "server/tls_setup.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -121,10 +122,31 @@ struct Options {
   double unauthenticated_timeout_s = 10, unauthenticated_idle_s = 5;
   std::string log_format = "text";
   std::string osb_images;
+  // HTTPS: listeners, the operator's certificate (else hutchd's own CA),
+  // and the DNS suffix under which {port}-{id}.D names a sandbox's port.
+  std::vector<std::string> tls_listen;
+  std::string tls_cert, tls_key, domain;
+  // (Hidden, for tests: the own CA's server certificate lifetime and how
+  // long before its end it is reissued, seconds; 0: 90 and 30 days.)
+  int64_t tls_cert_validity_s = 0, tls_renew_before_s = 0;
+  int64_t tls_check_every_s = 0;  // (hidden: the renewal check's period; 0: a day)
 };
 
 void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--listen", o.listen, "ADDR:PORT to serve on (port 0: any free port)");
+  app.add_option("--tls-listen", o.tls_listen,
+                 "ADDR:PORT to serve HTTPS on (repeatable; port 0: any free port); the same API "
+                 "as --listen");
+  app.add_option("--tls-cert", o.tls_cert,
+                 "PEM certificate (chain allowed) for --tls-listen (default: one from hutchd's own "
+                 "CA, made under <state-dir>/tls; clients trust <state-dir>/tls/ca.pem)");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--domain", o.domain,
+                 "The DNS suffix under which {port}-{id}.D names a sandbox's port (the own CA's "
+                 "certificate covers D and *.D)");
+  app.add_option("--tls-cert-validity", o.tls_cert_validity_s)->group("");
+  app.add_option("--tls-renew-before", o.tls_renew_before_s)->group("");
+  app.add_option("--tls-check-every", o.tls_check_every_s)->group("");
   app.add_option("--state-dir", o.state_dir, "Directory for state, sandboxes and keys");
   app.add_option("--keys-file", o.keys_file,
                  "File with API keys, one per line: KEY [tenant=NAME] [role=admin|tenant] "
@@ -519,12 +541,58 @@ void SetConnectionLimits(api::HttpServer& server, const Options& o) {
                limits.max_unauthenticated_per_source, nofile);
 }
 
-// Tests and scripts read the bound address (port 0 picks one).
-void PublishAddress(const std::string& state_dir, const std::string& addr) {
+// Tests and scripts read the bound addresses (port 0 picks one):
+// hutchd.addr (--listen) and hutchd.tls-addr (--tls-listen, one a line).
+void PublishAddress(const std::string& state_dir, const std::string& name,
+                    const std::vector<std::string>& addrs) {
   std::error_code e;
-  std::string tmp = state_dir + "/hutchd.addr.tmp";
-  std::ofstream(tmp) << addr << "\n";
-  fs::rename(tmp, state_dir + "/hutchd.addr", e);
+  std::string tmp = state_dir + "/" + name + ".tmp";
+  {
+    std::ofstream out(tmp);
+    for (const auto& a : addrs) out << a << "\n";
+  }
+  fs::rename(tmp, state_dir + "/" + name, e);
+}
+
+std::string EndpointText(const asio::ip::tcp::endpoint& ep) {
+  const auto a = ep.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
+}
+
+// --tls-listen: the certificate (the operator's, or one from hutchd's own
+// CA) and the HTTPS listeners on `server`, whose bound addresses go to
+// `addrs`. Null without --tls-listen.
+Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
+                                                           api::HttpServer& server,
+                                                           std::vector<std::string>* addrs) {
+  if (o.tls_listen.empty()) {
+    if (!o.tls_cert.empty() || !o.tls_key.empty())
+      return MakeError(Code::kInvalidRequest, "--tls-cert and --tls-key need --tls-listen");
+    return std::unique_ptr<server::TlsCertificates>();
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    return MakeError(Code::kInvalidRequest, "--tls-cert and --tls-key go together");
+  if (!o.domain.empty() &&
+      (o.domain.find('*') != std::string::npos || o.domain.find(':') != std::string::npos ||
+       !server::ValidCertName(o.domain)))
+    return MakeError(Code::kInvalidRequest, "--domain " + o.domain + " is not a DNS name");
+  server::TlsOptions t;
+  t.cert_file = o.tls_cert;
+  t.key_file = o.tls_key;
+  t.state_dir = o.state_dir;
+  t.domain = o.domain;
+  if (o.tls_cert_validity_s > 0) t.policy.validity = std::chrono::seconds(o.tls_cert_validity_s);
+  if (o.tls_renew_before_s > 0) t.policy.renew_before = std::chrono::seconds(o.tls_renew_before_s);
+  if (o.tls_check_every_s > 0) t.check_every = std::chrono::seconds(o.tls_check_every_s);
+  auto certs = server::TlsCertificates::Load(std::move(t));
+  if (!certs.ok()) return certs.error();
+  server.SetTlsContext((*certs)->context());
+  for (const auto& a : o.tls_listen) {
+    auto ep = server.Listen(a, true);
+    if (!ep.ok()) return ep.error().Context("--tls-listen");
+    addrs->push_back(EndpointText(*ep));
+  }
+  return certs;
 }
 
 // hutchd from an open state store to its exit: the layers built bottom
@@ -600,6 +668,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   auto ep = server.Listen(o.listen);
   if (!ep.ok()) return ep.error();
   const std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());
+  std::vector<std::string> tls_addrs;
+  auto tls = ListenTls(o, server, &tls_addrs);
+  if (!tls.ok()) return tls.error();
   int exit_code = 0;
 
   // Recovery runs before the first request is accepted: a client never
@@ -627,10 +698,26 @@ Result<int> Serve(Options& o, store::StateStore* db) {
                      rep->adopted, rep->lost, rep->expired, rep->forgotten, rep->removed);
         server.Start();
         mgr.StartReaper(io.get_executor());
-        PublishAddress(o.state_dir, addr);
+        if (*tls) {
+          (*tls)->StartRenewal(io.get_executor(), [&server](server::TlsCertificates::Context c) {
+            server.SetTlsContext(std::move(c));
+          });
+          PublishAddress(o.state_dir, "hutchd.tls-addr", tls_addrs);
+        }
+        PublishAddress(o.state_dir, "hutchd.addr", {addr});
         spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr,
                      o.state_dir, o.default_driver, (*driver)->cgroup_version(), tag);
         std::cout << "hutchd listening on http://" << addr << std::endl;
+        for (const auto& a : tls_addrs) {
+          spdlog::info("hutchd listening on {} tls=1", a);
+          std::cout << "hutchd listening on https://" << a << std::endl;
+        }
+        if (*tls && !(*tls)->ca_path().empty()) {
+          spdlog::info("tls_ca path={} (clients trust this CA: curl --cacert {})",
+                       (*tls)->ca_path(), (*tls)->ca_path());
+          std::cout << "hutchd's CA: " << (*tls)->ca_path()
+                    << " (HTTPS clients trust this certificate)" << std::endl;
+        }
       },
       asio::detached);
 
@@ -668,6 +755,7 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   hup.async_wait(on_hup);
   io.run();
   fs::remove(o.state_dir + "/hutchd.addr", ec);
+  fs::remove(o.state_dir + "/hutchd.tls-addr", ec);
   spdlog::info("hutchd stopped");
   return exit_code;
 }

@@ -28,7 +28,7 @@ constexpr auto kWatchInterval = std::chrono::seconds(1);
 // One relayed exchange, shared by the coroutines that move its bytes and
 // by its watchdog. The stream pointers are valid until `finished`.
 struct Relay {
-  beast::tcp_stream* client = nullptr;
+  HttpStream* client = nullptr;
   beast::tcp_stream* up = nullptr;
   std::weak_ptr<Sandbox> sandbox;
   std::weak_ptr<Instance> instance;
@@ -119,9 +119,20 @@ void EraseHopByHop(Fields& f, bool keep_upgrade) {
   if (!keep_upgrade) f.erase(http::field::upgrade);
 }
 
+// Our half of a relayed connection is done (the byte pipe's half-close).
+void ShutdownSend(tcp::socket& s) {
+  boost::system::error_code ignored;
+  s.shutdown(tcp::socket::shutdown_send, ignored);
+}
+void ShutdownSend(HttpStream& s) { s.ShutdownSend(); }
+
 // Copies bytes from `from` to `to` until EOF or an error; an orderly EOF
-// is passed on as a half-close, an error ends the whole relay.
-asio::awaitable<void> Pipe(std::shared_ptr<Relay> r, tcp::socket& from, tcp::socket& to) {
+// is passed on as a half-close, an error ends the whole relay. Either
+// side is a socket to the sandbox or the client's HttpStream (plain or
+// TLS: a TLS client closing without close_notify is an orderly EOF too,
+// as TCP's FIN is on a plain one).
+template <class From, class To>
+asio::awaitable<void> Pipe(std::shared_ptr<Relay> r, From& from, To& to) {
   std::vector<char> buf(kChunk);
   boost::system::error_code ec;
   for (;;) {
@@ -134,17 +145,14 @@ asio::awaitable<void> Pipe(std::shared_ptr<Relay> r, tcp::socket& from, tcp::soc
     if (ec) break;
     r->Touch();
   }
-  if (ec == asio::error::eof) {
-    boost::system::error_code ignored;
-    to.shutdown(tcp::socket::shutdown_send, ignored);
-  } else {
-    r->Kill();
-  }
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) ShutdownSend(to);
+  else r->Kill();
 }
 
 // Writes what the HTTP parsers read past the end of the header (the first
 // bytes of the upgraded protocol) before the pipes take over.
-asio::awaitable<bool> Flush(beast::flat_buffer& b, tcp::socket& to) {
+template <class To>
+asio::awaitable<bool> Flush(beast::flat_buffer& b, To& to) {
   if (b.size() == 0) co_return true;
   boost::system::error_code ec;
   co_await asio::async_write(to, b.data(), asio::redirect_error(asio::use_awaitable, ec));
@@ -232,7 +240,8 @@ class Exchange {
       rq.set("X-Forwarded-For", xff.empty() ? peer : xff + ", " + peer);
     }
     if (!host.empty()) rq.set("X-Forwarded-Host", host);
-    if (ctx_.Header("X-Forwarded-Proto").empty()) rq.set("X-Forwarded-Proto", "http");
+    if (ctx_.Header("X-Forwarded-Proto").empty())
+      rq.set("X-Forwarded-Proto", client_.is_tls() ? "https" : "http");
     if (!req.forwarded_prefix.empty()) rq.set("X-Forwarded-Prefix", req.forwarded_prefix);
     // One upstream connection per request: nothing to pool or to reuse
     // wrongly across clients.
@@ -311,15 +320,14 @@ class Exchange {
     boost::system::error_code ec;
     co_await http::async_write(client_, sw, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;
-    if (!co_await Flush(ubuf_, client_.socket()) || !co_await Flush(ctx_.buffer(), up_.socket()))
-      co_return;
+    if (!co_await Flush(ubuf_, client_) || !co_await Flush(ctx_.buffer(), up_.socket())) co_return;
     Flag down_done(ex_);
     auto down = [&]() -> asio::awaitable<void> {
-      co_await Pipe(relay_, up_.socket(), client_.socket());
+      co_await Pipe(relay_, up_.socket(), client_);
       down_done.Set();
     };
     asio::co_spawn(ex_, down(), asio::detached);
-    co_await Pipe(relay_, client_.socket(), up_.socket());
+    co_await Pipe(relay_, client_, up_.socket());
     co_await down_done.Wait();
   }
 
@@ -447,7 +455,7 @@ class Exchange {
   }
 
   HttpContext& ctx_;
-  beast::tcp_stream& client_;
+  HttpStream& client_;
   beast::tcp_stream up_;
   asio::any_io_executor ex_;
   std::shared_ptr<Relay> relay_;

@@ -95,7 +95,7 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
     ~StreamGauge() { --g; }
   } gauge{metrics_.open_streams};
 
-  websocket::stream<beast::tcp_stream&> ws(ctx.TakeStream(101));
+  websocket::stream<HttpStream&> ws(ctx.TakeStream(101));
   // The HTTP timeouts no longer apply; the WebSocket's own (handshake,
   // idle with pings) do.
   beast::get_lowest_layer(ws).expires_never();
