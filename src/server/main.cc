@@ -125,7 +125,7 @@ struct Options {
   // HTTPS: listeners, the operator's certificate (else hutchd's own CA),
   // and the DNS suffix under which {port}-{id}.D names a sandbox's port.
   std::vector<std::string> tls_listen;
-  std::string tls_cert, tls_key, domain;
+  std::string tls_cert, tls_key;
   // (Hidden, for tests: the own CA's server certificate lifetime and how
   // long before its end it is reissued, seconds; 0: 90 and 30 days.)
   int64_t tls_cert_validity_s = 0, tls_renew_before_s = 0;
@@ -141,9 +141,6 @@ void AddOptions(CLI::App& app, Options& o) {
                  "PEM certificate (chain allowed) for --tls-listen (default: one from hutchd's own "
                  "CA, made under <state-dir>/tls; clients trust <state-dir>/tls/ca.pem)");
   app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
-  app.add_option("--domain", o.domain,
-                 "The DNS suffix under which {port}-{id}.D names a sandbox's port (the own CA's "
-                 "certificate covers D and *.D)");
   app.add_option("--tls-cert-validity", o.tls_cert_validity_s)->group("");
   app.add_option("--tls-renew-before", o.tls_renew_before_s)->group("");
   app.add_option("--tls-check-every", o.tls_check_every_s)->group("");
@@ -302,7 +299,8 @@ void AddOptions(CLI::App& app, Options& o) {
   // Observability: request rate limit per API key, log line format.
   app.add_option("--domain", o.acfg.domain,
                  "Domain sandboxes are reached under as {port}-{id}.DOMAIN (wildcard DNS to this "
-                 "host): E2B's create, connect and get answer it as `domain`");
+                 "host): E2B's create, connect and get answer it as `domain`; the own CA's "
+                 "certificate for --tls-listen covers DOMAIN and *.DOMAIN");
   app.add_option("--opensandbox-images", o.osb_images,
                  "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to "
                  "templates (over the defaults)");
@@ -561,10 +559,15 @@ std::string EndpointText(const asio::ip::tcp::endpoint& ep) {
 
 // --tls-listen: the certificate (the operator's, or one from hutchd's own
 // CA) and the HTTPS listeners on `server`, whose bound addresses go to
-// `addrs`. Null without --tls-listen.
+// `addrs`. Null without --tls-listen. Checks --domain either way.
 Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
                                                            api::HttpServer& server,
                                                            std::vector<std::string>* addrs) {
+  const std::string& domain = o.acfg.domain;
+  if (!domain.empty() &&
+      (domain.find('*') != std::string::npos || domain.find(':') != std::string::npos ||
+       !server::ValidCertName(domain)))
+    return MakeError(Code::kInvalidRequest, "--domain " + domain + " is not a DNS name");
   if (o.tls_listen.empty()) {
     if (!o.tls_cert.empty() || !o.tls_key.empty())
       return MakeError(Code::kInvalidRequest, "--tls-cert and --tls-key need --tls-listen");
@@ -572,15 +575,11 @@ Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
   }
   if (o.tls_cert.empty() != o.tls_key.empty())
     return MakeError(Code::kInvalidRequest, "--tls-cert and --tls-key go together");
-  if (!o.domain.empty() &&
-      (o.domain.find('*') != std::string::npos || o.domain.find(':') != std::string::npos ||
-       !server::ValidCertName(o.domain)))
-    return MakeError(Code::kInvalidRequest, "--domain " + o.domain + " is not a DNS name");
   server::TlsOptions t;
   t.cert_file = o.tls_cert;
   t.key_file = o.tls_key;
   t.state_dir = o.state_dir;
-  t.domain = o.domain;
+  t.domain = domain;
   if (o.tls_cert_validity_s > 0) t.policy.validity = std::chrono::seconds(o.tls_cert_validity_s);
   if (o.tls_renew_before_s > 0) t.policy.renew_before = std::chrono::seconds(o.tls_renew_before_s);
   if (o.tls_check_every_s > 0) t.check_every = std::chrono::seconds(o.tls_check_every_s);
