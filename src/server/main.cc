@@ -564,9 +564,8 @@ Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
                                                            api::HttpServer& server,
                                                            std::vector<std::string>* addrs) {
   const std::string& domain = o.acfg.domain;
-  if (!domain.empty() &&
-      (domain.find('*') != std::string::npos || domain.find(':') != std::string::npos ||
-       !server::ValidCertName(domain)))
+  if (!domain.empty() && (domain.find('*') != std::string::npos ||
+                          domain.find(':') != std::string::npos || !server::ValidCertName(domain)))
     return MakeError(Code::kInvalidRequest, "--domain " + domain + " is not a DNS name");
   if (o.tls_listen.empty()) {
     if (!o.tls_cert.empty() || !o.tls_key.empty())
