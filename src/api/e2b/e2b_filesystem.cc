@@ -126,7 +126,9 @@ asio::awaitable<Result<Json>> E2bApi::FilesystemUnary(const std::string& method,
     }
     Json q = {{"op", "remove"}, {"path", *path}, {"recursive", true}, {"user", call.user}};
     auto r = co_await FsCall(sb, q);
-    if (!r.ok()) co_return r.error();
+    // envd removes as Go's os.RemoveAll does: a path that is not there is
+    // already removed, not an error (SDKs call remove to make sure).
+    if (!r.ok() && r.error().code != Code::kFileNotFound) co_return r.error();
     co_return Json::object();
   }
   if (method == "Move") {

@@ -185,6 +185,9 @@ for (const { name, sdk } of SDKS) {
 
       await sbx.files.remove('/home/user/tree');
       assert.equal(await sbx.files.exists('/home/user/tree'), false);
+      // As E2B's envd (Go's os.RemoveAll): a path that is not there is removed already.
+      await sbx.files.remove('/home/user/tree');
+      await sbx.files.remove('/home/user/no/such/dir');
       await assert.rejects(sbx.files.read('/home/user/tree/renamed.txt'), (err) => err instanceof sdk.NotFoundError);
     });
 

@@ -86,6 +86,10 @@ func TestFilesystemFlows(t *testing.T) {
 	if ok, err := fs.Exists(ctx, "/home/user/work/hi.txt"); err != nil || ok {
 		t.Fatalf("Exists after Remove = %v, %v", ok, err)
 	}
+	// As E2B's envd (os.RemoveAll): a path that is not there is removed already.
+	if err := fs.Remove(ctx, "/home/user/work/hi.txt"); err != nil {
+		t.Fatalf("Remove of a removed file: %v, want success", err)
+	}
 	_, err = fs.Stat(ctx, "/home/user/work/hi.txt")
 	var nf *e2b.FileNotFoundError
 	if !errors.As(err, &nf) {
