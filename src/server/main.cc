@@ -557,16 +557,21 @@ std::string EndpointText(const asio::ip::tcp::endpoint& ep) {
   return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
 }
 
-// --tls-listen: the certificate (the operator's, or one from hutchd's own
-// CA) and the HTTPS listeners on `server`, whose bound addresses go to
-// `addrs`. Null without --tls-listen. Checks --domain either way.
-Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
-                                                           api::HttpServer& server,
-                                                           std::vector<std::string>* addrs) {
-  const std::string& domain = o.acfg.domain;
+// --domain names hosts ({port}-{id}.D) and goes into certificates: a
+// plain DNS name, no wildcard or port.
+Status CheckDomain(const std::string& domain) {
   if (!domain.empty() && (domain.find('*') != std::string::npos ||
                           domain.find(':') != std::string::npos || !server::ValidCertName(domain)))
     return MakeError(Code::kInvalidRequest, "--domain " + domain + " is not a DNS name");
+  return {};
+}
+
+// --tls-listen: the certificate (the operator's, or one from hutchd's own
+// CA) and the HTTPS listeners on `server`, whose bound addresses go to
+// `addrs`. Null without --tls-listen.
+Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
+                                                           api::HttpServer& server,
+                                                           std::vector<std::string>* addrs) {
   if (o.tls_listen.empty()) {
     if (!o.tls_cert.empty() || !o.tls_key.empty())
       return MakeError(Code::kInvalidRequest, "--tls-cert and --tls-key need --tls-listen");
@@ -578,7 +583,7 @@ Result<std::unique_ptr<server::TlsCertificates>> ListenTls(const Options& o,
   t.cert_file = o.tls_cert;
   t.key_file = o.tls_key;
   t.state_dir = o.state_dir;
-  t.domain = domain;
+  t.domain = o.acfg.domain;
   if (o.tls_cert_validity_s > 0) t.policy.validity = std::chrono::seconds(o.tls_cert_validity_s);
   if (o.tls_renew_before_s > 0) t.policy.renew_before = std::chrono::seconds(o.tls_renew_before_s);
   if (o.tls_check_every_s > 0) t.check_every = std::chrono::seconds(o.tls_check_every_s);
@@ -665,7 +670,8 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   SetConnectionLimits(server, o);
   auto ep = server.Listen(o.listen);
   if (!ep.ok()) return ep.error();
-  const std::string addr = ep->address().to_string() + ":" + std::to_string(ep->port());
+  const std::string addr = EndpointText(*ep);
+  if (auto st = CheckDomain(o.acfg.domain); !st.ok()) return st.error();
   std::vector<std::string> tls_addrs;
   auto tls = ListenTls(o, server, &tls_addrs);
   if (!tls.ok()) return tls.error();

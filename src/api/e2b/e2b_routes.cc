@@ -72,7 +72,8 @@ void E2bApi::Register(Router& r) {
   // envd itself, which hutch answers (below).
   r.AddMatcher({"Host: {port}-{id}.<domain> (exposed port)",
                 [](const HttpContext& ctx, const std::vector<std::string>&) {
-                  return HostPort(ctx).has_value() && !IsEnvdHost(ctx);
+                  const auto ph = HostPort(ctx);
+                  return ph && ph->port != kEnvdPort;
                 },
                 [this](HttpContext& ctx, const RouteMatch&) -> asio::awaitable<void> {
                   const auto ph = *HostPort(ctx);
