@@ -149,6 +149,74 @@ TEST_F(DiskPoolTest, ResetRemovesWhatAnEarlierRunLeft) {
   EXPECT_EQ(PoolFiles(), 0u);
 }
 
+// Takes `n` disks of `mb` at once (as a burst of creates does), then lets
+// the refill run to its end; how many were taken.
+int TakeConcurrently(boost::asio::io_context& io, DiskPool& pool, const std::string& dir, int mb,
+                     int n) {
+  int ok = 0;
+  for (int i = 0; i < n; ++i) {
+    boost::asio::co_spawn(
+        io,
+        [&pool, &ok, mb,
+         path = dir + "/burst-" + std::to_string(i)]() -> boost::asio::awaitable<void> {
+          auto d = co_await pool.Take(mb, path);
+          ok += d.ok();
+        },
+        boost::asio::detached);
+  }
+  io.restart();
+  io.run();
+  return ok;
+}
+
+TEST_F(DiskPoolTest, ConcurrentTakesOfANewSizeWaitForOneMkfs) {
+  DiskPool pool(dir_ + "/pool", 1, worker_, hutch::jail::DiskPrep{});
+  ASSERT_TRUE(pool.Reset().ok());
+  EXPECT_EQ(TakeConcurrently(io_, pool, dir_, 48, 6), 6);
+  // One golden image, formatted once; every disk is a copy of it.
+  EXPECT_EQ(pool.formats(), 1);
+  EXPECT_EQ(GoldenFiles(), 1u);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(
+        std::system(  // NOLINT(cert-env33-c)
+            ("/sbin/e2fsck -fn '" + dir_ + "/burst-" + std::to_string(i) + "' >/dev/null 2>&1")
+                .c_str()),
+        0)
+        << i;
+}
+
+TEST_F(DiskPoolTest, AWarmedSizeIsReadyBeforeAnyTake) {
+  DiskPool pool(dir_ + "/pool", 2, worker_, hutch::jail::DiskPrep{});
+  ASSERT_TRUE(pool.Reset().ok());
+  pool.Warm(io_.get_executor(), 64);
+  io_.run();
+  EXPECT_EQ(pool.ready(), 2u);
+  EXPECT_EQ(PoolFiles(), 2u);
+  EXPECT_EQ(pool.formats(), 1);
+  // The first take is served from it: nothing formatted, nothing copied
+  // on its path (the pool refills behind it).
+  ASSERT_TRUE(Take(pool, 64, "first.img").ok());
+  EXPECT_EQ(pool.formats(), 1);
+  EXPECT_EQ(pool.ready(), 2u);
+}
+
+TEST_F(DiskPoolTest, ThePoolGrowsWithTheTakesOfABurstUpToEightTimesItsSize) {
+  DiskPool pool(dir_ + "/pool", 1, worker_, hutch::jail::DiskPrep{});
+  ASSERT_TRUE(pool.Reset().ok());
+  // Five takes at once drain a pool of one; the refill then keeps five
+  // ready for the next burst (they came within the demand window).
+  EXPECT_EQ(TakeConcurrently(io_, pool, dir_, 32, 5), 5);
+  EXPECT_EQ(pool.ready(), 5u);
+  EXPECT_EQ(PoolFiles(), 5u);
+  // More than eight times the pool's size: it stops at eight.
+  fs::create_directories(dir_ + "/second");
+  EXPECT_EQ(TakeConcurrently(io_, pool, dir_ + "/second", 32, 12), 12);
+  EXPECT_EQ(pool.ready(), 8u);
+  // Another size's demand is its own: one take, one kept.
+  ASSERT_TRUE(Take(pool, 16, "other.img").ok());
+  EXPECT_EQ(pool.ready(), 9u);
+}
+
 // The loop device a taken disk comes attached to: what backs it, per sysfs.
 std::string BackingFile(const std::string& dev) {
   std::ifstream in("/sys/block/" + dev.substr(dev.rfind('/') + 1) + "/loop/backing_file");
@@ -182,9 +250,11 @@ TEST_F(DiskPoolTest, APreparingPoolHandsOutMountedDisksAndLeavesNothingWhenItGoe
       ASSERT_EQ(fstatat(d->mount.get(), "work", &st, 0), 0);
       EXPECT_EQ(st.st_mode & 07777, 0700u);
     }
-    // What waits in the pool is attached too.
+    // What waits in the pool is attached too (two: the two takes made
+    // the demand two).
     for (const auto& l : hutch::LoopDevicesBackedUnder(dir_ + "/pool/")) pooled.push_back(l.device);
-    EXPECT_EQ(pooled.size(), 1u);
+    EXPECT_EQ(pooled.size(), 2u);
+    EXPECT_EQ(pool.ready(), 2u);
     // The taken disks' fds closed at the end of each iteration: nothing
     // else held their mounts, so they are unmounted and detached already.
     EXPECT_TRUE(hutch::LoopDevicesBackedUnder(dir_ + "/a.img").empty());

@@ -407,6 +407,7 @@ Result<std::unique_ptr<jail::JailDriver>> MakeJailDriver(const Options& o, const
   dopts.agent_path = o.agent_path;
   dopts.instance_tag = tag;
   dopts.uid_base = o.uid_base;
+  dopts.warm_disk_mb = o.mopts.default_disk_mb;
   auto driver = jail::JailDriver::Make(dopts);
   if (!driver.ok()) return driver.error().Context("jail driver");
   return std::move(driver).value();
@@ -640,6 +641,7 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   asio::io_context io(1);
   auto driver = MakeJailDriver(o, tag);
   if (!driver.ok()) return driver.error();
+  (*driver)->WarmDisks(io.get_executor());
   VmDriverOrWhy vm = MakeVmDriver(o, tag);
   if (o.default_driver == "vm" && !vm.driver)
     return MakeError(Code::kInvalidRequest, "--driver vm: " + vm.why);

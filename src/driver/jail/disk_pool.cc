@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -27,6 +29,17 @@ namespace {
 // Sizes kept warm at once: a client cycling through many sizes gets
 // images made at create instead of a pool of every size it ever used.
 constexpr size_t kMaxSizes = 4;
+// Demand: the takes of a size in the last kDemandWindow, kept ready (up
+// to kGrowth times per_size) until they stop coming. A burst drains the
+// pool whatever its size; the pool then grows so the next burst, or a
+// steady stream of creates, is served from it. Once the takes stop, taken
+// images are not replaced beyond per_size.
+constexpr auto kDemandWindow = std::chrono::seconds(10);
+constexpr int kGrowth = 8;
+// Images of one size made at once by the refill: a pool drained by a
+// burst comes back in a fraction of the time one maker takes (each make
+// mostly waits in the kernel: the copy's writes, the loop attach).
+constexpr int kRefillers = 2;
 
 // No journal: the disk dies with its sandbox (a host crash ends the
 // sandbox too), and a journal would write every metadata change twice.
@@ -88,15 +101,36 @@ Status CopySparse(const std::string& from, const std::string& to) {
 
 }  // namespace
 
+asio::awaitable<Status> DiskPool::Format(int64_t disk_mb, std::string path) {
+  ++formats_;
+  co_return co_await MakeDisk(disk_mb, path);
+}
+
 asio::awaitable<std::string> DiskPool::Golden(int64_t disk_mb) {
   if (auto g = golden_.find(disk_mb); g != golden_.end() && access(g->second.c_str(), R_OK) == 0)
     co_return g->second;
+  // Formatting it already (the takes of a burst on a new size): wait for
+  // that one rather than run mkfs once per take.
+  if (auto m = golden_making_.find(disk_mb); m != golden_making_.end()) {
+    const std::shared_ptr<GoldenMaking> making = m->second;
+    boost::system::error_code ec;  // operation_aborted: it is ready
+    co_await making->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return making->image;
+  }
+  auto making = std::make_shared<GoldenMaking>(co_await asio::this_coro::executor);
+  golden_making_[disk_mb] = making;
+  auto finish = [&](std::string image) {
+    making->image = std::move(image);
+    golden_making_.erase(disk_mb);
+    making->done.cancel();
+    return making->image;
+  };
   const std::string golden = dir_ + "/golden-" + std::to_string(disk_mb) + "M.img";
   const std::string tmp = golden + ".tmp" + std::to_string(++serial_);
-  auto st = co_await MakeDisk(disk_mb, tmp);
+  auto st = co_await Format(disk_mb, tmp);
   if (!st.ok() || rename(tmp.c_str(), golden.c_str()) != 0) {
     unlink(tmp.c_str());
-    co_return std::string();  // the pool dir is unusable
+    co_return finish(std::string());  // the pool dir is unusable
   }
   // Bounded like the warm sizes: a client asking for many sizes leaves at
   // most this many golden images (a megabyte each) behind.
@@ -105,7 +139,7 @@ asio::awaitable<std::string> DiskPool::Golden(int64_t disk_mb) {
     golden_.erase(golden_.begin());
   }
   golden_[disk_mb] = golden;
-  co_return golden;
+  co_return finish(golden);
 }
 
 asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::string path) {
@@ -121,7 +155,7 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::stri
     else spdlog::warn("disk_pool copy_failed disk_mb={} err=\"{}\"", disk_mb, st.error().message);
   }
   if (!made) {
-    if (auto st = co_await MakeDisk(disk_mb, path); !st.ok()) co_return st.error();
+    if (auto st = co_await Format(disk_mb, path); !st.ok()) co_return st.error();
   }
   if (!prep_.prepare) co_return WritableLayer{};
   auto prepare = [path, uid = prep_.root_uid] { return PrepareWritableLayer(path, uid); };
@@ -190,16 +224,44 @@ size_t DiskPool::ready() const {
   return n;
 }
 
+void DiskPool::KeepWarm(int64_t disk_mb) {
+  sizes_.erase(std::remove(sizes_.begin(), sizes_.end(), disk_mb), sizes_.end());
+  sizes_.push_back(disk_mb);
+  if (sizes_.size() > kMaxSizes) {
+    for (const auto& r : ready_[sizes_.front()]) unlink(r.image.c_str());
+    ready_.erase(sizes_.front());
+    sizes_.pop_front();
+  }
+}
+
+void DiskPool::Warm(asio::any_io_executor ex, int64_t disk_mb) {
+  if (per_size_ <= 0 || disk_mb <= 0) return;
+  if (std::find(sizes_.begin(), sizes_.end(), disk_mb) == sizes_.end()) KeepWarm(disk_mb);
+  Refill(std::move(ex), disk_mb);
+}
+
+int DiskPool::Target(int64_t disk_mb) {
+  const auto now = std::chrono::steady_clock::now();
+  while (!recent_takes_.empty() && now - recent_takes_.front().first > kDemandWindow)
+    recent_takes_.pop_front();
+  const auto demand = std::count_if(recent_takes_.begin(), recent_takes_.end(),
+                                    [disk_mb](const auto& t) { return t.second == disk_mb; });
+  return std::clamp(static_cast<int>(demand), per_size_, per_size_ * kGrowth);
+}
+
+bool DiskPool::Wanted(int64_t disk_mb) {
+  if (std::find(sizes_.begin(), sizes_.end(), disk_mb) == sizes_.end()) return false;
+  const auto it = ready_.find(disk_mb);
+  const int have =
+      (it == ready_.end() ? 0 : static_cast<int>(it->second.size())) + making_[disk_mb];
+  return have < Target(disk_mb);
+}
+
 asio::awaitable<Result<WritableLayer>> DiskPool::Take(int64_t disk_mb, std::string path) {
   auto ex = co_await asio::this_coro::executor;
   if (per_size_ > 0) {
-    sizes_.erase(std::remove(sizes_.begin(), sizes_.end(), disk_mb), sizes_.end());
-    sizes_.push_back(disk_mb);
-    if (sizes_.size() > kMaxSizes) {
-      for (const auto& r : ready_[sizes_.front()]) unlink(r.image.c_str());
-      ready_.erase(sizes_.front());
-      sizes_.pop_front();
-    }
+    KeepWarm(disk_mb);
+    recent_takes_.emplace_back(std::chrono::steady_clock::now(), disk_mb);
   }
   std::optional<Ready> ready;
   if (auto it = ready_.find(disk_mb); it != ready_.end() && !it->second.empty()) {
@@ -213,46 +275,49 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Take(int64_t disk_mb, std::stri
   } else {
     if (ready) unlink(ready->image.c_str());
     ready.reset();
+    const auto t0 = std::chrono::steady_clock::now();
     out.emplace(co_await Make(disk_mb, path));
+    spdlog::debug(
+        "disk_pool made_at_take disk_mb={} ms={:.2f}", disk_mb,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   if (per_size_ > 0) Refill(ex, disk_mb);
   co_return std::move(*out);
 }
 
 void DiskPool::Refill(asio::any_io_executor ex, int64_t disk_mb) {
-  if (refilling_.count(disk_mb)) return;
-  refilling_.insert(disk_mb);
-  std::weak_ptr<bool> alive = alive_;
-  asio::co_spawn(
-      ex,
-      [this, alive, disk_mb]() -> asio::awaitable<void> {
-        auto wanted = [&] {
-          return std::find(sizes_.begin(), sizes_.end(), disk_mb) != sizes_.end() &&
-                 static_cast<int>(ready_[disk_mb].size()) < per_size_;
-        };
-        while (!alive.expired() && wanted()) {
-          const std::string img =
-              dir_ + "/" + std::to_string(disk_mb) + "M-" + std::to_string(++serial_) + ".img";
-          auto layer = co_await Make(disk_mb, img);
-          if (alive.expired()) {
-            unlink(img.c_str());
-            co_return;
+  while (refillers_[disk_mb] < kRefillers && Wanted(disk_mb)) {
+    ++refillers_[disk_mb];
+    std::weak_ptr<bool> alive = alive_;
+    asio::co_spawn(
+        ex,
+        [this, alive, disk_mb]() -> asio::awaitable<void> {
+          while (!alive.expired() && Wanted(disk_mb)) {
+            const std::string img =
+                dir_ + "/" + std::to_string(disk_mb) + "M-" + std::to_string(++serial_) + ".img";
+            ++making_[disk_mb];
+            auto layer = co_await Make(disk_mb, img);
+            if (alive.expired()) {
+              unlink(img.c_str());
+              co_return;
+            }
+            --making_[disk_mb];
+            if (!layer.ok()) {
+              spdlog::warn("disk_pool refill_failed disk_mb={} err=\"{}\"", disk_mb,
+                           layer.error().message);
+              break;
+            }
+            // A size dropped meanwhile is not kept.
+            if (std::find(sizes_.begin(), sizes_.end(), disk_mb) == sizes_.end()) {
+              unlink(img.c_str());
+              break;
+            }
+            ready_[disk_mb].push_back(Ready{img, std::move(layer).value()});
           }
-          if (!layer.ok()) {
-            spdlog::warn("disk_pool refill_failed disk_mb={} err=\"{}\"", disk_mb,
-                         layer.error().message);
-            break;
-          }
-          // A size dropped meanwhile is not kept.
-          if (std::find(sizes_.begin(), sizes_.end(), disk_mb) == sizes_.end()) {
-            unlink(img.c_str());
-            break;
-          }
-          ready_[disk_mb].push_back(Ready{img, std::move(layer).value()});
-        }
-        if (!alive.expired()) refilling_.erase(disk_mb);
-      },
-      asio::detached);
+          if (!alive.expired()) --refillers_[disk_mb];
+        },
+        asio::detached);
+  }
 }
 
 }  // namespace hutch::jail

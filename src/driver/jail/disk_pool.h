@@ -20,16 +20,24 @@
 // Copies, attaches and mounts run on the driver's BlockingWorker, never on
 // the I/O thread.
 //
+// How many wait follows demand: `per_size` when quiet, up to kGrowth times
+// that while takes of the size come faster (a burst drains the pool, and
+// the next one finds a larger one). The size sandboxes get by default is
+// warmed at start (Warm), so the first burst finds disks too, and
+// concurrent takes of a size with no golden image yet wait for one mkfs
+// instead of each running its own.
+//
 // One I/O thread: every call, and the refill, run on it.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "common/blocking_worker.h"
@@ -80,8 +88,13 @@ class DiskPool {
   // refills the pool behind it. With `prep.prepare`, the image comes as
   // the writable layer returned; without, that is empty.
   asio::awaitable<Result<WritableLayer>> Take(int64_t disk_mb, std::string path);
+  // Keeps `disk_mb` ready from now on, before any take of it (the
+  // sandboxes' default size, warmed at start).
+  void Warm(asio::any_io_executor ex, int64_t disk_mb);
   // Images ready now (tests, logs).
   size_t ready() const;
+  // mkfs runs so far: one per size, however many takes wait for it (tests).
+  int formats() const { return formats_; }
 
  private:
   struct Ready {
@@ -95,14 +108,38 @@ class DiskPool {
   // The golden image of `disk_mb`, formatted now if missing ("" if that
   // failed: the caller formats in place).
   asio::awaitable<std::string> Golden(int64_t disk_mb);
+  // A fresh sandbox disk of `disk_mb` at `path` by mkfs (counted).
+  asio::awaitable<Status> Format(int64_t disk_mb, std::string path);
   void Refill(asio::any_io_executor ex, int64_t disk_mb);
+  // Marks `disk_mb` the most recently used size kept warm, dropping the
+  // oldest past kMaxSizes.
+  void KeepWarm(int64_t disk_mb);
+  // Images of `disk_mb` to keep ready now: per_size_, more after many
+  // recent takes of it.
+  int Target(int64_t disk_mb);
+  // Whether a refill of `disk_mb` should make another image.
+  bool Wanted(int64_t disk_mb);
+  // A golden image being formatted: later callers wait for it (the timer
+  // is cancelled when `image` is set; "" if it failed).
+  struct GoldenMaking {
+    explicit GoldenMaking(const asio::any_io_executor& ex)
+        : done(ex, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer done;
+    std::string image;
+  };
 
   std::string dir_;
   int per_size_;
   BlockingWorker* worker_;
   DiskPrep prep_;
   std::map<int64_t, std::deque<Ready>> ready_;
-  std::set<int64_t> refilling_;
+  // Per size: refill loops running, and images they are making now.
+  std::map<int64_t, int> refillers_;
+  std::map<int64_t, int> making_;
+  // When each recent take happened, and its size (demand; Target).
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_takes_;
+  std::map<int64_t, std::shared_ptr<GoldenMaking>> golden_making_;
+  int formats_ = 0;
   // Sizes kept warm, most recently taken last; the oldest is dropped past
   // kMaxSizes.
   std::deque<int64_t> sizes_;
