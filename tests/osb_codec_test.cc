@@ -29,6 +29,20 @@ TEST(ImageTableDefaults, CodeInterpreterTagsMapToTheTemplate) {
   EXPECT_FALSE(t.Resolve("someone/code-interpreter:v1").ok());
 }
 
+// execd's line-based download: 1-based offset, a line count, line ends
+// kept, a last line without one, and nothing past the end.
+TEST(SliceLines, OffsetAndLimitCountLines) {
+  const std::string t = "l1\nl2\nl3\nl4";
+  EXPECT_EQ(SliceLines(t, 2, 2), "l2\nl3\n");
+  EXPECT_EQ(SliceLines(t, 1, std::nullopt), t);
+  EXPECT_EQ(SliceLines(t, 4, std::nullopt), "l4");
+  EXPECT_EQ(SliceLines(t, 3, 10), "l3\nl4");
+  EXPECT_EQ(SliceLines(t, 1, 0), "");
+  EXPECT_EQ(SliceLines(t, 9, 1), "");
+  EXPECT_EQ(SliceLines("", 1, 1), "");
+  EXPECT_EQ(SliceLines("a\n\nb\n", 2, 1), "\n");
+}
+
 TEST(FileInfoMode, OctalDigitsReadAsDecimal) {
   EXPECT_EQ(OctalDigits(0755), 755);
   EXPECT_EQ(OctalDigits(0644), 644);

@@ -333,6 +333,10 @@ asio::awaitable<void> E2bApi::Metrics(HttpContext& ctx, const std::string& id) {
                  {"cpuUsedPct", cpu_pct},
                  {"memUsed", stats->memory_current},
                  {"memTotal", rec->memory_mb * 1024 * 1024},
+                 // Required by the SDKs since E2B added it; hutch does not
+                 // count the page cache apart (memUsed, the cgroup's
+                 // memory.current, includes it).
+                 {"memCache", 0},
                  {"diskUsed", stats->disk_used_bytes},
                  {"diskTotal", stats->disk_limit_bytes}};
   Json out = Json::array({sample});
