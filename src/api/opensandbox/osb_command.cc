@@ -8,6 +8,7 @@
 
 #include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
+#include "api/opensandbox/env_file.h"
 #include "api/opensandbox/osb_api.h"
 #include "core/process_ops.h"
 #include "http/close_interrupts.h"
@@ -74,7 +75,12 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
   r.argv = has_command ? std::vector<std::string>{"/bin/bash", "-c", **command} : **argv;
   r.cwd = cwd->value_or("");
   r.user = *uid ? std::to_string(**uid) : kDefaultUser;
-  if (*envs) r.env = std::map<std::string, std::string>((*envs)->begin(), (*envs)->end());
+  // Over the sandbox's env: the env file (commands.set_env), then `envs`.
+  auto file_env = co_await ExecdEnv(sb);
+  if (!file_env.ok()) co_return co_await SendError(ctx, file_env.error());
+  r.env = std::move(*file_env);
+  if (*envs)
+    for (const auto& [k, v] : **envs) r.env[k] = v;
   r.timeout_seconds = 0;
   if (*timeout_ms && **timeout_ms > 0) r.timeout_ms = **timeout_ms;
   r.stdin_data = std::string();  // execd commands have no stdin

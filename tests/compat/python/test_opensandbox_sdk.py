@@ -145,13 +145,19 @@ class SyncSandboxTest(unittest.TestCase):
             self.sbx.commands.run_in_session(other, "pwd")
         self.sbx.commands.delete_session(sid)
 
-    def test_set_env_is_a_clear_error(self):
-        # execd's set_env appends to the file $EXECD_ENVS names, which execd
-        # loads for later commands; hutch has no such file, so the SDK's own
-        # command fails and says why.
-        with self.assertRaises(SandboxException) as cm:
-            self.sbx.commands.set_env("PY_SET", "v")
-        self.assertIn("EXECD_ENVS is not set", str(cm.exception))
+    def test_set_env_persists_for_later_commands_and_sessions(self):
+        # The SDK appends to the file $EXECD_ENVS names; hutch loads it for
+        # every later command and session (the request's envs win).
+        self.sbx.commands.set_env("PY_SET", "v 1")
+        self.sbx.commands.set_env("PY_QUOTE", "it's quoted")
+        ex = self.sbx.commands.run('echo "$PY_SET|$PY_QUOTE"; python3 -c "import os; print(os.environ[\'PY_SET\'])"')
+        self.assertEqual(stdout(ex), ["v 1|it's quoted", "v 1"])
+        over = self.sbx.commands.run("echo $PY_SET", opts=RunCommandOpts(envs={"PY_SET": "request"}))
+        self.assertEqual(stdout(over), ["request"])
+        self.sbx.commands.set_env("PY_SET", "later")
+        sid = self.sbx.commands.create_session()
+        self.assertEqual(stdout(self.sbx.commands.run_in_session(sid, "echo $PY_SET")), ["later"])
+        self.sbx.commands.delete_session(sid)
 
     # --- files ---------------------------------------------------------
 
