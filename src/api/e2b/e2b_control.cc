@@ -1,6 +1,7 @@
 // The E2B control plane under /e2b: create, get, list (v1 and v2 with
-// state and metadata filters and X-Next-Token paging), kill, timeout,
-// pause, connect (resumes a paused sandbox), metrics. Errors are E2B's
+// state, metadata, template and startedAfter filters and X-Next-Token
+// paging), kill, timeout, pause, connect (resumes a paused sandbox),
+// metrics. Errors are E2B's
 // {"code":<http status>,"message":...}; the SDK reads `code` from the body.
 #include <cmath>
 #include <optional>
@@ -206,9 +207,14 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
       f.limit = static_cast<size_t>(**n);
     } else if (k == "nextToken" && v2) {
       f.cursor = v;
+    } else if (k == "template" && v2) {
+      f.template_name = v;
+    } else if (k == "startedAfter" && v2) {
+      auto t = ParseRfc3339(v);
+      if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
+      f.created_after = *t;
     }
-    // Other parameters (order, startedAfter, template) are not filters
-    // hutch applies; docs/compat-e2b.md lists them.
+    // `order` is not applied: hutch lists in id order (docs/compat-e2b.md).
   }
   if (!states.empty()) {
     f.any_status.clear();

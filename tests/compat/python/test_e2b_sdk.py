@@ -149,6 +149,14 @@ class SyncSandboxTest(unittest.TestCase):
             self.assertEqual(first[0].state, SandboxState.RUNNING)
             one = Sandbox.list(query=SandboxQuery(metadata={"suite": suite, "n": "1"})).next_items()
             self.assertEqual([s.sandbox_id for s in one], [made[1].sandbox_id])
+            # template and started_after narrow the list too.
+            base = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}, template="base")).next_items()
+            self.assertEqual(len(base), 3)
+            other = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}, template="no-such")).next_items()
+            self.assertEqual(other, [])
+            since = made[1].get_info().started_at
+            later = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}, started_after=since)).next_items()
+            self.assertEqual(sorted(s.sandbox_id for s in later), sorted(s.sandbox_id for s in made[1:]))
             made[0].pause()
             paused = Sandbox.list(
                 query=SandboxQuery(metadata={"suite": suite}, state=[SandboxState.PAUSED])
