@@ -157,6 +157,18 @@ class SyncSandboxTest(unittest.TestCase):
             since = made[1].get_info().started_at
             later = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}, started_after=since)).next_items()
             self.assertEqual(sorted(s.sandbox_id for s in later), sorted(s.sandbox_id for s in made[1:]))
+            # order: by start time over the whole set, then paged.
+            newest = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}), limit=2, order="desc")
+            pages = [newest.next_items()]
+            self.assertTrue(newest.has_next)
+            pages.append(newest.next_items())
+            self.assertFalse(newest.has_next)
+            self.assertEqual(
+                [[s.sandbox_id for s in p] for p in pages],
+                [[made[2].sandbox_id, made[1].sandbox_id], [made[0].sandbox_id]],
+            )
+            oldest = Sandbox.list(query=SandboxQuery(metadata={"suite": suite}), order="asc").next_items()
+            self.assertEqual([s.sandbox_id for s in oldest], [s.sandbox_id for s in made])
             made[0].pause()
             paused = Sandbox.list(
                 query=SandboxQuery(metadata={"suite": suite}, state=[SandboxState.PAUSED])
