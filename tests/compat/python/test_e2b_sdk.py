@@ -552,6 +552,17 @@ class ConnectionTest(unittest.TestCase):
         finally:
             s.kill()
 
+    def test_hutch_key_as_given(self):
+        # 2.63 no longer checks the key's form: hutch's own `hk_<hex>` works
+        # as well as the `e2b_<hex>` run.sh exports.
+        hk = "hk_" + os.environ["E2B_API_KEY"].removeprefix("e2b_")
+        s = Sandbox.create(timeout=60, api_key=hk)
+        try:
+            self.assertIn(s.sandbox_id, [x.sandbox_id for x in Sandbox.list(api_key=hk).next_items()])
+            self.assertEqual(s.commands.run("echo hk").stdout, "hk\n")
+        finally:
+            Sandbox.kill(s.sandbox_id, api_key=hk)
+
     def test_http1_pinned(self):
         s = Sandbox.create(timeout=60, http_version="1.1")
         try:
