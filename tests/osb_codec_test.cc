@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "api/common/json_fields.h"
+#include "api/opensandbox/env_file.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/image_table.h"
 #include "api/opensandbox/network_policy.h"
@@ -27,6 +28,45 @@ TEST(ImageTableDefaults, CodeInterpreterTagsMapToTheTemplate) {
   }
   EXPECT_FALSE(t.Resolve("opensandbox/other:v1").ok());
   EXPECT_FALSE(t.Resolve("someone/code-interpreter:v1").ok());
+}
+
+// execd's line-based download: 1-based offset, a line count, line ends
+// kept, a last line without one, and nothing past the end.
+TEST(SliceLines, OffsetAndLimitCountLines) {
+  const std::string t = "l1\nl2\nl3\nl4";
+  EXPECT_EQ(SliceLines(t, 2, 2), "l2\nl3\n");
+  EXPECT_EQ(SliceLines(t, 1, std::nullopt), t);
+  EXPECT_EQ(SliceLines(t, 4, std::nullopt), "l4");
+  EXPECT_EQ(SliceLines(t, 3, 10), "l3\nl4");
+  EXPECT_EQ(SliceLines(t, 1, 0), "");
+  EXPECT_EQ(SliceLines(t, 9, 1), "");
+  EXPECT_EQ(SliceLines("", 1, 1), "");
+  EXPECT_EQ(SliceLines("a\n\nb\n", 2, 1), "\n");
+}
+
+// The env file commands.set_env appends to, in both of the SDKs' forms:
+// single quotes literal (a newline inside too), double quotes with
+// escapes and no expansion; the last entry of a key wins.
+TEST(ParseEnvFile, TheSdksFormsAndTheLastEntryWins) {
+  const auto env = ParseEnvFile(
+      "A='plain value'\n"
+      "B=\"it's \\\"q\\\" \\$HOME\\n\\tx\\\\\"\n"
+      "# a comment\n"
+      "\n"
+      "export C=bare  \r\n"
+      "M='two\nlines'\n"
+      "A='again'\n"
+      "9BAD=x\n"
+      "no equals\n"
+      "E=\n");
+  EXPECT_EQ(env.at("A"), "again");
+  EXPECT_EQ(env.at("B"), "it's \"q\" $HOME\n\tx\\");
+  EXPECT_EQ(env.at("C"), "bare");
+  EXPECT_EQ(env.at("M"), "two\nlines");
+  EXPECT_EQ(env.at("E"), "");
+  EXPECT_EQ(env.count("9BAD"), 0U);
+  EXPECT_EQ(env.size(), 5U);
+  EXPECT_TRUE(ParseEnvFile("").empty());
 }
 
 TEST(FileInfoMode, OctalDigitsReadAsDecimal) {

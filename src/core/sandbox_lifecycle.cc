@@ -492,6 +492,8 @@ ListPage SandboxLifecycle::List(const ListFilter& f) {
     const SandboxRecord& r = it->second->rec;
     if (f.status && r.status != *f.status) continue;
     if (!f.owner.empty() && r.owner_key != f.owner) continue;
+    if (!f.template_name.empty() && r.template_name != f.template_name) continue;
+    if (f.created_after && r.created_at < *f.created_after) continue;
     if (!f.any_status.empty() &&
         std::find(f.any_status.begin(), f.any_status.end(), r.status) == f.any_status.end())
       continue;

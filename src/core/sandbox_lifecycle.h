@@ -57,7 +57,9 @@ struct ListFilter {
   // running,paused).
   std::vector<SandboxStatus> any_status;
   std::map<std::string, std::string> metadata;
-  std::string owner;  // when non-empty, only sandboxes of this owner id (a tenant's list)
+  std::string owner;          // when non-empty, only sandboxes of this owner id (a tenant's list)
+  std::string template_name;  // when non-empty, only sandboxes of this template
+  std::optional<SysTime> created_after;  // only sandboxes created at or after it
   size_t limit = 50;
   std::string cursor;  // last id of the previous page
 };

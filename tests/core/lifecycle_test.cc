@@ -2,6 +2,8 @@
 // delete, loss, TTL and metadata changes, network policy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/core/core_fixture.h"
 
 namespace hutch::testing {
@@ -210,8 +212,21 @@ TEST_F(CoreTest, ListFiltersAndPages) {
   auto p2 = mgr->List(page);
   EXPECT_EQ(p2.items.size(), 1u);
   EXPECT_TRUE(p2.next_cursor.empty());
+  // The template a sandbox was made from, and a creation time from on.
+  ListFilter base;
+  base.template_name = "base";
+  EXPECT_EQ(mgr->List(base).items.size(), 3u);
+  base.template_name = "no-such-template";
+  EXPECT_TRUE(mgr->List(base).items.empty());
+  ListFilter since;
+  since.created_after = r2.created_at;
+  std::vector<std::string> ids;
+  for (const auto& r : mgr->List(since).items) ids.push_back(r.id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> want = {r2.id, r3.id};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(ids, want);
   (void)r1;
-  (void)r2;
 }
 
 TEST_F(CoreTest, NetworkPolicyChangesNeedASlot) {

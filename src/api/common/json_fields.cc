@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 
 namespace hutch::api {
 
@@ -127,6 +129,37 @@ Status CheckPath(const std::string& p, const char* key) {
   if (p.find('\0') != std::string::npos)
     return Bad(std::string("'") + key + "' contains a NUL byte");
   return {};
+}
+
+Result<SysTime> ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  int frac_ms = 0;
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!end) return MakeError(Code::kInvalidRequest, "'" + s + "' is not an RFC 3339 time");
+  if (*end == '.') {
+    ++end;
+    int digits = 0;
+    while (*end >= '0' && *end <= '9') {
+      if (digits < 3) frac_ms = frac_ms * 10 + (*end - '0');
+      ++digits;
+      ++end;
+    }
+    for (; digits < 3; ++digits) frac_ms *= 10;
+  }
+  int64_t offset_s = 0;
+  if (*end == 'Z' || *end == 'z') {
+    ++end;
+  } else if ((*end == '+' || *end == '-') && std::strlen(end) == 6 && end[3] == ':') {
+    const int sign = *end == '-' ? -1 : 1;
+    offset_s = sign * ((end[1] - '0') * 36000 + (end[2] - '0') * 3600 + (end[4] - '0') * 600 +
+                       (end[5] - '0') * 60);
+    end += 6;
+  } else {
+    return MakeError(Code::kInvalidRequest, "'" + s + "' has no time zone (Z or +hh:mm)");
+  }
+  if (*end) return MakeError(Code::kInvalidRequest, "'" + s + "' is not an RFC 3339 time");
+  const time_t t = timegm(&tm) - offset_s;
+  return SysTime(std::chrono::seconds(t)) + std::chrono::milliseconds(frac_ms);
 }
 
 }  // namespace hutch::api

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/result.h"
 
 // In a handler coroutine: evaluates a Result, answers its error and returns.
@@ -39,6 +40,9 @@ Result<std::optional<std::vector<std::string>>> OptStringArray(const nlohmann::j
 // Parses an integer query parameter.
 Result<std::optional<int64_t>> QueryInt(const std::optional<std::string>& v, const char* key,
                                         int64_t min, int64_t max);
+// An RFC 3339 time from a client: "2026-12-01T10:00:00.000Z" or with a
+// "+hh:mm" offset; any number of fraction digits (milliseconds kept).
+Result<SysTime> ParseRfc3339(const std::string& s);
 // Paths from clients: non-empty, no NUL, bounded length.
 Status CheckPath(const std::string& p, const char* key);
 

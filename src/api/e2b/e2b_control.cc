@@ -1,8 +1,11 @@
 // The E2B control plane under /e2b: create, get, list (v1 and v2 with
-// state and metadata filters and X-Next-Token paging), kill, timeout,
-// pause, connect (resumes a paused sandbox), metrics. Errors are E2B's
+// state, metadata, template and startedAfter filters and X-Next-Token
+// paging), kill, timeout, pause, connect (resumes a paused sandbox),
+// metrics. Errors are E2B's
 // {"code":<http status>,"message":...}; the SDK reads `code` from the body.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "api/common/json_fields.h"
@@ -55,6 +58,54 @@ Result<std::map<std::string, std::string>> ParseMetadataFilter(const std::string
     out[k] = v;
   }
   return out;
+}
+
+// A page of the list in start-time order (`order=asc|desc`), which E2B
+// applies to the whole result set before paging: every match is read and
+// sorted (ties by id). The page token is "<created_at ns>:<id>" of the
+// page's last sandbox, a position that holds when that sandbox is gone.
+Result<ListPage> OrderedPage(SandboxManager* mgr, ListFilter f, bool newest_first) {
+  const size_t limit = f.limit;
+  const std::string token = f.cursor;
+  f.limit = 1000;
+  f.cursor.clear();
+  std::vector<SandboxRecord> all;
+  for (;;) {
+    ListPage p = mgr->List(f);
+    for (auto& r : p.items) all.push_back(std::move(r));
+    if (p.next_cursor.empty()) break;
+    f.cursor = p.next_cursor;
+  }
+  using Key = std::pair<int64_t, std::string>;
+  auto key = [](const SandboxRecord& r) {
+    return Key(std::chrono::duration_cast<std::chrono::nanoseconds>(r.created_at.time_since_epoch())
+                   .count(),
+               r.id);
+  };
+  auto before = [newest_first](const Key& a, const Key& b) {
+    if (a.first != b.first) return newest_first ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  };
+  std::sort(all.begin(), all.end(),
+            [&](const SandboxRecord& a, const SandboxRecord& b) { return before(key(a), key(b)); });
+  size_t start = 0;
+  if (!token.empty()) {
+    const size_t colon = token.find(':');
+    char* end = nullptr;
+    const long long ns = colon == std::string::npos ? 0 : std::strtoll(token.c_str(), &end, 10);
+    if (colon == std::string::npos || colon == 0 || end != token.c_str() + colon)
+      return MakeError(Code::kInvalidRequest, "malformed nextToken '" + token + "'");
+    const Key at(ns, token.substr(colon + 1));
+    while (start < all.size() && !before(at, key(all[start]))) ++start;
+  }
+  ListPage page;
+  for (size_t i = start; i < all.size() && page.items.size() < limit; ++i)
+    page.items.push_back(all[i]);
+  if (start + page.items.size() < all.size() && !page.items.empty()) {
+    const Key last = key(page.items.back());
+    page.next_cursor = std::to_string(last.first) + ":" + last.second;
+  }
+  return page;
 }
 
 }  // namespace
@@ -187,6 +238,7 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   f.any_status = {SandboxStatus::kRunning};
   if (v2) f.any_status.push_back(SandboxStatus::kPaused);
   std::vector<std::string> states;
+  std::optional<bool> newest_first;  // `order`; without it, id order
   for (const auto& [k, v] : ctx.query_list()) {
     if (k == "state" && v2) {
       size_t i = 0;
@@ -206,9 +258,19 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
       f.limit = static_cast<size_t>(**n);
     } else if (k == "nextToken" && v2) {
       f.cursor = v;
+    } else if (k == "template" && v2) {
+      f.template_name = v;
+    } else if (k == "startedAfter" && v2) {
+      auto t = ParseRfc3339(v);
+      if (!t.ok()) co_return co_await SendControlError(ctx, t.error());
+      f.created_after = *t;
+    } else if (k == "order" && v2) {
+      if (v != "asc" && v != "desc") {
+        Error err = MakeError(Code::kInvalidRequest, "order must be asc or desc, not '" + v + "'");
+        co_return co_await SendControlError(ctx, err);
+      }
+      newest_first = v == "desc";
     }
-    // Other parameters (order, startedAfter, template) are not filters
-    // hutch applies; docs/compat-e2b.md lists them.
   }
   if (!states.empty()) {
     f.any_status.clear();
@@ -223,6 +285,13 @@ asio::awaitable<void> E2bApi::List(HttpContext& ctx, bool v2) {
   }
   if (!v2) f.limit = 1000;
   Json out = Json::array();
+  if (newest_first) {
+    auto ordered = OrderedPage(mgr_, f, *newest_first);
+    if (!ordered.ok()) co_return co_await SendControlError(ctx, ordered.error());
+    for (const auto& r : ordered->items) out.push_back(SandboxJson(r, true));
+    if (!ordered->next_cursor.empty()) ctx.AddHeader("X-Next-Token", ordered->next_cursor);
+    co_return co_await ctx.SendJson(200, out);
+  }
   ListPage page = mgr_->List(f);
   for (const auto& r : page.items) out.push_back(SandboxJson(r, true));
   // v1 has no paging: every matching sandbox, page after page.
@@ -333,6 +402,10 @@ asio::awaitable<void> E2bApi::Metrics(HttpContext& ctx, const std::string& id) {
                  {"cpuUsedPct", cpu_pct},
                  {"memUsed", stats->memory_current},
                  {"memTotal", rec->memory_mb * 1024 * 1024},
+                 // Required by the SDKs since E2B added it; hutch does not
+                 // count the page cache apart (memUsed, the cgroup's
+                 // memory.current, includes it).
+                 {"memCache", 0},
                  {"diskUsed", stats->disk_used_bytes},
                  {"diskTotal", stats->disk_limit_bytes}};
   Json out = Json::array({sample});

@@ -70,8 +70,9 @@ asio::awaitable<Error> ExplainConflict(std::shared_ptr<Sandbox> sb, int pid, Err
 // Follows a background process's output into the stream until it exits,
 // the client leaves, or (`deadline`: a Connect call) the call's deadline
 // passes. A Start stream has no deadline of its own: its process was given
-// the deadline as its timeout, so the agent kills it and the stream ends
-// with that end event.
+// the deadline as its timeout, so the agent kills it; the stream then ends
+// as connect-go ends a call past its deadline, with `deadline_exceeded`
+// (which the SDKs raise as their timeout error), not with an end event.
 asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out,
                              std::unique_ptr<ProcessFollower> attached, int pid,
                              const EnvdCall& call, bool deadline) {
@@ -109,6 +110,12 @@ asio::awaitable<void> Follow(HttpContext& ctx, ConnectStream& out,
       case ProcessEvent::kDropped:
         break;  // envd has no way to say so; the bytes are simply not there
       case ProcessEvent::kExit: {
+        if (!deadline && call.timeout && ev->exit.timed_out) {
+          Error e = MakeError(Code::kAgentTimeout, "the call's deadline (Connect-Timeout-Ms " +
+                                                       std::to_string(call.timeout->count()) +
+                                                       ") passed: the command was killed");
+          co_return co_await out.End(&e);
+        }
         Json end = EndEvent(ev->exit);
         if ((co_await out.Send(end)).ok()) co_await out.End(nullptr);
         co_return;

@@ -100,4 +100,18 @@ nlohmann::json FileInfoJson(const nlohmann::json& e, const IdNames& names) {
           {"mode", OctalDigits(e.value("mode", 0))}};
 }
 
+std::string SliceLines(std::string_view text, int64_t offset, std::optional<int64_t> limit) {
+  size_t pos = 0;
+  for (int64_t line = 1; line < offset && pos < text.size(); ++line) {
+    const size_t nl = text.find('\n', pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  size_t end = pos;
+  for (int64_t n = 0; (!limit || n < *limit) && end < text.size(); ++n) {
+    const size_t nl = text.find('\n', end);
+    end = nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  return std::string(text.substr(pos, end - pos));
+}
+
 }  // namespace hutch::api::opensandbox

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,11 @@ struct IdNames {
   Result<int64_t> GroupId(const std::string& name) const;
 };
 asio::awaitable<IdNames> LoadIdNames(std::shared_ptr<Sandbox> sb);
+
+// execd's line-based read (`/files/download?offset=&limit=`): the lines
+// `offset` (1-based) to `offset + limit - 1` of `text` with their line
+// ends, every line from `offset` on without a limit; nothing past the end.
+std::string SliceLines(std::string_view text, int64_t offset, std::optional<int64_t> limit);
 
 // FileInfo of an API entry (core/file_ops' EntryToApi shape).
 nlohmann::json FileInfoJson(const nlohmann::json& entry, const IdNames& names);

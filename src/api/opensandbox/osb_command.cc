@@ -8,6 +8,7 @@
 
 #include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
+#include "api/opensandbox/env_file.h"
 #include "api/opensandbox/osb_api.h"
 #include "core/process_ops.h"
 #include "http/close_interrupts.h"
@@ -43,30 +44,51 @@ asio::awaitable<void> OpenSandboxApi::RunCommand(HttpContext& ctx, std::shared_p
   if (!body.ok()) co_return co_await SendError(ctx, body.error());
   const Json& j = *body;
   auto command = OptString(j, "command");
+  auto argv = OptStringArray(j, "argv");
   auto cwd = OptString(j, "cwd");
   auto background = OptBool(j, "background");
   auto timeout_ms = OptInt(j, "timeout", 0, INT64_C(1) << 40);
   auto uid = OptInt(j, "uid", 0, UINT32_MAX - 1);
   auto envs = OptStringMap(j, "envs");
   for (const Error* e :
-       {command.ok() ? nullptr : &command.error(), cwd.ok() ? nullptr : &cwd.error(),
-        background.ok() ? nullptr : &background.error(),
+       {command.ok() ? nullptr : &command.error(), argv.ok() ? nullptr : &argv.error(),
+        cwd.ok() ? nullptr : &cwd.error(), background.ok() ? nullptr : &background.error(),
         timeout_ms.ok() ? nullptr : &timeout_ms.error(), uid.ok() ? nullptr : &uid.error(),
         envs.ok() ? nullptr : &envs.error()})
     if (e) co_return co_await SendError(ctx, *e);
-  if (!*command || (*command)->empty()) {
-    Error e = MakeError(Code::kInvalidRequest, "'command' is required");
+  // Shell text (`command`, run by bash) or a native argv list (`argv`,
+  // executed as it is): exactly one of them.
+  const bool has_command = *command && !(*command)->empty();
+  const bool has_argv = *argv && !(*argv)->empty();
+  if (has_command == has_argv) {
+    Error e =
+        MakeError(Code::kInvalidRequest,
+                  has_command ? "give 'command' or 'argv', not both"
+                              : "'command' (shell text) or 'argv' (a non-empty list) is required");
+    co_return co_await SendError(ctx, e);
+  }
+  if (has_argv && (**argv)[0].empty()) {
+    Error e = MakeError(Code::kInvalidRequest, "'argv[0]' (the program) must not be empty");
     co_return co_await SendError(ctx, e);
   }
   ExecRequest r;
-  r.argv = {"/bin/bash", "-c", **command};
+  r.argv = has_command ? std::vector<std::string>{"/bin/bash", "-c", **command} : **argv;
   r.cwd = cwd->value_or("");
   r.user = *uid ? std::to_string(**uid) : kDefaultUser;
-  if (*envs) r.env = std::map<std::string, std::string>((*envs)->begin(), (*envs)->end());
+  // Over the sandbox's env: the env file (commands.set_env), then `envs`.
+  auto file_env = co_await ExecdEnv(sb);
+  if (!file_env.ok()) co_return co_await SendError(ctx, file_env.error());
+  r.env = std::move(*file_env);
+  if (*envs)
+    for (const auto& [k, v] : **envs) r.env[k] = v;
   r.timeout_seconds = 0;
   if (*timeout_ms && **timeout_ms > 0) r.timeout_ms = **timeout_ms;
   r.stdin_data = std::string();  // execd commands have no stdin
-  std::optional<std::string> content = **command;
+  // What status reports as `content`: the shell text, or the argv joined.
+  std::string joined;
+  if (has_argv)
+    for (const auto& a : **argv) joined += (joined.empty() ? "" : " ") + a;
+  std::optional<std::string> content = has_command ? **command : joined;
   auto info = co_await StartProcess(sb, r, content);
   if (!info.ok()) co_return co_await SendError(ctx, info.error());
   const int pid = info->pid;

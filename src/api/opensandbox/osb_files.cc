@@ -19,7 +19,8 @@ namespace {
 
 using V = http::verb;
 
-// The largest file /files/replace edits (it is read whole).
+// The largest file /files/replace edits and a line-based download reads
+// (each is read whole).
 constexpr int64_t kMaxReplaceBytes = 64 << 20;
 // The depth a search walks.
 constexpr int kSearchDepth = 32;
@@ -109,10 +110,26 @@ asio::awaitable<void> OpenSandboxApi::Files(HttpContext& ctx, std::shared_ptr<Sa
   // (Errors are named locals before a co_await: GCC 12's coroutine bug.)
   auto fail = [&ctx](const Error& e) -> asio::awaitable<void> { co_await SendError(ctx, e); };
 
-  // GET /files/download?path=: the file, with Range.
+  // GET /files/download?path=: the file, with Range; with `offset`
+  // (1-based line) and/or `limit` (lines) only those lines.
   if (s.size() == 2 && s[0] == "files" && s[1] == "download" && m == V::get) {
     auto path = OnePath(ctx);
     if (!path.ok()) co_return co_await fail(path.error());
+    auto offset = QueryInt(ctx.Query("offset"), "offset", 1, INT64_MAX);
+    auto limit = QueryInt(ctx.Query("limit"), "limit", 0, INT64_MAX);
+    if (!offset.ok()) co_return co_await fail(offset.error());
+    if (!limit.ok()) co_return co_await fail(limit.error());
+    if (*offset || *limit) {
+      if (!ctx.Header("Range").empty()) {
+        Error e = MakeError(Code::kInvalidRequest,
+                            "a line-based read (offset/limit) cannot have a Range too");
+        co_return co_await fail(e);
+      }
+      auto text = co_await ReadWholeFile(sb, *path, user, kMaxReplaceBytes);
+      if (!text.ok()) co_return co_await fail(text.error());
+      co_return co_await ctx.SendText(200, "application/octet-stream",
+                                      SliceLines(*text, offset->value_or(1), *limit));
+    }
     auto st = co_await SendSandboxFile(ctx, sb, *path, user);
     if (!st.ok()) co_await fail(st.error());
     co_return;

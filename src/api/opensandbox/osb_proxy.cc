@@ -171,10 +171,16 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
   add(V::get, "/code/contexts/{ctx}", contexts);
   add(V::delete_, "/code/contexts/{ctx}", contexts);
   auto unsupported = [](HttpContext& c, Sb, const Rest& s) -> asio::awaitable<void> {
-    const Error e =
-        MakeError(Code::kNotSupported, "execd's /" + s[0] +
-                                           " API (isolated sessions) is not supported by "
-                                           "hutch (docs/compat-opensandbox.md)");
+    // The SDKs' files_with_identity(uid, gid) is /v1/filesystem/{uid}/{gid}/...
+    const bool identity = s.size() > 1 && s[1] == "filesystem";
+    const Error e = MakeError(
+        Code::kNotSupported,
+        identity ? "file calls with an explicit identity (execd's /v1/filesystem/{uid}/{gid}) are "
+                   "not supported by hutch: its execd file calls run as root "
+                   "(docs/compat-opensandbox.md)"
+                 : "execd's /" + s[0] +
+                       " API (isolated sessions) is not supported by hutch "
+                       "(docs/compat-opensandbox.md)");
     co_await SendError(c, e);
   };
   add(kAnyMethod, "/v1/{rest*}", unsupported, true);

@@ -8,6 +8,7 @@
 
 #include "api/common/json_fields.h"
 #include "api/opensandbox/command_stream.h"
+#include "api/opensandbox/env_file.h"
 #include "api/opensandbox/osb_api.h"
 #include "api/opensandbox/session_protocol.h"
 #include "core/process_ops.h"
@@ -48,6 +49,10 @@ asio::awaitable<void> OpenSandboxApi::CreateSession(HttpContext& ctx, std::share
   if (!cwd.ok()) co_return co_await SendError(ctx, cwd.error());
   ExecRequest r;
   r.argv = {"/bin/bash", "--noprofile", "--norc"};
+  // The env file (commands.set_env) as it is when the session starts.
+  auto file_env = co_await ExecdEnv(sb);
+  if (!file_env.ok()) co_return co_await SendError(ctx, file_env.error());
+  r.env = std::move(*file_env);
   r.cwd = cwd->value_or("");
   r.user = kDefaultUser;
   r.timeout_seconds = 0;  // lives until deleted (or the sandbox goes)

@@ -468,11 +468,12 @@ describe('wire (raw HTTP)', () => {
     assert.ok(frames.some((f) => f.json.event?.keepalive), 'a keepalive event');
   });
 
-  test('envd: Connect-Timeout-Ms kills the process in the sandbox', async () => {
+  test('envd: Connect-Timeout-Ms kills the process and ends the stream with deadline_exceeded', async () => {
     const frames = await start({ cmd: '/bin/sh', args: ['-c', 'sleep 5; echo survived'] }, { 'Connect-Timeout-Ms': '1000' });
-    const end = frames.find((f) => f.json.event?.end).json.event.end;
-    assert.equal(end.exitCode, -1);
-    assert.equal(end.status, 'signal: killed');
     assert.ok(!frames.some((f) => f.json.event?.data), 'no output: it never got to echo');
+    assert.ok(!frames.some((f) => f.json.event?.end), 'no end event: the call is past its deadline');
+    const last = frames[frames.length - 1];
+    assert.equal(last.flags, 2);
+    assert.equal(last.json.error.code, 'deadline_exceeded');
   });
 });

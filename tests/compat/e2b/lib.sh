@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Shared by run.sh, run_code_interpreter.sh and ../python/run.sh (sourced,
-# not run): the pinned npm install, a real hutchd on port 0, and its clean
-# exit.
+# Shared by run.sh, run_code_interpreter.sh, ../python/run.sh and
+# ../pysdk/run.sh (sourced, not run): the pinned npm install, the pinned
+# Python venv, a real hutchd on port 0, and its clean exit.
 
 # Installs package-lock.json's pins when node_modules is missing or stale.
 # Suites sharing a folder (run.sh and run_code_interpreter.sh) run in
@@ -21,6 +21,24 @@ ensure_node_modules() {
     done
   fi
   exec {lock_fd}<&-
+}
+
+# Sets VENV to the Python venv the suites of ../python run from:
+# HUTCH_PYTHON_VENV as it is, else build/venv when it holds
+# ../python/requirements.txt (scripts/setup --deps-only builds it). Exits 77
+# (CTest's skip), saying why, when there is none.
+python_venv_or_skip() {
+  local req=$HUTCH_SOURCE_DIR/tests/compat/python/requirements.txt
+  # shellcheck disable=SC2034  # VENV is for the sourcing script
+  VENV=${HUTCH_PYTHON_VENV:-$HUTCH_SOURCE_DIR/build/venv}
+  if [[ ! -x $VENV/bin/python ]]; then
+    echo "SKIP: no Python venv at $VENV (scripts/setup --deps-only builds it from $req)"
+    exit 77
+  fi
+  if [[ -z ${HUTCH_PYTHON_VENV:-} ]] && ! cmp -s "$req" "$VENV/hutch-requirements.txt"; then
+    echo "SKIP: $VENV does not hold tests/compat/python/requirements.txt (run scripts/setup --deps-only)"
+    exit 77
+  fi
 }
 
 # On an early exit (trap cleanup EXIT): hutchd killed if it was started,

@@ -14,16 +14,9 @@ set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_SOURCE_DIR:?}"
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
-VENV=${HUTCH_PYTHON_VENV:-$HUTCH_SOURCE_DIR/build/venv}
-REQ=$HERE/../python/requirements.txt
-if [[ ! -x $VENV/bin/python ]]; then
-  echo "SKIP: no Python venv at $VENV (scripts/setup --deps-only builds it from $REQ)"
-  exit 77
-fi
-if [[ -z ${HUTCH_PYTHON_VENV:-} ]] && ! cmp -s "$REQ" "$VENV/hutch-requirements.txt"; then
-  echo "SKIP: $VENV does not hold tests/compat/python/requirements.txt (run scripts/setup --deps-only)"
-  exit 77
-fi
+# shellcheck disable=SC1091  # lib.sh is checked on its own (scripts/lint)
+. "$HERE/../e2b/lib.sh"
+python_venv_or_skip
 if ! "$VENV/bin/python" -c 'import pytest' 2>/dev/null; then
   echo "SKIP: no pytest in $VENV"
   exit 77
