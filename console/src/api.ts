@@ -189,6 +189,22 @@ export async function ptyTicket(id: string): Promise<string> {
 export async function listTemplates(): Promise<{ items: Template[]; aliases: Record<string, string> }> {
   return call('GET', '/v1/templates');
 }
+// Builds a template from `spec` (TOML or JSON, docs/templates.md), its
+// progress as SSE (step, log, done, error).
+export function buildTemplate(name: string, spec: string): Promise<Response> {
+  const q = name ? `?name=${enc(name)}` : '';
+  return fetch(`/v1/templates${q}`, {
+    method: 'POST',
+    headers: headers({ Accept: 'text/event-stream' }),
+    body: spec,
+    cache: 'no-store',
+  }).then((r) => (r.ok ? r : fail(r)));
+}
+export const deleteTemplate = (name: string) => call<void>('DELETE', `/v1/templates/${enc(name)}`);
+export const setAlias = (alias: string, template: string) =>
+  call<unknown>('PUT', `/v1/template-aliases/${enc(alias)}`, { template });
+export const deleteAlias = (alias: string) => call<void>('DELETE', `/v1/template-aliases/${enc(alias)}`);
+
 export async function listSnapshots(): Promise<Snapshot[]> {
   return (await call<{ items: Snapshot[] }>('GET', '/v1/snapshots')).items;
 }

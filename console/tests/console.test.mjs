@@ -235,10 +235,25 @@ test('the processes tab starts a process, shows its output and signals it', asyn
   await shot('07-processes');
 });
 
-test('templates, snapshots and volumes pages list what the API has', async () => {
+test('templates (build, alias, delete), snapshots and volumes pages', async () => {
   await page.getByRole('link', { name: 'Templates' }).click();
   await page.locator('#templates tbody th').filter({ hasText: /^base$/ }).waitFor();
+  // Build one from the form, its progress streaming in; alias it; delete it.
+  await page.getByLabel(/^Spec/).fill('name = "console-tpl"\nfrom = "base"\nrun = ["echo built-by-console > /etc/console-built"]\n');
+  await page.getByRole('button', { name: 'Build template' }).click();
+  await page.locator('#template-log').filter({ hasText: /done: console-tpl/ }).waitFor({ timeout: 180000 });
+  assert.match(await page.locator('#template-log').textContent(), /\[step \d+\/\d+\]/);
+  await page.locator('#templates tr[data-name="console-tpl"]').waitFor();
+  await page.getByLabel('Alias', { exact: true }).fill('console-alias');
+  await page.getByLabel('For template').selectOption('console-tpl');
+  await page.getByRole('button', { name: 'Set alias' }).click();
+  await page.getByRole('button', { name: 'Remove alias console-alias' }).waitFor();
+  assert.equal((await api('GET', '/v1/template-aliases')).aliases['console-alias'], 'console-tpl');
   await shot('08-templates');
+  await page.getByRole('button', { name: 'Remove alias console-alias' }).click();
+  await page.getByRole('button', { name: 'Remove alias console-alias' }).waitFor({ state: 'detached' });
+  await page.getByRole('button', { name: 'Delete template console-tpl' }).click();
+  await page.locator('#templates tr[data-name="console-tpl"]').waitFor({ state: 'detached' });
   const snap = await api('POST', `/v1/sandboxes/${sandboxId}/snapshots`);
   await page.getByRole('link', { name: 'Snapshots' }).click();
   await page.locator('#snapshots tbody th').filter({ hasText: snap.id }).waitFor();
