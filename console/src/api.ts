@@ -153,6 +153,16 @@ export async function listSandboxes(f: ListFilter = {}): Promise<Sandbox[]> {
   return all;
 }
 
+// GET /v1/sandboxes?watch=true: the list, then its changes, as SSE.
+export function watchSandboxes(f: ListFilter, signal: AbortSignal): Promise<Response> {
+  const q = new URLSearchParams({ watch: 'true' });
+  if (f.status) q.set('status', f.status);
+  for (const [k, v] of Object.entries(f.metadata ?? {})) q.set(`metadata.${k}`, v);
+  return fetch(`/v1/sandboxes?${q}`, { headers: headers(), signal, cache: 'no-store' }).then((r) =>
+    r.ok ? r : fail(r),
+  );
+}
+
 export const getSandbox = (id: string) => call<Sandbox>('GET', sbPath(id));
 export const createSandbox = (body: Record<string, unknown>) => call<Sandbox>('POST', '/v1/sandboxes', body);
 export const deleteSandbox = (id: string) => call<void>('DELETE', sbPath(id));

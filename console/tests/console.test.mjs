@@ -321,7 +321,7 @@ test(`${MANY} sandboxes: first render and a change reflected, timed`, async () =
     console.log(
       `${MANY} sandboxes: first render ${firstRender} ms; a create reflected in ${created} ms, a delete in ${removed} ms; ` +
         `typing into the filter ${typed} ms; longest main-thread task ${Math.round(longest)} ms; ` +
-        `reconciling the rows on a poll: first ${Math.round(reconcile[0])} ms, worst ${Math.round(worst)} ms over ${reconcile.length} polls`,
+        `reconciling the rows on an update: first ${Math.round(reconcile[0])} ms, worst ${Math.round(worst)} ms over ${reconcile.length} updates`,
     );
     assert.ok(firstRender < 15000, `first render took ${firstRender} ms`);
     assert.ok(longest < 1000, `a main-thread task took ${longest} ms`);

@@ -1,5 +1,6 @@
-// The sandboxes page: a live list (polled every 2 s and reconciled row by
-// row, so 500 sandboxes cost a few text updates a tick, not a redraw),
+// The sandboxes page: a live list (the server's watch stream, a list call
+// every 2 s while it is down; reconciled row by row, so 500 sandboxes cost
+// a few text updates per change, not a redraw),
 // status and metadata filters, the create form, and per row pause/resume,
 // extend TTL and kill. CPU and memory come from each visible running
 // sandbox's /metrics (rows off screen are not asked).
@@ -76,12 +77,7 @@ export function sandboxesPage(main: HTMLElement, scope: Scope): void {
     field('Status', statusSel),
     field('Metadata', metaInput),
   );
-  filters.addEventListener('submit', (ev) => {
-    ev.preventDefault();
-    void refresh();
-  });
-  statusSel.addEventListener('change', () => void refresh());
-  metaInput.addEventListener('change', () => void refresh());
+  filters.addEventListener('submit', (ev) => ev.preventDefault());
 
   // Create.
   const tplSel = h('select', { id: 'create-template' }, h('option', { value: 'base' }, 'base'));
@@ -236,10 +232,18 @@ export function sandboxesPage(main: HTMLElement, scope: Scope): void {
     return statusSel.value !== 'live' || s.status !== 'stopped';
   }
 
+  function currentFilter(): api.ListFilter {
+    return { status: statusSel.value === 'live' ? '' : statusSel.value, metadata: parseMetadata(metaInput.value) };
+  }
+
+  // One list call, reconciled (the fallback while the watch stream is down,
+  // and after an action of this page).
   async function refresh(): Promise<void> {
-    const status = statusSel.value === 'live' ? '' : statusSel.value;
-    const list = await api.listSandboxes({ status, metadata: parseMetadata(metaInput.value) });
-    if (!scope.alive) return;
+    const list = await api.listSandboxes(currentFilter());
+    if (scope.alive) reconcile(list);
+  }
+
+  function reconcile(list: Sandbox[]): void {
     // How long reconciling the rows takes (the browser test reads it).
     const started = performance.now();
     const keep = list.filter(wanted);
@@ -296,15 +300,62 @@ export function sandboxesPage(main: HTMLElement, scope: Scope): void {
     await Promise.all([worker(), worker(), worker(), worker()]);
   }
 
-  // Metrics are asked right after a list, of the rows it says are running,
-  // so a sandbox deleted meanwhile is rarely asked (its answer would be 409).
-  let metricsAt = 0;
+  // The list follows the server's watch stream (GET /v1/sandboxes?watch=true:
+  // the whole list, then each change within half a second); while the
+  // stream is down, a list call every 2 s stands in, and the stream is
+  // tried again. A filter change restarts it.
+  let watch: AbortController | null = null;
+  let live = false;
+  let pending = 0;
+  const known = new Map<string, Sandbox>();
+  const flush = () => {
+    pending = 0;
+    if (scope.alive) reconcile([...known.values()]);
+  };
+  async function follow(): Promise<void> {
+    watch?.abort();
+    const ctl = new AbortController();
+    watch = ctl;
+    try {
+      const r = await api.watchSandboxes(currentFilter(), ctl.signal);
+      live = true;
+      await api.readSse(r, (event, data) => {
+        const j = JSON.parse(data);
+        if (event === 'list') {
+          known.clear();
+          for (const sb of j.items as Sandbox[]) known.set(sb.id, sb);
+        } else if (event === 'upsert') {
+          known.set(j.id, j as Sandbox);
+        } else if (event === 'remove') {
+          known.delete(j.id);
+        } else {
+          return;
+        }
+        // Changes that arrive together are drawn once.
+        if (!pending) pending = requestAnimationFrame(flush);
+      });
+    } catch (e) {
+      if (!ctl.signal.aborted) sayError(e);
+    } finally {
+      if (watch === ctl) live = false;
+    }
+  }
+  scope.onEnd(() => watch?.abort());
+  const restart = () => void follow();
+  statusSel.addEventListener('change', restart);
+  metaInput.addEventListener('change', restart);
+  filters.addEventListener('submit', restart);
+  void follow();
+  let lastTry = performance.now();
   scope.every(POLL_MS, async () => {
+    if (live) return;
     await refresh();
-    if (!scope.alive || performance.now() - metricsAt < METRICS_MS - POLL_MS / 2) return;
-    metricsAt = performance.now();
-    await sampleMetrics();
+    if (performance.now() - lastTry > 10 * POLL_MS) {
+      lastTry = performance.now();
+      void follow();
+    }
   });
+  scope.every(METRICS_MS, sampleMetrics);
   scope.every(1000, () => {
     const now = Date.now();
     for (const r of rows.values()) tickTimes(r, now);
