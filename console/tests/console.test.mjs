@@ -35,8 +35,24 @@ async function api(method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
+// Every page shot is also checked for controls without an accessible name.
+const unnamed = [];
 async function shot(name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  const found = await page.evaluate(() => {
+    const named = (el) => {
+      if (el.getAttribute('aria-label')?.trim()) return true;
+      const by = el.getAttribute('aria-labelledby');
+      if (by && by.split(/\s+/).some((id) => document.getElementById(id)?.textContent.trim())) return true;
+      if (el.labels && [...el.labels].some((l) => l.textContent.trim())) return true;
+      if (['BUTTON', 'A', 'SUMMARY'].includes(el.tagName) && el.textContent.trim()) return true;
+      return Boolean(el.getAttribute('title')?.trim());
+    };
+    return [...document.querySelectorAll('button, input, select, textarea, a[href], [role="tab"], [role="tabpanel"]')]
+      .filter((el) => el.getClientRects().length > 0 && !named(el))
+      .map((el) => el.outerHTML.slice(0, 120));
+  });
+  for (const f of found) unnamed.push(`${name}: ${f}`);
 }
 
 // Runs `fn` over `items`, `width` at a time.
@@ -334,8 +350,9 @@ test(`${MANY} sandboxes: first render and a change reflected, timed`, async () =
   }
 });
 
-test('no JavaScript error, the key in no URL, cookie or localStorage', async () => {
+test('no JavaScript error, no unnamed control, the key in no URL, cookie or localStorage', async () => {
   assert.deepEqual(jsErrors, []);
+  assert.deepEqual(unnamed, []);
   const leaked = urls.filter((u) => u.includes(KEY) || decodeURIComponent(u).includes(KEY));
   assert.deepEqual(leaked, []);
   assert.ok(urls.some((u) => /\/pty\?.*ticket=pt_/.test(u)), 'the terminal used a ticket');

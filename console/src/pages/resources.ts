@@ -16,6 +16,19 @@ function table(id: string, caption: string, cols: string[]): [HTMLTableElement, 
   return [t, tbody];
 }
 
+// A row's Delete button: deletes `what`, says so, redraws the list.
+function deleteButton(what: string, del: () => Promise<unknown>, refresh: () => Promise<void>): HTMLButtonElement {
+  return action(
+    'Delete',
+    async () => {
+      await del();
+      await refresh();
+    },
+    { 'aria-label': `Delete ${what}`, class: 'danger' },
+    `Deleted ${what}`,
+  );
+}
+
 const EXAMPLE_SPEC = `name = "hello"
 from = "base"
 run = ["echo built from the console > /etc/motd"]
@@ -129,15 +142,7 @@ export function templatesPage(main: HTMLElement, scope: Scope): void {
             {},
             x.name === 'base'
               ? ''
-              : action(
-                  'Delete',
-                  async () => {
-                    await api.deleteTemplate(x.name);
-                    await refresh();
-                  },
-                  { 'aria-label': `Delete template ${x.name}`, class: 'danger' },
-                  `Deleted template ${x.name}`,
-                ),
+              : deleteButton(`template ${x.name}`, () => api.deleteTemplate(x.name), refresh),
           ),
         ),
       ),
@@ -171,15 +176,7 @@ export function snapshotsPage(main: HTMLElement, scope: Scope): void {
           h(
             'td',
             {},
-            action(
-              'Delete',
-              async () => {
-                await api.deleteSnapshot(s.id);
-                await refresh();
-              },
-              { 'aria-label': `Delete snapshot ${s.id}`, class: 'danger' },
-              `Deleted ${s.id}`,
-            ),
+            deleteButton(`snapshot ${s.id}`, () => api.deleteSnapshot(s.id), refresh),
           ),
         ),
       ),
@@ -215,15 +212,7 @@ export function volumesPage(main: HTMLElement, scope: Scope): void {
           h(
             'td',
             {},
-            action(
-              'Delete',
-              async () => {
-                await api.deleteVolume(v.name);
-                await refresh();
-              },
-              { 'aria-label': `Delete volume ${v.name}`, class: 'danger' },
-              `Deleted volume ${v.name}`,
-            ),
+            deleteButton(`volume ${v.name}`, () => api.deleteVolume(v.name), refresh),
           ),
         ),
       ),
