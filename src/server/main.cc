@@ -729,7 +729,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
         PublishAddress(o.state_dir, "hutchd.addr", {addr});
         spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr,
                      o.state_dir, o.default_driver, (*driver)->cgroup_version(), tag);
-        std::cout << "hutchd listening on http://" << addr << std::endl;
+        // (One line: it is the banner people read and tests skip.)
+        std::cout << "hutchd listening on http://" << addr
+                  << (o.acfg.console ? " (web console: http://" + addr + "/ui/)" : "") << std::endl;
         for (const auto& a : tls_addrs) {
           spdlog::info("hutchd listening on {} tls=1", a);
           std::cout << "hutchd listening on https://" << a << std::endl;

@@ -10,8 +10,8 @@ namespace hutch::api {
 asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
   // A browser's terminal WebSocket: a ticket in place of the key
   // (auth/pty_tickets.h). A request with a key is judged by its key.
-  const auto seg = ctx.segments();
   const auto ticket = ctx.Query("ticket");
+  const auto seg = ticket ? ctx.segments() : std::vector<std::string>{};
   if (ticket && ctx.Header("Authorization").empty() && ctx.method() == http::verb::get &&
       seg.size() == 4 && seg[0] == "v1" && seg[1] == "sandboxes" && seg[3] == "pty") {
     auto key_hash = pty_tickets_.Redeem(*ticket, seg[2], auth::PtyTickets::Clock::now());
