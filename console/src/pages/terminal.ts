@@ -23,7 +23,9 @@ export function terminalTab(panel: HTMLElement, scope: Scope, id: string): void 
   let ws: WebSocket | null = null;
   const enc = new TextEncoder();
 
+  // The size the shell was told, as `stty size` prints it (the browser test reads it).
   const sendResize = () => {
+    host.dataset.size = `${term.rows} ${term.cols}`;
     if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ resize: { cols: term.cols, rows: term.rows } }));
   };
   term.onData((d) => {
@@ -43,6 +45,7 @@ export function terminalTab(panel: HTMLElement, scope: Scope, id: string): void 
     sock.binaryType = 'arraybuffer';
     ws = sock;
     sock.onopen = () => {
+      host.dataset.size = `${term.rows} ${term.cols}`;
       state.textContent = 'connected';
       term.focus();
     };
