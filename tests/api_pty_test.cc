@@ -287,6 +287,68 @@ TEST_F(ApiPty, HttpErrors) {
       << body;
 }
 
+// A browser cannot send the bearer header on a WebSocket: it asks for a
+// single-use ticket and opens /pty with it, the key in no URL.
+TEST_F(ApiPty, TicketOpensTheTerminalOnceWithoutTheKey) {
+  auto c = s().Client();
+  auto r = c.Request("POST", "/v1/sandboxes/" + id_ + "/pty/ticket");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string ticket = r.json().value("ticket", "");
+  EXPECT_TRUE(std::regex_match(ticket, std::regex("pt_[0-9a-f]{64}"))) << ticket;
+  EXPECT_EQ(r.json()["expires_in"], 30);
+  EXPECT_EQ(ticket.find(s().key()), std::string::npos);
+
+  WsClient ws;
+  std::string body;
+  ASSERT_EQ(ws.Connect(s().port(), Target("?cols=80&rows=24&ticket=" + ticket), "", &body), 101)
+      << body;
+  ws.Send("echo $((6*7))\n");
+  EXPECT_NE(ws.ReadUntil(std::regex("[\r\n]42\r\n")), "") << ws.output;
+  ws.Close();
+
+  // Spent by its first use.
+  WsClient again;
+  EXPECT_EQ(again.Connect(s().port(), Target("?ticket=" + ticket), "", &body), 401);
+  EXPECT_EQ(json::parse(body, nullptr, false).value("code", ""), "unauthorized") << body;
+}
+
+TEST_F(ApiPty, TicketIsForItsSandboxAndTheTerminalOnly) {
+  auto c = s().Client();
+  auto issue = [&] {
+    auto r = c.Request("POST", "/v1/sandboxes/" + id_ + "/pty/ticket");
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json().value("ticket", "");
+  };
+  // Another sandbox's path: refused, and the ticket is spent all the same.
+  std::string t = issue();
+  auto anon = s().Client();
+  anon.set_api_key("");
+  auto r = anon.Request("GET", "/v1/sandboxes/sb_other/pty?ticket=" + t);
+  EXPECT_EQ(r.status, 401) << r.body;
+  WsClient ws;
+  std::string body;
+  EXPECT_EQ(ws.Connect(s().port(), Target("?ticket=" + t), "", &body), 401) << body;
+  // Any other route ignores it: no key, no access.
+  t = issue();
+  r = anon.Request("GET", "/v1/sandboxes/" + id_ + "?ticket=" + t);
+  EXPECT_EQ(r.status, 401) << r.body;
+  r = anon.Request("POST", "/v1/sandboxes/" + id_ + "/pty/ticket?ticket=" + t);
+  EXPECT_EQ(r.status, 401) << r.body;
+  // Made-up tickets, and none at all.
+  WsClient forged;
+  EXPECT_EQ(forged.Connect(s().port(), Target("?ticket=pt_00"), "", &body), 401) << body;
+  WsClient bare;
+  EXPECT_EQ(bare.Connect(s().port(), Target(), "", &body), 401) << body;
+  // Only a running sandbox gets one.
+  r = c.Request("POST", "/v1/sandboxes/sb_doesnotexist/pty/ticket");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(r.json()["code"], "sandbox_not_found");
+  ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id_ + "/pause").status, 200);
+  r = c.Request("POST", "/v1/sandboxes/" + id_ + "/pty/ticket");
+  EXPECT_EQ(r.status, 409) << r.body;
+  ASSERT_EQ(c.Request("POST", "/v1/sandboxes/" + id_ + "/resume").status, 200);
+}
+
 TEST_F(ApiPty, CommandAndUserFromQuery) {
   WsClient ws;
   ASSERT_EQ(ws.Connect(s().port(), Target("?user=user&cmd=id%20-un%3B%20pwd"), s().key()), 101);

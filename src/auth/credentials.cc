@@ -44,6 +44,12 @@ Principal Credentials::MatchAnyKey(const std::vector<std::string>& candidates) c
   return found;
 }
 
+Principal Credentials::MatchKeyHash(std::string_view hash) const {
+  for (const auto& k : keys_)
+    if (SecretEquals(k.hash, hash)) return {k.hash, k.OwnerId(), k.role, k.mcp_tools};
+  return {};
+}
+
 int Credentials::Charge(const std::string& owner) {
   auto d = limiter_.Take(limiter_.KeyId(owner), RateLimiter::Clock::now());
   return d.allowed ? 0 : std::max(1, static_cast<int>(d.retry_after_seconds));

@@ -43,6 +43,9 @@ class Credentials {
   // The principal of the first of `candidates` that is an accepted key
   // (every candidate is compared, so the time does not say which matched).
   Principal MatchAnyKey(const std::vector<std::string>& candidates) const;
+  // The principal of the accepted key whose SHA-256 hex is `hash` (a key
+  // remembered by hash, such as a terminal ticket's), else an empty one.
+  Principal MatchKeyHash(std::string_view hash) const;
   // The principal of an "Authorization: Bearer <key>" header value.
   Principal MatchBearer(std::string_view authorization) const {
     return MatchKey(BearerToken(authorization));

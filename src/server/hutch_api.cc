@@ -1,5 +1,7 @@
 #include "server/hutch_api.h"
 
+#include "server/console_ui.h"
+
 namespace hutch::api {
 
 HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
@@ -15,6 +17,7 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       mcp_(mcp::McpConfig{12 << 20, cfg_.sse_ping_interval}, mgr, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
   RegisterProbes();
+  RegisterConsole(router_, cfg_.console, cfg_.ui_dir);
   // E2B first: its Host form owns every path, so its matcher and its
   // access-log label come before everyone's.
   e2b_.Register(router_);

@@ -2,11 +2,13 @@
 // shares, the port relay, and each dialect registered on the router — /v1
 // (src/api/v1), /e2b (src/api/e2b), /opensandbox (src/api/opensandbox), /mcp
 // (src/api/mcp) —
-// plus the unauthenticated probes /healthz and /metrics. The dialects know
+// plus the unauthenticated probes /healthz and /metrics and the web
+// console's static assets under /ui/. The dialects know
 // nothing of each other; this is the one place that knows them all.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "auth/credentials.h"
 #include "core/sandbox_manager.h"
 #include "http/router.h"
+#include "http/static_files.h"
 
 namespace hutch::api {
 
@@ -43,6 +46,10 @@ struct ApiConfig {
   std::string domain;
   // OpenSandbox image URI -> template (--opensandbox-images over the defaults).
   opensandbox::ImageTable opensandbox_images = opensandbox::ImageTable::Defaults();
+  // The web console's assets (server/console_ui.h), loaded from ui_dir;
+  // null when that directory holds no build of it.
+  std::shared_ptr<const StaticFiles> console;
+  std::string ui_dir;
 };
 
 class HutchApi {

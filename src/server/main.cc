@@ -35,6 +35,7 @@
 #include "http/http_server.h"
 #include "net/network_manager.h"
 #include "server/api_keys.h"
+#include "server/console_ui.h"
 #include "server/hutch_api.h"
 #include "server/tls_setup.h"
 #include "store/state_store.h"
@@ -167,6 +168,8 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--templates-dir", o.templates_dir,
                  "Directory of templates (default <state-dir>/templates)");
   app.add_option("--agent", o.agent_path, "hutch-agent binary (default: beside hutchd)");
+  app.add_option("--ui-dir", o.acfg.ui_dir,
+                 "The web console's built assets, served under /ui/ (default: ui beside hutchd)");
   app.add_option("--driver", o.default_driver,
                  "Driver of sandboxes created without \"driver\": jail or vm")
       ->check(CLI::IsMember({"jail", "vm"}))
@@ -362,10 +365,24 @@ Result<UniqueFd> LockStateDir(const std::string& state_dir) {
 void DefaultPaths(Options& o) {
   if (o.templates_dir.empty()) o.templates_dir = o.state_dir + "/templates";
   if (o.agent_path.empty()) o.agent_path = ExeDir() + "/hutch-agent";
+  if (o.acfg.ui_dir.empty()) o.acfg.ui_dir = api::DefaultConsoleDir(ExeDir());
   if (o.builder.empty()) {
     o.builder = std::string(HUTCH_SOURCE_DIR) + "/scripts/build-base-template";
     if (!fs::exists(o.builder)) o.builder = ExeDir() + "/../share/hutch/build-base-template";
   }
+}
+
+// The web console's assets, read once (a missing build is no error: /ui
+// then says how to build it).
+void LoadConsole(Options& o) {
+  constexpr size_t kConsoleLimit = 64 << 20;
+  auto files = api::StaticFiles::Load(o.acfg.ui_dir, kConsoleLimit);
+  if (!files.ok()) {
+    spdlog::warn("console_missing dir=\"{}\" why=\"{}\"", o.acfg.ui_dir, files.error().message);
+    return;
+  }
+  spdlog::info("console_loaded dir=\"{}\" files={}", o.acfg.ui_dir, files->count());
+  o.acfg.console = std::make_shared<const api::StaticFiles>(std::move(*files));
 }
 
 // The API's settings that come from files: OpenSandbox images, keys.
@@ -384,6 +401,7 @@ Status ConfigureApi(Options& o, store::StateStore* db) {
       o.secret_file.empty() ? o.state_dir + "/server.secret" : o.secret_file);
   if (!secret.ok()) return secret.error().Context("--secret-file");
   o.acfg.server_secret = *secret;
+  LoadConsole(o);
   return {};
 }
 
@@ -713,7 +731,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
         PublishAddress(o.state_dir, "hutchd.addr", {addr});
         spdlog::info("hutchd listening on {} state_dir={} driver={} cgroup=v{} tag={}", addr,
                      o.state_dir, o.default_driver, (*driver)->cgroup_version(), tag);
-        std::cout << "hutchd listening on http://" << addr << std::endl;
+        // (One line: it is the banner people read and tests skip.)
+        std::cout << "hutchd listening on http://" << addr
+                  << (o.acfg.console ? " (web console: http://" + addr + "/ui/)" : "") << std::endl;
         for (const auto& a : tls_addrs) {
           spdlog::info("hutchd listening on {} tls=1", a);
           std::cout << "hutchd listening on https://" << a << std::endl;

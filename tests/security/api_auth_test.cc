@@ -5,7 +5,8 @@
 // does nothing: the sandbox the calls name is still running and unchanged
 // afterwards. The control: the same route with the right key is not 401.
 // The only open routes are the documented probes (GET /healthz, GET
-// /metrics, envd's /e2b/health). The agent's protocol is never reachable
+// /metrics, envd's /e2b/health) and the web console's static assets
+// (GET /ui/…), which hold no data. The agent's protocol is never reachable
 // from outside: no HTTP route speaks it, and its socket is a host path that
 // only hutchd's user can open.
 //
@@ -158,6 +159,13 @@ TEST_F(Api, OnlyTheDocumentedProbesAreOpen) {
     EXPECT_EQ(r.body.find(server().key()), std::string::npos) << p;
     EXPECT_EQ(r.body.find(server().state_dir()), std::string::npos) << p;
   }
+  // The console's page and assets: open, and as free of data as the probes
+  // (404 where this build has no console).
+  auto ui = c.Request("GET", "/ui/");
+  EXPECT_TRUE(ui.status == 200 || ui.status == 404) << ui.status << " " << ui.body;
+  EXPECT_EQ(ui.body.find(sandbox()), std::string::npos);
+  EXPECT_EQ(ui.body.find(server().key()), std::string::npos);
+  EXPECT_EQ(c.Request("POST", "/ui/").status, 405);
   // Anything else outside /v1 and /e2b is 404, not an open door.
   EXPECT_EQ(c.Request("GET", "/").status, 404);
   EXPECT_EQ(c.Request("POST", "/healthz").status, 405);

@@ -35,6 +35,7 @@ std::vector<Route> V1Routes() {
       {"POST", "/v1/sandboxes/{id}/processes/1/stdin", R"({"text":"x"})"},
       {"POST", "/v1/sandboxes/{id}/processes/1/signal", R"({"signal":"KILL"})"},
       {"GET", "/v1/sandboxes/{id}/pty"},
+      {"POST", "/v1/sandboxes/{id}/pty/ticket"},
       {"POST", "/v1/sandboxes/{id}/network", j},
       {"GET", "/v1/snapshots"},
       {"GET", "/v1/snapshots/snap_x"},

@@ -3,11 +3,17 @@
 namespace hutch::api {
 
 asio::awaitable<bool> AdmitBearer(HttpContext& ctx, auth::Credentials& creds, bool challenge) {
-  auth::Principal who = creds.MatchBearer(ctx.Header("Authorization"));
+  const std::string refused = "missing or invalid API key (Authorization: Bearer <key>)";
+  co_return co_await AdmitPrincipal(ctx, creds, creds.MatchBearer(ctx.Header("Authorization")),
+                                    refused, challenge);
+}
+
+asio::awaitable<bool> AdmitPrincipal(HttpContext& ctx, auth::Credentials& creds,
+                                     auth::Principal who, const std::string& refused,
+                                     bool challenge) {
   if (who.empty()) {
     if (challenge) ctx.AddHeader("WWW-Authenticate", "Bearer");
-    co_await ctx.SendError(
-        MakeError(Code::kUnauthorized, "missing or invalid API key (Authorization: Bearer <key>)"));
+    co_await ctx.SendError(MakeError(Code::kUnauthorized, refused));
     co_return false;
   }
   ctx.MarkAuthenticated();

@@ -15,5 +15,10 @@ namespace hutch::api {
 // 401 carries `WWW-Authenticate: Bearer` (clients that look for it: MCP).
 asio::awaitable<bool> AdmitBearer(HttpContext& ctx, auth::Credentials& creds,
                                   bool challenge = false);
+// The same for a principal found by other means (a terminal ticket's key):
+// an empty `who` is answered 401 with `refused` as the message.
+asio::awaitable<bool> AdmitPrincipal(HttpContext& ctx, auth::Credentials& creds,
+                                     auth::Principal who, const std::string& refused,
+                                     bool challenge = false);
 
 }  // namespace hutch::api

@@ -14,6 +14,7 @@
 #include "api/common/port_proxy.h"
 #include "api/common/tenant_scope.h"
 #include "auth/credentials.h"
+#include "auth/pty_tickets.h"
 #include "common/blocking_worker.h"
 #include "core/sandbox_manager.h"
 #include "http/api_metrics.h"
@@ -82,6 +83,8 @@ class V1Api {
   asio::awaitable<void> ProcessStream(HttpContext& ctx, std::shared_ptr<Sandbox> sb, int pid);
   // /pty, a WebSocket (v1_pty.cc)
   asio::awaitable<void> Pty(HttpContext& ctx, const std::string& id);
+  // POST /pty/ticket: a single-use ticket that opens /pty without the key.
+  asio::awaitable<void> PtyTicket(HttpContext& ctx, const std::string& id);
   // Exposed ports (v1_ports.cc): /v1/sandboxes/{id}/ports/{port}/...,
   // relayed raw (the router skips its URL checks for the route).
   asio::awaitable<void> Ports(HttpContext& ctx, const std::string& id,
@@ -114,6 +117,8 @@ class V1Api {
   // encodes big answers off the I/O thread.
   OutputBudget exec_budget_;
   BlockingWorker exec_encoder_;
+  // Terminal tickets: issued by PtyTicket, redeemed by Admit.
+  auth::PtyTickets pty_tickets_;
 };
 
 }  // namespace hutch::api

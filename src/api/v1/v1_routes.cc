@@ -8,6 +8,19 @@
 namespace hutch::api {
 
 asio::awaitable<bool> V1Api::Admit(HttpContext& ctx) {
+  // A browser's terminal WebSocket: a ticket in place of the key
+  // (auth/pty_tickets.h). A request with a key is judged by its key.
+  const auto ticket = ctx.Query("ticket");
+  const auto seg = ticket ? ctx.segments() : std::vector<std::string>{};
+  if (ticket && ctx.Header("Authorization").empty() && ctx.method() == http::verb::get &&
+      seg.size() == 4 && seg[0] == "v1" && seg[1] == "sandboxes" && seg[3] == "pty") {
+    auto key_hash = pty_tickets_.Redeem(*ticket, seg[2], auth::PtyTickets::Clock::now());
+    auth::Principal who = key_hash ? creds_->MatchKeyHash(*key_hash) : auth::Principal{};
+    const std::string refused =
+        "invalid, expired or already used terminal ticket (POST "
+        "/v1/sandboxes/{id}/pty/ticket issues one)";
+    co_return co_await AdmitPrincipal(ctx, *creds_, std::move(who), refused);
+  }
   co_return co_await AdmitBearer(ctx, *creds_);
 }
 
@@ -101,6 +114,8 @@ void V1Api::Register(Router& r) {
   add(V::post, "/v1/sandboxes/{id}/processes/{pid}/signal", processes);
   add(V::get, "/v1/sandboxes/{id}/pty",
       [this](HttpContext& c, const RouteMatch& m) { return Pty(c, m["id"]); });
+  add(V::post, "/v1/sandboxes/{id}/pty/ticket",
+      [this](HttpContext& c, const RouteMatch& m) { return PtyTicket(c, m["id"]); });
   // The sandbox server's target is relayed as is (raw); without a port
   // the answer is 400.
   for (const char* pattern :

@@ -1,5 +1,6 @@
 // /v1/sandboxes: create, list, get, delete, ttl, metrics.
 #include "api/common/json_fields.h"
+#include "api/v1/sandbox_watch.h"
 #include "api/v1/v1_api.h"
 
 namespace hutch::api {
@@ -108,11 +109,17 @@ asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
   if (auto c = ctx.Query("cursor")) f.cursor = *c;
   for (const auto& [k, v] : ctx.query()) {
     if (k.rfind("metadata.", 0) == 0) f.metadata[k.substr(9)] = v;
-    else if (k != "status" && k != "limit" && k != "cursor")
+    else if (k != "status" && k != "limit" && k != "cursor" && k != "watch")
       co_return co_await ctx.SendError(
           MakeError(Code::kInvalidRequest, "unknown query parameter '" + k + "'"));
   }
   f.owner = ctx.principal().Scope();
+  if (auto w = ctx.Query("watch"); w && *w != "false") {
+    if (*w != "true")
+      co_return co_await ctx.SendError(
+          MakeError(Code::kInvalidRequest, "'watch' must be true or false"));
+    co_return co_await WatchSandboxes(ctx, *mgr_, f, cfg_.sse_ping_interval, metrics_.open_streams);
+  }
   auto page = mgr_->List(f);
   nlohmann::json items = nlohmann::json::array();
   for (const auto& r : page.items) items.push_back(r.ToJson());

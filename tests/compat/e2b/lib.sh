@@ -1,7 +1,9 @@
 # shellcheck shell=bash
-# Shared by run.sh, run_code_interpreter.sh, ../python/run.sh and
-# ../pysdk/run.sh (sourced, not run): the pinned npm install, the pinned
-# Python venv, a real hutchd on port 0, and its clean exit.
+# Shared by run.sh, run_code_interpreter.sh, ../python/run.sh,
+# ../pysdk/run.sh and the web console's build and browser suite
+# (console/build.sh, console/tests/run.sh) (sourced, not run): the pinned
+# npm install, the pinned Python venv, a real hutchd on port 0, and its
+# clean exit.
 
 # Installs package-lock.json's pins when node_modules is missing or stale.
 # Suites sharing a folder (run.sh and run_code_interpreter.sh) run in
