@@ -86,9 +86,12 @@ Result<LoopDevice> AttachLoopDevice(const std::string& image) {
   if (!img) return ErrnoError("open " + image);
   UniqueFd ctl(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!ctl) return ErrnoError("open /dev/loop-control");
-  // Another process may take the free device between GET_FREE and
-  // CONFIGURE (EBUSY): ask again.
-  for (int attempt = 0; attempt < 32; ++attempt) {
+  // Another thread or process may take the free device between GET_FREE
+  // and CONFIGURE (EBUSY): ask again. Each round one of the racers wins,
+  // so the bound is the number of concurrent attaches (hutchd's kernel
+  // worker threads and other processes), not a few tries: a burst of
+  // creates with 32 threads attaching ran out of 32 tries.
+  for (int attempt = 0; attempt < 1024; ++attempt) {
     int n = ioctl(ctl.get(), LOOP_CTL_GET_FREE);
     if (n < 0) return ErrnoError("find a free loop device");
     LoopDevice dev;

@@ -149,7 +149,14 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::stri
   bool made = false;
   if (!golden.empty()) {
     // (Named lambdas: GCC 12 mishandles temporaries in co_await.)
-    auto copy = [golden, path] { return CopySparse(golden, path); };
+    auto copy = [golden, path] {
+      const auto t = std::chrono::steady_clock::now();
+      auto st = CopySparse(golden, path);
+      spdlog::debug(
+          "disk_pool copied ms={:.2f}",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+      return st;
+    };
     auto st = co_await worker_->Run(std::move(copy));
     if (st.ok()) made = true;
     else spdlog::warn("disk_pool copy_failed disk_mb={} err=\"{}\"", disk_mb, st.error().message);
@@ -158,7 +165,16 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::stri
     if (auto st = co_await Format(disk_mb, path); !st.ok()) co_return st.error();
   }
   if (!prep_.prepare) co_return WritableLayer{};
-  auto prepare = [path, uid = prep_.root_uid] { return PrepareWritableLayer(path, uid); };
+  // Timed in the worker: how long the kernel took, apart from the wait
+  // for a free worker thread (debug log).
+  auto prepare = [path, uid = prep_.root_uid] {
+    const auto t = std::chrono::steady_clock::now();
+    auto l = PrepareWritableLayer(path, uid);
+    spdlog::debug(
+        "disk_pool prepared ms={:.2f}",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    return l;
+  };
   auto layer = co_await worker_->Run(std::move(prepare));
   if (!layer.ok()) {
     unlink(path.c_str());
