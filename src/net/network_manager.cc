@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/subprocess.h"
 #include "net/dns_policy.h"
 #include "net/dns_proxy.h"
@@ -60,10 +61,6 @@ DnsPolicy ToDnsPolicy(const NetworkPolicy& p) {
     d.deny = p.deny_domains;
   }
   return d;
-}
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 uint64_t ReadCounter(const std::string& path) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "common/clock.h"
 #include "common/ext4_image.h"
 #include "common/unique_fd.h"
 
@@ -152,9 +153,7 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::stri
     auto copy = [golden, path] {
       const auto t = std::chrono::steady_clock::now();
       auto st = CopySparse(golden, path);
-      spdlog::debug(
-          "disk_pool copied ms={:.2f}",
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+      spdlog::debug("disk_pool copied ms={:.2f}", MsSince(t));
       return st;
     };
     auto st = co_await worker_->Run(std::move(copy));
@@ -170,9 +169,7 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Make(int64_t disk_mb, std::stri
   auto prepare = [path, uid = prep_.root_uid] {
     const auto t = std::chrono::steady_clock::now();
     auto l = PrepareWritableLayer(path, uid);
-    spdlog::debug(
-        "disk_pool prepared ms={:.2f}",
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    spdlog::debug("disk_pool prepared ms={:.2f}", MsSince(t));
     return l;
   };
   auto layer = co_await worker_->Run(std::move(prepare));
@@ -293,9 +290,7 @@ asio::awaitable<Result<WritableLayer>> DiskPool::Take(int64_t disk_mb, std::stri
     ready.reset();
     const auto t0 = std::chrono::steady_clock::now();
     out.emplace(co_await Make(disk_mb, path));
-    spdlog::debug(
-        "disk_pool made_at_take disk_mb={} ms={:.2f}", disk_mb,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    spdlog::debug("disk_pool made_at_take disk_mb={} ms={:.2f}", disk_mb, MsSince(t0));
   }
   if (per_size_ > 0) Refill(ex, disk_mb);
   co_return std::move(*out);

@@ -394,9 +394,6 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   // Phase times for the debug log: where a slow create spent its time.
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  auto ms_since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
   const std::string dir = opts_.state_dir + "/sandboxes/" + spec.id;
   std::error_code ec;
   for (const char* sub : {"/root", "/scratch"}) {
@@ -415,7 +412,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     fail_cleanup();
     co_return disk.error();
   }
-  const double disk_ms = ms_since(t0);
+  const double disk_ms = MsSince(t0);
   const auto t_cgroup = Clock::now();
 
   CgroupLimits limits;
@@ -474,7 +471,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
     co_return self_attach.error().Context("create cgroup");
   }
   for (const UniqueFd& fd : *self_attach) cfg.cgroup_tasks_fds.push_back(fd.get());
-  const double cgroup_ms = ms_since(t_cgroup);
+  const double cgroup_ms = MsSince(t_cgroup);
   const auto t_spawn = Clock::now();
   JailConfig spawn_cfg = cfg;  // named: GCC 12 and temporaries in co_await
   auto child = co_await SpawnJail(std::move(spawn_cfg), *spawner_);
@@ -530,7 +527,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   if (!co_await report_ready())
     co_return abort(MakeError(Code::kUnavailable, "sandbox exec timed out"));
   if (auto st = ch.ReadExecResult(); !st.ok()) co_return abort(st.error());
-  const double setup_ms = ms_since(t_spawn);
+  const double setup_ms = MsSince(t_spawn);
   const auto t_agent = Clock::now();
   // The sandbox's mount namespace holds the disk now.
   disk->mount.reset();
@@ -561,7 +558,7 @@ asio::awaitable<Result<std::shared_ptr<Instance>>> JailDriver::Create(const Inst
   spdlog::debug(
       "jail created id={} ms={:.2f} disk_ms={:.2f} cgroup_ms={:.2f} setup_ms={:.2f} "
       "agent_ms={:.2f}",
-      spec.id, ms_since(t0), disk_ms, cgroup_ms, setup_ms, ms_since(t_agent));
+      spec.id, MsSince(t0), disk_ms, cgroup_ms, setup_ms, MsSince(t_agent));
   co_return std::shared_ptr<Instance>(inst);
 }
 
