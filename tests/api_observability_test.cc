@@ -222,3 +222,28 @@ TEST(ApiObservability, TextLogKeepsItsShapeWithRequestAndSandbox) {
                      " status=200 request_id=txt-req-7 sandbox=" + id + " duration_ms=";
   EXPECT_NE(s.Log().find(want), std::string::npos) << s.Log();
 }
+
+// The jail driver's disk pool is visible: after a start it fills to
+// --warm-disks images of the default size (a first burst of creates takes
+// them), a create takes one and the pool makes it again; 0 keeps none.
+TEST(ApiObservability, DiskPoolGaugesFollowTheWarmDisks) {
+  TestServer s({"--warm-disks", "6"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.WaitForPoolsFilled());
+  PromParse p = Scrape(s);
+  EXPECT_EQ(p.types["hutch_disk_pool_ready"], "gauge");
+  EXPECT_EQ(p.Value("hutch_disk_pool_target").value_or(-1), 6);
+  EXPECT_EQ(p.Value("hutch_disk_pool_ready").value_or(-1), 6);
+  const std::string id = s.CreateSandbox();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(s.WaitForPoolsFilled());
+  EXPECT_EQ(Scrape(s).Value("hutch_disk_pool_ready").value_or(-1), 6);
+
+  TestServer none({"--warm-disks", "0"});
+  ASSERT_TRUE(none.ok());
+  const std::string other = none.CreateSandbox();
+  EXPECT_FALSE(other.empty());
+  PromParse q = Scrape(none);
+  EXPECT_EQ(q.Value("hutch_disk_pool_target").value_or(-1), 0);
+  EXPECT_EQ(q.Value("hutch_disk_pool_ready").value_or(-1), 0);
+}

@@ -188,16 +188,21 @@ TEST_F(DiskPoolTest, ConcurrentTakesOfANewSizeWaitForOneMkfs) {
 TEST_F(DiskPoolTest, AWarmedSizeIsReadyBeforeAnyTake) {
   DiskPool pool(dir_ + "/pool", 2, worker_, hutch::jail::DiskPrep{});
   ASSERT_TRUE(pool.Reset().ok());
-  pool.Warm(io_.get_executor(), 64);
+  pool.Warm(io_.get_executor(), 64, 5);
   io_.run();
-  EXPECT_EQ(pool.ready(), 2u);
-  EXPECT_EQ(PoolFiles(), 2u);
+  EXPECT_EQ(pool.ready(), 5u);
+  EXPECT_EQ(PoolFiles(), 5u);
   EXPECT_EQ(pool.formats(), 1);
   // The first take is served from it: nothing formatted, nothing copied
   // on its path (the pool refills behind it).
   ASSERT_TRUE(Take(pool, 64, "first.img").ok());
   EXPECT_EQ(pool.formats(), 1);
-  EXPECT_EQ(pool.ready(), 2u);
+  EXPECT_EQ(pool.ready(), 5u);
+  // Other sizes come and go (four at most) without pushing it out.
+  for (int mb : {16, 24, 32, 40, 48}) ASSERT_TRUE(Take(pool, mb, std::to_string(mb)).ok());
+  ASSERT_TRUE(Take(pool, 64, "second.img").ok());
+  EXPECT_EQ(pool.formats(), 6);         // the five others' golden images, not 64's again
+  EXPECT_EQ(pool.ready(), 5u + 3 * 2);  // 64's five, and three other sizes' two
 }
 
 TEST_F(DiskPoolTest, ThePoolGrowsWithTheTakesOfABurstUpToEightTimesItsSize) {

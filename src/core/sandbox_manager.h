@@ -60,6 +60,7 @@ class SandboxManager {
   }
   std::string default_driver() const { return state_.driver->name(); }
   std::vector<std::string> driver_names() const;
+  const std::map<std::string, Driver*>& drivers() const { return state_.drivers; }
 
   // Templates: the registry, and the builder (null: builds are refused).
   TemplateRegistry* templates() const { return state_.templates; }

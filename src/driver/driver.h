@@ -114,6 +114,13 @@ class Instance {
   std::function<void(const std::string& reason)> on_lost;
 };
 
+// What a driver keeps made ahead of creates, for /metrics (and tests that
+// must not take a baseline while a pool is still filling).
+struct DriverPools {
+  size_t disks_ready = 0;   // disk images formatted and waiting for a create
+  size_t disks_wanted = 0;  // how many the pool aims to hold now
+};
+
 class Driver {
  public:
   virtual ~Driver() = default;
@@ -132,6 +139,7 @@ class Driver {
   // state dir left behind (processes, cgroups, sandbox dirs) except the
   // instances in `keep`. Returns how many were removed.
   virtual int ReconcileAtStart(const std::set<std::string>& keep) = 0;
+  virtual DriverPools Pools() { return {}; }
 };
 
 }  // namespace hutch

@@ -45,6 +45,12 @@ ApiMetrics::ApiMetrics()
                                             "Network slots (namespace, veth, rules) by state: warm "
                                             "(ready for a create) or leased (a sandbox's).",
                                             {"state"})),
+      disk_pool_ready(registry.AddGauge(
+          "hutch_disk_pool_ready",
+          "Jail sandbox disk images formatted ahead of creates and ready (--warm-disks).")),
+      disk_pool_target(registry.AddGauge(
+          "hutch_disk_pool_target",
+          "Jail sandbox disk images the pool aims to hold now (follows recent creates).")),
       rate_limit_buckets(registry.AddGauge("hutch_rate_limit_buckets",
                                            "API keys with a partly used rate-limit bucket.")),
       connections(registry.AddGaugeFamily(

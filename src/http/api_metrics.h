@@ -40,6 +40,8 @@ struct ApiMetrics {
   Counter& http_errors_5xx;
   Family<Counter>& errors;       // {code}
   Family<Gauge>& network_slots;  // {state}: warm, leased
+  Gauge& disk_pool_ready;
+  Gauge& disk_pool_target;
   Gauge& rate_limit_buckets;
   Family<Gauge>& connections;            // {state}: authenticated, unauthenticated
   Family<Counter>& connections_evicted;  // {reason}: EvictReasonName

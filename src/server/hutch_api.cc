@@ -53,6 +53,14 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
     metrics.network_slots.With({"warm"}).Set(static_cast<double>(net->warm()));
     metrics.network_slots.With({"leased"}).Set(static_cast<double>(net->in_use()));
   }
+  DriverPools pools;
+  for (const auto& [name, driver] : mgr_->drivers()) {
+    const DriverPools p = driver->Pools();
+    pools.disks_ready += p.disks_ready;
+    pools.disks_wanted += p.disks_wanted;
+  }
+  metrics.disk_pool_ready.Set(static_cast<double>(pools.disks_ready));
+  metrics.disk_pool_target.Set(static_cast<double>(pools.disks_wanted));
   metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
   metrics.exec_output_held.Set(static_cast<double>(v1_.exec_output_held()));
   auto up = std::chrono::steady_clock::now() - metrics.started;

@@ -435,6 +435,8 @@ TEST(Exhaustion, FdExhaustionStopsAtTheSandboxLimit) {
   ASSERT_TRUE(s.ok());
   std::string id = s.CreateSandbox();
   std::string neighbour = s.CreateSandbox();
+  // Each pooled disk holds fds: the baseline waits for the pool to be full.
+  ASSERT_TRUE(s.WaitForPoolsFilled());
   const size_t hutchd_fds = FdCount(s.pid());
   // Open /dev/null until the kernel refuses; raising the soft limit to the
   // hard one first, as a hostile program would.

@@ -210,6 +210,8 @@ void ManyOpenSseStreams(int n) {
   ASSERT_EQ(p.status, 201) << p.body;
   const std::string target = "/v1/sandboxes/" + id + "/processes/" +
                              std::to_string(p.json()["pid"].get<int>()) + "/stream";
+  // Each pooled disk holds fds: the baseline waits for the pool to be full.
+  ASSERT_TRUE(s.WaitForPoolsFilled());
   const size_t fds_before = FdCount(s.pid());
   const size_t rss_before = s.RssBytes();
   std::vector<int> socks;

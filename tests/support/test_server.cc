@@ -1,5 +1,7 @@
 #include "tests/support/test_server.h"
 
+#include "tests/support/exposition.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -266,6 +268,18 @@ size_t TestServer::RssBytes() const {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   }
   return 0;
+}
+
+bool TestServer::WaitForPoolsFilled() const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (std::chrono::steady_clock::now() < until) {
+    const auto m = ParseExposition(Client().Request("GET", "/metrics").body);
+    const auto ready = m.Value("hutch_disk_pool_ready");
+    const auto target = m.Value("hutch_disk_pool_target");
+    if (ready && target && *ready >= *target) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
 }
 
 }  // namespace hutch::testing

@@ -52,6 +52,11 @@ class TestServer {
   nlohmann::json Exec(const std::string& id, const std::string& cmd, int timeout_seconds = 60);
   // Resident memory of hutchd, bytes.
   size_t RssBytes() const;
+  // Waits (up to a minute) until the pools hutchd fills in the background
+  // after a start are full (/metrics: hutch_disk_pool_ready reaches
+  // hutch_disk_pool_target), so a baseline of its fds or disk use taken
+  // next does not move on its own. False if they did not fill.
+  bool WaitForPoolsFilled() const;
   // Sends SIGTERM and waits; returns the exit status.
   int Stop();
   // Crashes hutchd (SIGKILL) and reaps it; the state dir and every sandbox

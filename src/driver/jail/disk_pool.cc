@@ -237,18 +237,30 @@ size_t DiskPool::ready() const {
   return n;
 }
 
+size_t DiskPool::wanted() {
+  if (per_size_ <= 0) return 0;
+  size_t n = 0;
+  for (int64_t mb : sizes_) n += static_cast<size_t>(Target(mb));
+  return n;
+}
+
 void DiskPool::KeepWarm(int64_t disk_mb) {
   sizes_.erase(std::remove(sizes_.begin(), sizes_.end(), disk_mb), sizes_.end());
   sizes_.push_back(disk_mb);
   if (sizes_.size() > kMaxSizes) {
-    for (const auto& r : ready_[sizes_.front()]) unlink(r.image.c_str());
-    ready_.erase(sizes_.front());
-    sizes_.pop_front();
+    // The oldest size that was not warmed on purpose (Warm) goes.
+    auto old = std::find_if(sizes_.begin(), sizes_.end(),
+                            [this](int64_t mb) { return !floors_.count(mb); });
+    if (old == sizes_.end()) return;
+    for (const auto& r : ready_[*old]) unlink(r.image.c_str());
+    ready_.erase(*old);
+    sizes_.erase(old);
   }
 }
 
-void DiskPool::Warm(asio::any_io_executor ex, int64_t disk_mb) {
+void DiskPool::Warm(asio::any_io_executor ex, int64_t disk_mb, int count) {
   if (per_size_ <= 0 || disk_mb <= 0) return;
+  floors_[disk_mb] = std::max(count, per_size_);
   if (std::find(sizes_.begin(), sizes_.end(), disk_mb) == sizes_.end()) KeepWarm(disk_mb);
   Refill(std::move(ex), disk_mb);
 }
@@ -259,7 +271,9 @@ int DiskPool::Target(int64_t disk_mb) {
     recent_takes_.pop_front();
   const auto demand = std::count_if(recent_takes_.begin(), recent_takes_.end(),
                                     [disk_mb](const auto& t) { return t.second == disk_mb; });
-  return std::clamp(static_cast<int>(demand), per_size_, per_size_ * kGrowth);
+  const auto floor = floors_.find(disk_mb);
+  return std::max(std::clamp(static_cast<int>(demand), per_size_, per_size_ * kGrowth),
+                  floor == floors_.end() ? 0 : floor->second);
 }
 
 bool DiskPool::Wanted(int64_t disk_mb) {

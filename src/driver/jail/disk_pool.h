@@ -23,7 +23,8 @@
 // How many wait follows demand: `per_size` when quiet, up to kGrowth times
 // that while takes of the size come faster (a burst drains the pool, and
 // the next one finds a larger one). The size sandboxes get by default is
-// warmed at start (Warm), so the first burst finds disks too, and
+// warmed at start (Warm) with enough for a burst, so the first finds disks
+// too, and
 // concurrent takes of a size with no golden image yet wait for one mkfs
 // instead of each running its own.
 //
@@ -88,11 +89,14 @@ class DiskPool {
   // refills the pool behind it. With `prep.prepare`, the image comes as
   // the writable layer returned; without, that is empty.
   asio::awaitable<Result<WritableLayer>> Take(int64_t disk_mb, std::string path);
-  // Keeps `disk_mb` ready from now on, before any take of it (the
+  // Keeps at least `count` (and per_size) images of `disk_mb` ready from
+  // now on, before any take of it, whatever other sizes are used (the
   // sandboxes' default size, warmed at start).
-  void Warm(asio::any_io_executor ex, int64_t disk_mb);
+  void Warm(asio::any_io_executor ex, int64_t disk_mb, int count);
   // Images ready now (tests, logs).
   size_t ready() const;
+  // Images the pool aims to hold now, over the sizes kept warm.
+  size_t wanted();
   // mkfs runs so far: one per size, however many takes wait for it (tests).
   int formats() const { return formats_; }
 
@@ -139,6 +143,8 @@ class DiskPool {
   // When each recent take happened, and its size (demand; Target).
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_takes_;
   std::map<int64_t, std::shared_ptr<GoldenMaking>> golden_making_;
+  // Sizes warmed on purpose (Warm): how many each keeps at least.
+  std::map<int64_t, int> floors_;
   int formats_ = 0;
   // Sizes kept warm, most recently taken last; the oldest is dropped past
   // kMaxSizes.

@@ -21,9 +21,12 @@ struct JailDriverOptions {
   // Sandbox disk images kept formatted ahead, per size in recent use
   // (DiskPool); 0: each made at its create.
   int warm_disks = 4;
-  // The disk size kept ready from start (sandboxes' default disk_mb); 0:
-  // none until a create asks for a size.
+  // The disk size kept ready from start (sandboxes' default disk_mb; 0:
+  // none until a create asks for a size), and how many of it at least
+  // (hutchd --warm-disks). Each costs a loop device and a mounted, empty
+  // ext4 (its superblock and a kernel thread) and ~1 MB of the state dir.
   int64_t warm_disk_mb = 0;
+  int warm_default_disks = 32;
 };
 
 class JailDriver : public Driver {
@@ -36,9 +39,12 @@ class JailDriver : public Driver {
                                                            bool paused) override;
   int ReconcileAtStart(const std::set<std::string>& keep) override;
   int cgroup_version() const { return cgroups_->Version(); }
+  DriverPools Pools() override { return {disks_.ready(), disks_.wanted()}; }
   // Starts making the pooled disks of opts.warm_disk_mb on `ex` (the
   // server's I/O thread), so the first creates find them ready.
-  void WarmDisks(asio::any_io_executor ex) { disks_.Warm(std::move(ex), opts_.warm_disk_mb); }
+  void WarmDisks(asio::any_io_executor ex) {
+    disks_.Warm(std::move(ex), opts_.warm_disk_mb, opts_.warm_default_disks);
+  }
 
  private:
   JailDriver(JailDriverOptions opts, SeccompPolicy seccomp, std::unique_ptr<CgroupManager> cg,
