@@ -45,11 +45,25 @@ class Server:
         with open(os.path.join(self.dir, "hutchd.log"), "w") as log:
             # The benchmark measures the server, not its per-key limit.
             self.proc = subprocess.Popen(
-                [os.path.join(build, "hutchd"), "--listen", "127.0.0.1:0",
-                 "--state-dir", os.path.join(self.dir, "state"), "--templates-dir", templates,
-                 "--log-level", "warn", "--rate-limit", "0",
-                 "--agent", os.path.join(build, "hutch-agent")],
-                stdout=log, stderr=log, env=env)
+                [
+                    os.path.join(build, "hutchd"),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--state-dir",
+                    os.path.join(self.dir, "state"),
+                    "--templates-dir",
+                    templates,
+                    "--log-level",
+                    "warn",
+                    "--rate-limit",
+                    "0",
+                    "--agent",
+                    os.path.join(build, "hutch-agent"),
+                ],
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
         addr_file = os.path.join(self.dir, "state", "hutchd.addr")
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -152,7 +166,7 @@ def run_bursts(args, builds):
             for name in turns(rnd, list(builds)):
                 times, codes = [0.0] * args.n, [0] * args.n
 
-                def one(i, port=servers[name].port):
+                def one(i, port=servers[name].port, times=times, codes=codes):
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
                     t0 = time.perf_counter()
                     codes[i], _ = request(conn, "POST", "/v1/sandboxes", {})
@@ -164,8 +178,11 @@ def run_bursts(args, builds):
                 for t in threads:
                     t.join()
                 p50, _, p99 = percentiles(times)
-                print(f"round {rnd} {name}: burst of {args.n}: p50 {p50:.0f}  p99 {p99:.0f} ms, "
-                      f"{codes.count(201)} created", flush=True)
+                print(
+                    f"round {rnd} {name}: burst of {args.n}: p50 {p50:.0f}  p99 {p99:.0f} ms, "
+                    f"{codes.count(201)} created",
+                    flush=True,
+                )
                 time.sleep(3)
         finally:
             for s in servers.values():
