@@ -74,9 +74,11 @@ def kernel_floor(n):
                 msg_id = kc.execute("1+1")
                 while True:
                     m = await kc.get_iopub_msg()
-                    if (m["parent_header"].get("msg_id") == msg_id and
-                            m["msg_type"] == "status" and
-                            m["content"]["execution_state"] == "idle"):
+                    if (
+                        m["parent_header"].get("msg_id") == msg_id
+                        and m["msg_type"] == "status"
+                        and m["content"]["execution_state"] == "idle"
+                    ):
                         break
                 if i >= 20:
                     samples.append((time.perf_counter() - t) * 1000)
@@ -94,8 +96,9 @@ def main():
     ap.add_argument("--n", type=int, default=200)
     n = ap.parse_args().n
     cwd = tempfile.mkdtemp(prefix="hutch-code-bench-")
-    proc = subprocess.Popen([sys.executable, SERVER, "--host", "127.0.0.1", "--port", "0",
-                             "--cwd", cwd], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "--host", "127.0.0.1", "--port", "0", "--cwd", cwd], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(proc.stdout.readline().rsplit(":", 1)[1])
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -111,7 +114,7 @@ def main():
         for language, code in CASES:
             for _ in range(20):  # warm-up: the default context starts, caches fill
                 run_code(conn, language, code)
-            p50, p99 = timed(lambda: run_code(conn, language, code), n)
+            p50, p99 = timed(lambda language=language, code=code: run_code(conn, language, code), n)
             print(f"{'runCode ' + language + ' ' + repr(code):<40} {p50:8.2f} {p99:8.2f}")
         p50, p99 = timed(lambda: subprocess.run([sys.executable, "-c", "1+1"], check=True), n)
         print(f"{'baseline: spawn python3 -c 1+1':<40} {p50:8.2f} {p99:8.2f}")
