@@ -35,8 +35,7 @@ void NoteCreated(Sandbox& sb, bool warm) {
                            {"warm", warm}};
   if (!r.snapshot.empty()) fields["snapshot"] = r.snapshot;
   if (!r.boot.empty()) fields["boot"] = r.boot;
-  std::string from =
-      r.snapshot.empty() ? "template " + r.template_name : "snapshot " + r.snapshot;
+  std::string from = r.snapshot.empty() ? "template " + r.template_name : "snapshot " + r.snapshot;
   NoteEvent(sb, EventLevel::kInfo, "created",
             "created from " + from + " on the " + r.driver + " driver (" + Shape(r) + ")",
             std::move(fields));
@@ -46,9 +45,9 @@ void NoteCreated(Sandbox& sb, bool warm) {
 }
 
 void NoteAdopted(Sandbox& sb) {
-  NoteEvent(sb, EventLevel::kInfo, "adopted",
-            std::string("taken back by hutchd after its restart (") + StatusName(sb.rec.status) +
-                ")");
+  NoteEvent(
+      sb, EventLevel::kInfo, "adopted",
+      std::string("taken back by hutchd after its restart (") + StatusName(sb.rec.status) + ")");
 }
 
 void NoteFailed(Sandbox& sb, const std::string& reason) {
@@ -80,7 +79,7 @@ void NoteExecStarted(Sandbox& sb, int pid, const std::string& command) {
 void NoteProcessExited(Sandbox& sb, int pid, const std::string& command, const ExitInfo& exit,
                        bool background) {
   std::string how = exit.signal != 0 ? "killed by signal " + std::to_string(exit.signal)
-                                      : "exited with code " + std::to_string(exit.exit_code);
+                                     : "exited with code " + std::to_string(exit.exit_code);
   if (exit.timed_out) how += " (timed out)";
   nlohmann::json fields = {{"pid", pid},
                            {"command", command},

@@ -70,9 +70,9 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool int
   }
   s_.snapshots[snap.id] = snap;
   NoteEvent(sb, EventLevel::kInfo, internal ? "forked" : "snapshot_taken",
-            internal ? "its files copied for a fork"
-                     : "snapshot " + snap.id + " taken (" + std::to_string(snap.size_bytes) +
-                           " bytes)",
+            internal
+                ? "its files copied for a fork"
+                : "snapshot " + snap.id + " taken (" + std::to_string(snap.size_bytes) + " bytes)",
             {{"snapshot", snap.id}, {"size_bytes", snap.size_bytes}});
   spdlog::info("sandbox={} snapshot={} size_bytes={} internal={}", sb.rec.id, snap.id,
                snap.size_bytes, internal);

@@ -34,7 +34,7 @@ TEST_F(CoreTest, LifecycleIsLoggedInOrder) {
   ASSERT_TRUE(Run(mgr->Delete(a.id)).ok());
   auto es = Events(*mgr, a.id);
   EXPECT_EQ(Types(es), (std::vector<std::string>{"created", "started", "paused", "resumed",
-                                                  "ttl_changed", "stopped"}));
+                                                 "ttl_changed", "stopped"}));
   for (size_t i = 0; i < es.size(); ++i) EXPECT_EQ(es[i].seq, static_cast<int64_t>(i + 1));
   EXPECT_EQ(es[0].fields["template"], "base");
   EXPECT_EQ(es[0].fields["driver"], "fake");
@@ -111,8 +111,8 @@ TEST_F(CoreTest, ExecsAreLoggedButNotATemplatesReadyChecks) {
   auto res = Run(RunExec(*sb, req, 1024));
   ASSERT_TRUE(res.ok()) << res.error().message;
   auto es = Events(*mgr, a.id);
-  ASSERT_EQ(Types(es), (std::vector<std::string>{"created", "started", "process_started",
-                                                  "process_exited"}));
+  ASSERT_EQ(Types(es),
+            (std::vector<std::string>{"created", "started", "process_started", "process_exited"}));
   EXPECT_EQ(es[2].level, EventLevel::kDebug);
   EXPECT_EQ(es[3].fields["command"], "/bin/sh -c exit 3");
   EXPECT_EQ(es[3].fields["exit_code"], res->exit.exit_code);

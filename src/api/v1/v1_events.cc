@@ -112,6 +112,7 @@ asio::awaitable<void> V1Api::FollowEvents(HttpContext& ctx, const std::string& i
   const EventLog& log = mgr_->events();
   filter.limit = static_cast<size_t>(kMaxLimit);
   int64_t seen = -1;  // the log's last seq when it was last read
+  bool ended = false;
   Status st;
   auto quiet_since = std::chrono::steady_clock::now();
   while (st.ok() && !state->gone) {
@@ -130,8 +131,9 @@ asio::awaitable<void> V1Api::FollowEvents(HttpContext& ctx, const std::string& i
     }
     // A stopped sandbox's log is complete (or its record is gone).
     auto rec = mgr_->Get(id);
-    const bool ended = !rec.ok() || rec->status == SandboxStatus::kStopped;
-    if (ended) out += SseJsonEvent("end", nlohmann::json{{"status", rec.ok() ? "stopped" : "gone"}});
+    ended = !rec.ok() || rec->status == SandboxStatus::kStopped;
+    if (ended)
+      out += SseJsonEvent("end", nlohmann::json{{"status", rec.ok() ? "stopped" : "gone"}});
     const auto t = std::chrono::steady_clock::now();
     if (!out.empty()) {
       st = co_await ctx.WriteChunk(out);
@@ -146,6 +148,7 @@ asio::awaitable<void> V1Api::FollowEvents(HttpContext& ctx, const std::string& i
     co_await state->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   ctx.StopWatchingClose();
+  if (ended && st.ok()) (void)co_await ctx.EndStream();
 }
 
 }  // namespace hutch::api
