@@ -48,7 +48,7 @@ struct SandboxEvent {
 };
 
 struct EventFilter {
-  int64_t after_seq = 0;        // only events after this one
+  int64_t after_seq = 0;         // only events after this one
   std::optional<SysTime> since;  // only events at or after this time
   EventLevel min_level = EventLevel::kDebug;
   size_t limit = 100;
@@ -71,8 +71,7 @@ class EventLog {
   void Record(const std::string& sandbox_id, EventLevel level, std::string type,
               std::string message, nlohmann::json fields = nlohmann::json::object());
   // The oldest events of the log that pass `f`, in order.
-  Result<std::vector<SandboxEvent>> Read(const std::string& sandbox_id,
-                                         const EventFilter& f) const;
+  Result<std::vector<SandboxEvent>> Read(const std::string& sandbox_id, const EventFilter& f) const;
   // The seq of the log's last event (0: none yet): a follower compares it
   // with what it sent to know whether to read.
   int64_t last_seq(const std::string& sandbox_id) const;
