@@ -142,7 +142,10 @@ asio::awaitable<void> V1Api::FollowEvents(HttpContext& ctx, const std::string& i
       st = co_await ctx.WriteChunk(": ping\n\n");
       quiet_since = t;
     }
-    if (ended) break;
+    // The client may have left while this coroutine was writing (the
+    // close callback's cancel then found no wait to cancel): look before
+    // sleeping, or a gone client's stream would outlive it by a tick.
+    if (ended || state->gone) break;
     boost::system::error_code ec;
     state->wake.expires_after(kFollowTick);
     co_await state->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
