@@ -1,7 +1,7 @@
 // The sandboxes' event logs over the fake driver: what the lifecycle
-// records, the cap that keeps only the newest events, seqs that go on
-// across a restart, a failure's reason, a template's own commands left
-// out, and the log forgotten with the sandbox's record.
+// records (network policy and snapshots included), the cap that keeps only the newest events, seqs
+// that go on across a restart, a failure's reason, a template's own commands left out, and the log
+// forgotten with the sandbox's record.
 #include <gtest/gtest.h>
 
 #include "core/exec_session.h"
@@ -117,6 +117,22 @@ TEST_F(CoreTest, ExecsAreLoggedButNotATemplatesReadyChecks) {
   EXPECT_EQ(es[3].fields["command"], "/bin/sh -c exit 3");
   EXPECT_EQ(es[3].fields["exit_code"], res->exit.exit_code);
   EXPECT_EQ(es[3].level, res->exit.exit_code == 0 ? EventLevel::kInfo : EventLevel::kWarn);
+}
+
+TEST_F(CoreTest, NetworkPolicyChangesAndSnapshotsAreLogged) {
+  CreateOptions o;
+  o.network.mode = net::NetMode::kAll;
+  auto a = MustCreate(o);
+  net::NetworkPolicy none;
+  ASSERT_TRUE(Run(mgr->SetNetworkPolicy(a.id, none)).ok());
+  auto snap = Run(mgr->Snapshot(a.id));
+  ASSERT_TRUE(snap.ok()) << snap.error().message;
+  auto es = Events(*mgr, a.id);
+  ASSERT_EQ(Types(es), (std::vector<std::string>{"created", "started", "network_policy_changed",
+                                                 "snapshot_taken"}));
+  EXPECT_EQ(es[0].fields["network"], "all");
+  EXPECT_EQ(es[2].fields["mode"], "none");
+  EXPECT_EQ(es[3].fields["snapshot"], snap->id);
 }
 
 TEST_F(CoreTest, EventLogGoesWithTheSandboxRecord) {
