@@ -1,7 +1,8 @@
 // The sandboxes' event logs over the fake driver: what the lifecycle
-// records (network policy and snapshots included), the cap that keeps only the newest events, seqs
-// that go on across a restart, a failure's reason, a template's own commands left out, and the log
-// forgotten with the sandbox's record.
+// records (network policy and snapshots included), the cap that keeps
+// only the newest events, seqs that go on across a restart, a failure's
+// reason, a template's own commands left out, and the log forgotten with
+// the sandbox's record.
 #include <gtest/gtest.h>
 
 #include "core/exec_session.h"
