@@ -190,6 +190,23 @@ export const signalProcess = (id: string, pid: number, signal: string) =>
 export const processStream = (id: string, pid: number, signal: AbortSignal) =>
   fetch(`${sbPath(id)}/processes/${pid}/stream?from=0`, { headers: headers(), signal, cache: 'no-store' });
 
+// A sandbox's event log (docs/api.md "Events").
+export interface SandboxEvent {
+  seq: number;
+  time: string;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  type: string;
+  message: string;
+  fields: Record<string, unknown>;
+}
+// GET …/events?follow=true: the log from `after` on, then new events, as SSE.
+export function followEvents(id: string, after: number, level: string, signal: AbortSignal): Promise<Response> {
+  const q = new URLSearchParams({ follow: 'true', after: String(after), level });
+  return fetch(`${sbPath(id)}/events?${q}`, { headers: headers(), signal, cache: 'no-store' }).then((r) =>
+    r.ok ? r : fail(r),
+  );
+}
+
 // A single-use ticket for the terminal's WebSocket: the key itself never
 // goes into the socket's URL.
 export async function ptyTicket(id: string): Promise<string> {

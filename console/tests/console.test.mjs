@@ -4,7 +4,7 @@
 // the form, watch the list follow creates and deletes made through the API,
 // run a command in the terminal, see a file in the file browser, upload one
 // and read it back through the API, see the metrics chart, start and signal
-// a process, kill. Throughout: no JavaScript error, and the key in no
+// a process, follow the events tab, kill. Throughout: no JavaScript error, and the key in no
 // localStorage, cookie or URL the browser requested. Last, 500 sandboxes:
 // time to first render and to reflect a change, printed.
 import assert from 'node:assert/strict';
@@ -247,6 +247,31 @@ test('the processes tab starts a process, shows its output and signals it', asyn
   const p = await api('GET', `/v1/sandboxes/${sandboxId}/processes/${pid}`);
   assert.equal(p.running, false);
   await shot('07-processes');
+});
+
+test('the events tab follows the log live and filters it by level, from the keyboard', async () => {
+  // Arrow keys move between tabs: Processes → Events.
+  await page.getByRole('tab', { name: 'Processes' }).focus();
+  await page.keyboard.press('ArrowRight');
+  const tab = page.getByRole('tab', { name: 'Events' });
+  assert.equal(await tab.getAttribute('aria-selected'), 'true');
+  const table = page.getByRole('table', { name: 'Events, newest first' });
+  await table.locator('tr[data-type="created"]').waitFor({ timeout: 10000 });
+  // A command run through the API now shows up without a reload.
+  await api('POST', `/v1/sandboxes/${sandboxId}/exec`, { cmd: 'echo from-the-events-test; exit 4' });
+  const exited = table.locator('tr[data-type="process_exited"]').filter({ hasText: 'from-the-events-test' });
+  await exited.waitFor({ timeout: 10000 });
+  assert.match(await exited.textContent(), /exited with code 4/);
+  assert.match(await exited.textContent(), /warn/);
+  await shot('07b-events');
+  // Warnings and errors only: the create goes, the failed command stays.
+  await page.getByLabel('Level').selectOption('warn');
+  await table.locator('tr[data-type="created"]').waitFor({ state: 'detached' });
+  await exited.waitFor({ timeout: 10000 });
+  const levels = await table.locator('tbody tr td:nth-child(3)').allTextContents();
+  assert.ok(levels.length > 0 && levels.every((l) => l === 'warn' || l === 'error'), levels.join(','));
+  await page.getByLabel('Level').selectOption('info');
+  await table.locator('tr[data-type="created"]').waitFor({ timeout: 10000 });
 });
 
 test('templates (build, alias, delete), snapshots and volumes pages', async () => {

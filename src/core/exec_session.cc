@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/sandbox_events.h"
 #include "driver/agent_connection.h"
 
 namespace hutch {
@@ -135,6 +136,8 @@ asio::awaitable<Result<std::unique_ptr<ExecSession>>> ExecSession::Start(
   } catch (const std::exception&) {
     co_return MakeError(Code::kInternal, "malformed agent start frame");
   }
+  s->command_ = CommandLine(req.argv);
+  NoteExecStarted(*sb, s->pid_, s->command_);
   co_return std::move(s);
 }
 
@@ -208,6 +211,7 @@ ExecEvent ExecSession::Convert(std::optional<wire::Frame> f) {
       }
       ev.kind = ExecEvent::kExit;
       ev.exit = *exit;
+      NoteProcessExited(*sb_, pid_, command_, ev.exit, false);
       break;
     }
     case wire::Type::kError:

@@ -48,6 +48,7 @@ class ExecSession {
   std::shared_ptr<Sandbox> sb_;
   std::shared_ptr<AgentStream> stream_;
   int pid_ = 0;
+  std::string command_;  // for the sandbox's event log
   uint64_t oom_before_ = 0;
   bool done_ = false;
   // When the exit is overdue (time_point::max() without a timeout).

@@ -29,6 +29,7 @@ Status ManagerState::PersistSnapshot(const SnapshotRecord& snap) {
 
 void ManagerState::Forget(const std::string& id) {
   sandboxes.erase(id);
+  events.Forget(id);
   if (!store) return;
   if (auto st = store->DeleteSandbox(id); !st.ok())
     spdlog::error("sandbox={} forget_failed err=\"{}\"", id, st.error().message);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/event_log.h"
 #include "core/idempotency.h"
 #include "core/net_slots.h"
 #include "core/sandbox.h"
@@ -46,13 +47,15 @@ struct ManagerOptions {
   // Templates (name or alias) and how many sandboxes of each to keep
   // started ahead of demand (core/warm_pool.h).
   std::map<std::string, int> warm_pool;
+  // Events kept per sandbox (core/event_log.h; the oldest go first).
+  int64_t events_per_sandbox = EventLog::kDefaultCap;
   // What a tenant key's owner id may hold (admin keys are exempt).
   TenantQuotas quotas;
 };
 
 struct ManagerState {
   ManagerState(ManagerOptions o, Driver* d, TemplateRegistry* t, store::StateStore* s)
-      : opts(std::move(o)), driver(d), templates(t), store(s) {
+      : opts(std::move(o)), driver(d), templates(t), store(s), events(s, opts.events_per_sandbox) {
     drivers[d->name()] = d;
   }
 
@@ -74,6 +77,7 @@ struct ManagerState {
   std::map<std::string, std::shared_ptr<Sandbox>> warm;
   int starting = 0;  // creates between their checks and their driver's answer
   IdempotencyCache idempotency;
+  EventLog events;  // every sandbox's event log
   asio::any_io_executor ex;
   bool shutting_down = false;
 
@@ -81,7 +85,7 @@ struct ManagerState {
   // store; a no-op without a store.
   Status Persist(const Sandbox& sb);
   Status PersistSnapshot(const SnapshotRecord& s);
-  // Drops a sandbox from the registry and the store.
+  // Drops a sandbox from the registry and the store, its event log too.
   void Forget(const std::string& id);
   // The driver a create names (empty: the default), or why there is none.
   Result<Driver*> PickDriver(const std::string& name) const;

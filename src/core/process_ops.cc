@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/process_exit_watch.h"
+
 namespace hutch {
 
 using nlohmann::json;
@@ -119,7 +121,9 @@ asio::awaitable<Result<ProcessInfo>> StartProcess(std::shared_ptr<Sandbox> sb,
   const std::string& user = req.user.empty() ? sb->rec.user : req.user;
   if (!cwd.empty()) spec["cwd"] = cwd;
   if (!user.empty()) spec["user"] = user;
-  co_return co_await CallForInfo(sb, wire::Type::kProcStart, Dump(spec));
+  auto info = co_await CallForInfo(sb, wire::Type::kProcStart, Dump(spec));
+  if (info.ok()) NoteBackgroundStarted(*sb, *info);
+  co_return info;
 }
 
 asio::awaitable<Result<std::vector<ProcessInfo>>> ListProcesses(std::shared_ptr<Sandbox> sb) {
@@ -234,6 +238,7 @@ asio::awaitable<std::optional<ProcessEvent>> ProcessFollower::NextFor(
       }
       ev.exit = *exit;
       ev.kind = ProcessEvent::kExit;
+      NoteBackgroundExited(*sb_, info_.pid, ev.exit);
       break;
     }
     case wire::Type::kError:

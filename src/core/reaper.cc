@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <vector>
 
+#include "core/process_exit_watch.h"
 #include "core/sandbox_lifecycle.h"
 #include "core/snapshot_book.h"
 #include "core/warm_pool.h"
@@ -42,6 +43,7 @@ asio::awaitable<void> Reaper::Tick() {
   for (const auto& id : forget) s_.Forget(id);
   s_.idempotency.Prune(now);
   PauseIdle();
+  PollProcessExits(s_);
   for (const auto& id : expired) {
     spdlog::info("sandbox={} ttl_expired", id);
     auto st = co_await life_.Delete(id, "expired");

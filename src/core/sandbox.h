@@ -63,6 +63,20 @@ struct SandboxRecord {
   static bool FromStoreJson(const std::string& text, SandboxRecord* out);
 };
 
+class EventLog;
+
+// Background processes started through hutchd whose exit is not in the
+// sandbox's event log yet, and when to ask the agent next
+// (core/process_exit_watch.h). Not persisted: after a restart the
+// processes still running are found again by the first poll.
+struct ProcessExitWatch {
+  std::map<int, std::string> pids;  // pid -> its command, for the event's message
+  std::chrono::steady_clock::time_point next_poll;
+  std::chrono::milliseconds gap{500};
+  bool polling = false;
+  bool rediscover = false;  // adopted: take every running background process
+};
+
 struct Sandbox {
   SandboxRecord rec;
   std::shared_ptr<Instance> instance;  // null unless starting/running
@@ -75,6 +89,12 @@ struct Sandbox {
   // Last time a request used it (for the idle policy); not persisted: a
   // restarted hutchd counts from its start.
   std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
+  // Where its events go (core/event_log.h). Null until the sandbox is the
+  // API's (its create answered, a warm one claimed, one adopted at start),
+  // so a create's own work (the template's start command, its ready
+  // checks) is not logged as the user's commands.
+  EventLog* events = nullptr;
+  ProcessExitWatch exits;
 };
 
 }  // namespace hutch

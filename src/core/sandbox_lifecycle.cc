@@ -14,6 +14,7 @@
 #include "core/create_steps.h"
 #include "core/exec_session.h"
 #include "core/process_ops.h"
+#include "core/sandbox_events.h"
 #include "core/snapshot_book.h"
 
 namespace hutch {
@@ -46,6 +47,8 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
         r.status = SandboxStatus::kStopped;
         r.reason = "expired";
         r.expires_at = now + s_.opts.tombstone_ttl;
+        sb->events = &s_.events;
+        NoteStopped(*sb, r.reason);
         ++rep->expired;
         spdlog::info("sandbox={} ttl_expired (while hutchd was down)", r.id);
       } else {
@@ -77,8 +80,11 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
             inst = net_ok.error().Context("network");
           }
         }
+        sb->events = &s_.events;
         if (inst.ok()) {
           sb->instance = inst.value();
+          sb->exits.rediscover = true;
+          NoteAdopted(*sb);
           WatchLoss(*sb);
           keep->insert(r.id);
           ++rep->adopted;
@@ -86,6 +92,7 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
         } else {
           r.status = SandboxStatus::kFailed;
           r.reason = "lost while hutchd was down: " + inst.error().message;
+          NoteFailed(*sb, r.reason);
           ++rep->lost;
           spdlog::warn("sandbox={} adopt_failed err=\"{}\"", r.id, inst.error().message);
         }
@@ -93,6 +100,7 @@ asio::awaitable<Status> SandboxLifecycle::Recover(RecoverReport* rep, std::set<s
       if (r.status != SandboxStatus::kRunning && r.status != SandboxStatus::kPaused)
         (void)s_.Persist(*sb);
     }
+    sb->events = &s_.events;
     s_.sandboxes[r.id] = sb;
   }
   co_return Status{};
@@ -240,6 +248,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   // Acknowledged state must be durable before the client hears of it.
   if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");
   WatchLoss(*sb);
+  sb->events = &s_.events;
+  NoteCreated(*sb, false);
   spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={}", r.id,
                r.template_name, cpu, mem, disk, net::NetModeName(r.network.mode));
   co_return r;
@@ -306,6 +316,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Claim(CreateSteps& step
   steps.resources = std::make_unique<SandboxResources>(s_, sb);
   if (auto st = s_.Persist(*sb); !st.ok()) co_return st.error().Context("create sandbox");
   WatchLoss(*sb);
+  sb->events = &s_.events;
+  NoteCreated(*sb, true);
   spdlog::info("sandbox={} created template={} cpu={} memory_mb={} disk_mb={} network={} warm=1",
                r.id, r.template_name, r.cpu, r.memory_mb, r.disk_mb,
                net::NetModeName(r.network.mode));
@@ -446,6 +458,7 @@ void SandboxLifecycle::MarkFailed(const std::string& id, const std::string& reas
   auto inst = std::move(sb->instance);
   const int slot = std::exchange(sb->rec.net_slot, -1);
   (void)s_.Persist(*sb);
+  NoteFailed(*sb, reason);
   // Free the kernel resources now; the record stays until deleted.
   if (inst || slot >= 0) {
     auto done = std::make_shared<asio::steady_timer>(s_.ex, asio::steady_timer::time_point::max());
@@ -532,6 +545,7 @@ asio::awaitable<Status> SandboxLifecycle::Delete(const std::string& id, const st
   // Record the deletion first: if hutchd dies while destroying, the next
   // run must not adopt this sandbox (it removes what is left instead).
   (void)s_.Persist(*sb);
+  NoteStopped(*sb, sb->rec.reason);
   if (!was_starting) co_await s_.Teardown(std::move(inst), slot);
   if (auto done = std::exchange(sb->teardown, nullptr)) {
     // A failed sandbox's teardown may still run: wait for its end.
@@ -561,6 +575,10 @@ Result<SandboxRecord> SandboxLifecycle::SetTtl(const std::string& id, int64_t tt
     sb.rec.expires_at = before;
     return st.error().Context("renew ttl");
   }
+  NoteEvent(sb, EventLevel::kInfo, "ttl_changed",
+            "time to live set to " + std::to_string(ttl_seconds) + " s (until " +
+                FormatRfc3339(sb.rec.expires_at) + ")",
+            {{"ttl_seconds", ttl_seconds}, {"expires_at", FormatRfc3339(sb.rec.expires_at)}});
   return sb.rec;
 }
 
@@ -610,6 +628,10 @@ Result<SandboxRecord> SandboxLifecycle::Pause(const std::string& id, bool idle) 
     sb->rec.auto_paused = false;
     return st.error().Context("pause");
   }
+  NoteEvent(*sb, EventLevel::kInfo, "paused",
+            idle ? "paused: idle for " + std::to_string(sb->rec.auto_pause_seconds) + " s"
+                 : std::string("paused"),
+            {{"idle", idle}});
   spdlog::info("sandbox={} paused", id);
   return sb->rec;
 }
@@ -633,6 +655,8 @@ Result<SandboxRecord> SandboxLifecycle::Resume(const std::string& id) {
     sb->rec.auto_paused = was_idle;
     return st.error().Context("resume");
   }
+  NoteEvent(*sb, EventLevel::kInfo, "resumed",
+            was_idle ? "resumed by a request (it was idle)" : "resumed", {{"idle", was_idle}});
   spdlog::info("sandbox={} resumed", id);
   return sb->rec;
 }
@@ -659,6 +683,9 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::SetNetworkPolicy(const 
   sb->rec.network = std::move(p);
   if (auto st = s_.Persist(*sb); !st.ok())
     co_return st.error().Context("network policy applied but not stored");
+  NoteEvent(*sb, EventLevel::kInfo, "network_policy_changed",
+            std::string("network policy set to mode ") + net::NetModeName(sb->rec.network.mode),
+            {{"mode", net::NetModeName(sb->rec.network.mode)}});
   spdlog::info("sandbox={} network_policy mode={}", id, net::NetModeName(sb->rec.network.mode));
   co_return sb->rec;
 }

@@ -16,6 +16,8 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
   std::set<std::string> keep;
   if (state_.store) {
     if (auto st = snaps_.Load(); !st.ok()) co_return st.error();
+    // Before the sandboxes: adopting one logs an event, after its last seq.
+    if (auto st = state_.events.Load(); !st.ok()) co_return st.error();
     if (auto st = co_await life_.Recover(&rep, &keep); !st.ok()) co_return st.error();
     if (auto st = state_.idempotency.Attach(state_.store); !st.ok())
       co_return st.error().Context("recover idempotency keys");

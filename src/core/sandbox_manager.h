@@ -158,6 +158,9 @@ class SandboxManager {
     return n;
   }
 
+  // Every sandbox's event log (core/event_log.h).
+  const EventLog& events() const { return state_.events; }
+
   // The parts, for tests of core that drive them directly.
   Reaper& reaper() { return reaper_; }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/sandbox_events.h"
 #include "core/sandbox_lifecycle.h"
 
 namespace hutch {
@@ -68,6 +69,11 @@ asio::awaitable<Result<SnapshotRecord>> SnapshotBook::Take(Sandbox& sb, bool int
     co_return ps.error().Context("snapshot");
   }
   s_.snapshots[snap.id] = snap;
+  NoteEvent(sb, EventLevel::kInfo, internal ? "forked" : "snapshot_taken",
+            internal
+                ? "its files copied for a fork"
+                : "snapshot " + snap.id + " taken (" + std::to_string(snap.size_bytes) + " bytes)",
+            {{"snapshot", snap.id}, {"size_bytes", snap.size_bytes}});
   spdlog::info("sandbox={} snapshot={} size_bytes={} internal={}", sb.rec.id, snap.id,
                snap.size_bytes, internal);
   co_return snap;

@@ -225,6 +225,10 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
   app.add_option("--max-ttl", o.mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
   app.add_option("--pids-max", o.mopts.pids_max, "Processes per sandbox");
+  app.add_option("--sandbox-events", o.mopts.events_per_sandbox,
+                 "Events kept in each sandbox's event log (the oldest are dropped)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--default-volume-mb", o.vopts.default_size_mb,
                  "Size of a volume created without size_mb")
       ->capture_default_str();

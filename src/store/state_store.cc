@@ -108,6 +108,20 @@ const char* const kMigrations[] = {
     ALTER TABLE api_keys ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
     ALTER TABLE api_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
     )sql",
+    // Per-sandbox event logs (issue 28): keyed by (sandbox, seq), so a
+    // page and the cap's trim are range scans of one sandbox's rows.
+    R"sql(
+    CREATE TABLE sandbox_events (
+      sandbox_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      time_ms INTEGER NOT NULL,
+      level INTEGER NOT NULL,
+      type TEXT NOT NULL,
+      message TEXT NOT NULL,
+      fields TEXT NOT NULL,
+      PRIMARY KEY (sandbox_id, seq)
+    ) WITHOUT ROWID;
+    )sql",
 };
 
 }  // namespace
@@ -297,6 +311,76 @@ Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadTemplat
   int rc;
   while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
   if (rc != SQLITE_DONE) return DbError(db_, "load templates");
+  return out;
+}
+
+Status StateStore::AppendEvent(const EventRow& row, int64_t keep) {
+  // One commit for the insert and the trim: one WAL write per event.
+  if (auto st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  Status out = [&]() -> Status {
+    Stmt ins(db_,
+             "INSERT OR REPLACE INTO sandbox_events (sandbox_id, seq, time_ms, level, type, "
+             "message, fields) VALUES (?,?,?,?,?,?,?)");
+    ins.Bind(1, row.sandbox_id);
+    ins.Bind(2, row.seq);
+    ins.Bind(3, row.time_ms);
+    ins.Bind(4, static_cast<int64_t>(row.level));
+    ins.Bind(5, row.type);
+    ins.Bind(6, row.message);
+    ins.Bind(7, row.fields);
+    if (auto st = RunWrite(db_, ins, "append event"); !st.ok()) return st;
+    if (row.seq <= keep) return Status{};
+    Stmt trim(db_, "DELETE FROM sandbox_events WHERE sandbox_id = ? AND seq <= ?");
+    trim.Bind(1, row.sandbox_id);
+    trim.Bind(2, row.seq - keep);
+    return RunWrite(db_, trim, "trim events");
+  }();
+  if (!out.ok()) {
+    Exec("ROLLBACK").ok();
+    return out;
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<EventRow>> StateStore::LoadEvents(const std::string& sandbox_id,
+                                                     const EventQuery& q) {
+  Stmt st(db_,
+          "SELECT seq, time_ms, level, type, message, fields FROM sandbox_events "
+          "WHERE sandbox_id = ? AND seq > ? AND time_ms >= ? AND level >= ? "
+          "ORDER BY seq LIMIT ?");
+  if (!st.ok()) return DbError(db_, "prepare load events");
+  st.Bind(1, sandbox_id);
+  st.Bind(2, q.after_seq);
+  st.Bind(3, q.since_ms);
+  st.Bind(4, static_cast<int64_t>(q.min_level));
+  st.Bind(5, q.limit);
+  std::vector<EventRow> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW)
+    out.push_back(EventRow{sandbox_id, st.Int(0), st.Int(1), static_cast<int>(st.Int(2)),
+                           st.Text(3), st.Text(4), st.Text(5)});
+  if (rc != SQLITE_DONE) return DbError(db_, "load events");
+  return out;
+}
+
+Status StateStore::DeleteEvents(const std::string& sandbox_id) {
+  Stmt st(db_, "DELETE FROM sandbox_events WHERE sandbox_id = ?");
+  st.Bind(1, sandbox_id);
+  return RunWrite(db_, st, "delete events");
+}
+
+Result<std::vector<std::pair<std::string, int64_t>>> StateStore::LoadEventHeads() {
+  {
+    Stmt orphans(db_,
+                 "DELETE FROM sandbox_events WHERE sandbox_id NOT IN (SELECT id FROM sandboxes)");
+    if (auto st = RunWrite(db_, orphans, "drop orphaned events"); !st.ok()) return st.error();
+  }
+  Stmt st(db_, "SELECT sandbox_id, MAX(seq) FROM sandbox_events GROUP BY sandbox_id");
+  if (!st.ok()) return DbError(db_, "prepare load event heads");
+  std::vector<std::pair<std::string, int64_t>> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Int(1));
+  if (rc != SQLITE_DONE) return DbError(db_, "load event heads");
   return out;
 }
 

@@ -41,6 +41,28 @@ struct IdempotencyRow {
   int64_t created_at_ms = 0;
 };
 
+// One entry of a sandbox's event log (core/event_log.h): `seq` counts from 1
+// per sandbox, `level` is the level's rank (higher is more severe) so a
+// query can ask for "this level and above".
+struct EventRow {
+  std::string sandbox_id;
+  int64_t seq = 0;
+  int64_t time_ms = 0;  // unix ms
+  int level = 0;
+  std::string type;
+  std::string message;
+  std::string fields;  // JSON object text
+};
+
+// Which of a sandbox's events LoadEvents returns: seq > after_seq, time at
+// or after since_ms, level at least min_level; the oldest `limit` of them.
+struct EventQuery {
+  int64_t after_seq = 0;
+  int64_t since_ms = 0;
+  int min_level = 0;
+  int64_t limit = 100;
+};
+
 struct ApiKeyRow {
   std::string hash;
   std::string label;
@@ -83,6 +105,16 @@ class StateStore {
   Status PutTemplate(const std::string& name, const std::string& record);
   Status DeleteTemplate(const std::string& name);
   Result<std::vector<std::pair<std::string, std::string>>> LoadTemplates();
+
+  // Sandbox event logs. AppendEvent keeps only the newest `keep` events of
+  // the row's sandbox (in the same transaction), so a log never grows past
+  // its cap however long the sandbox lives.
+  Status AppendEvent(const EventRow& row, int64_t keep);
+  Result<std::vector<EventRow>> LoadEvents(const std::string& sandbox_id, const EventQuery& q);
+  Status DeleteEvents(const std::string& sandbox_id);
+  // The last seq of every sandbox that has events, after dropping the logs
+  // of sandboxes the store no longer has (a crash between the two deletes).
+  Result<std::vector<std::pair<std::string, int64_t>>> LoadEventHeads();
 
   // API keys, by SHA-256 hex of the key (the key itself is never stored),
   // with their tenant and role (auth/principal.h).

@@ -1,11 +1,12 @@
 // One sandbox: its header (status, time left, pause/resume, extend, kill)
-// and tabs — overview, terminal, files, metrics, processes. The tabs
+// and tabs — overview, terminal, files, metrics, processes, events. The tabs
 // follow the WAI-ARIA tabs pattern (arrow keys, Home/End move between
 // them) and each is its own route (#/sandboxes/{id}/{tab}).
 import * as api from '../api';
 import type { Sandbox } from '../api';
 import { fmtDuration, h } from '../dom';
 import { Scope, action, say } from '../ui';
+import { eventsTab } from './events';
 import { filesTab } from './files';
 import { metricsTab } from './metrics';
 import { processesTab } from './processes';
@@ -17,6 +18,7 @@ const TABS: [string, string][] = [
   ['files', 'Files'],
   ['metrics', 'Metrics'],
   ['processes', 'Processes'],
+  ['events', 'Events'],
 ];
 
 export function sandboxPage(main: HTMLElement, scope: Scope, id: string, tab: string): void {
@@ -121,6 +123,9 @@ export function sandboxPage(main: HTMLElement, scope: Scope, id: string, tab: st
         break;
       case 'processes':
         processesTab(panel, tabScope, id);
+        break;
+      case 'events':
+        eventsTab(panel, tabScope, id);
         break;
       default:
         overviewTab(panel, tabScope, id, (r) => {

@@ -102,6 +102,8 @@ class E2bApi {
   asio::awaitable<void> Pause(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Connect(HttpContext& ctx, const std::string& id, bool legacy_resume);
   asio::awaitable<void> Metrics(HttpContext& ctx, const std::string& id);
+  // /sandboxes/{id}/logs and /v2/sandboxes/{id}/logs (e2b_logs.cc).
+  asio::awaitable<void> Logs(HttpContext& ctx, const std::string& id, bool v2);
   Json SandboxJson(const SandboxRecord& r, bool detail) const;
 
   // e2b_process.cc: process.Process

@@ -25,7 +25,7 @@ Error NoRoute(const HttpContext& ctx) {
 }
 
 // Control-plane operations of E2B that hutch does not offer.
-constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network", "refreshes"};
+constexpr const char* kNotSupported[] = {"snapshots", "fork", "network", "refreshes"};
 
 }  // namespace
 
@@ -137,6 +137,8 @@ void E2bApi::Register(Router& r) {
     r.Add(kAnyMethod, base, wrong_method);
     r.Add(V::post, base + "/{id}/connect",
           [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], false); });
+    r.Add(V::get, base + "/{id}/logs",
+          [this, v2](HttpContext& c, const RouteMatch& m) { return Logs(c, m["id"], v2); });
     for (const char* op : kNotSupported) {
       Route no{kAnyMethod, base + "/{id}/" + op,
                [op](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {

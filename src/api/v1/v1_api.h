@@ -60,6 +60,10 @@ class V1Api {
   asio::awaitable<void> ForkSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> RouteSnapshots(HttpContext& ctx, const std::vector<std::string>& seg);
   asio::awaitable<void> SandboxMetrics(HttpContext& ctx, const std::string& id);
+  // GET /events: a page of the sandbox's event log, or its follow stream
+  // (v1_events.cc).
+  asio::awaitable<void> SandboxEvents(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> FollowEvents(HttpContext& ctx, const std::string& id, EventFilter filter);
   asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);

@@ -89,6 +89,8 @@ void V1Api::Register(Router& r) {
       [this](HttpContext& c, const RouteMatch& m) { return PauseResume(c, m["id"], false); });
   add(V::get, "/v1/sandboxes/{id}/metrics",
       [this](HttpContext& c, const RouteMatch& m) { return SandboxMetrics(c, m["id"]); });
+  add(V::get, "/v1/sandboxes/{id}/events",
+      [this](HttpContext& c, const RouteMatch& m) { return SandboxEvents(c, m["id"]); });
   add(V::get, "/v1/sandboxes/{id}/fs",
       [this](HttpContext& c, const RouteMatch& m) { return FileGet(c, m["id"]); });
   add(V::put, "/v1/sandboxes/{id}/fs",

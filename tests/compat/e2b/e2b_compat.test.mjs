@@ -372,8 +372,40 @@ describe('wire (raw HTTP)', () => {
     const missing = await fetch(`${api}/sandboxes/sb_nope`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } });
     assert.equal(missing.status, 404);
     assert.deepEqual(Object.keys(await missing.json()).sort(), ['code', 'message']);
-    const logs = await fetch(`${api}/sandboxes/${sbx.sandboxId}/logs`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } });
-    assert.equal(logs.status, 501);
+    const unsupported = await fetch(`${api}/sandboxes/${sbx.sandboxId}/snapshots`, {
+      method: 'POST',
+      headers: { 'X-API-Key': process.env.E2B_API_KEY },
+    });
+    assert.equal(unsupported.status, 501);
+  });
+
+  test('control plane: the sandbox logs, both API versions', async () => {
+    const key = { 'X-API-Key': process.env.E2B_API_KEY };
+    await sbx.commands.run('echo for-the-logs; exit 0');
+    const v1 = await fetch(`${api}/sandboxes/${sbx.sandboxId}/logs?start=0&limit=1000`, { headers: key });
+    assert.equal(v1.status, 200);
+    const body = await v1.json();
+    assert.deepEqual(Object.keys(body).sort(), ['logEntries', 'logs']);
+    assert.equal(body.logs.length, body.logEntries.length);
+    for (const l of body.logs) assert.deepEqual(Object.keys(l).sort(), ['line', 'timestamp']);
+    for (const e of body.logEntries) {
+      assert.deepEqual(Object.keys(e).sort(), ['fields', 'level', 'message', 'timestamp']);
+      assert.ok(!Number.isNaN(Date.parse(e.timestamp)));
+      for (const v of Object.values(e.fields)) assert.equal(typeof v, 'string');
+    }
+    assert.equal(body.logEntries[0].fields.type, 'created');
+    // The command ran as a background process: its start is logged at once.
+    assert.ok(body.logEntries.some((e) => e.fields.type === 'process_started' && e.message.includes('for-the-logs')));
+    const v2 = await fetch(`${api}/v2/sandboxes/${sbx.sandboxId}/logs?direction=backward&limit=1&level=info`, { headers: key });
+    assert.equal(v2.status, 200);
+    const newest = await v2.json();
+    assert.equal(newest.logs.length, 1);
+    // The newest: the command's exit, logged when its stream saw it.
+    assert.equal(newest.logs[0].fields.type, 'process_exited');
+    assert.equal(newest.logs[0].fields.exit_code, '0');
+    assert.ok(newest.logs[0].message.includes('for-the-logs'));
+    const gone = await fetch(`${api}/v2/sandboxes/sb_nope/logs`, { headers: key });
+    assert.equal(gone.status, 404);
   });
 
   test('envd: health, access token, codec and method errors', async () => {

@@ -37,8 +37,13 @@ func TestSnapshots(t *testing.T) {
 func TestLogs(t *testing.T) {
 	c := newClient(t, domain)
 	sb := newSandbox(t, c)
-	if _, err := sb.Logs(e2b.WithLimit(10)); err != nil {
+	logs, err := sb.Logs(e2b.WithLimit(10))
+	if err != nil {
 		skipMissing(t, "sandbox logs (GET /v2/sandboxes/{id}/logs)", err)
+	}
+	// hutch's event log: the create comes first.
+	if len(logs) == 0 || logs[0].Level != "info" || logs[0].Message == "" {
+		t.Fatalf("Logs = %+v", logs)
 	}
 }
 
