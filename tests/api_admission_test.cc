@@ -7,9 +7,13 @@
 // the host has free now, so it refuses once the sandboxes have taken
 // ~1.5 GB, and each sandbox is held to 512 MB by its cgroup; the loop
 // stops after at most 10 sandboxes whatever the host does meanwhile.
+// The other figures (memory PSI, tasks, open files) are shown with hutchd
+// reading a directory shaped like /proc that the test writes (hidden flag
+// --host-proc-root).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -109,4 +113,70 @@ TEST(ApiAdmission, AMemoryHogSetIsRefusedWith503BeforeTheHostRunsOut) {
     if (status != 201) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(status, 201);
+}
+
+namespace {
+
+// A /proc of an idle 24 GiB host, whose files the test then changes.
+class FakeProc {
+ public:
+  FakeProc() {
+    char tmpl[] = "/tmp/hutch-fake-proc-XXXXXX";
+    if (mkdtemp(tmpl)) root_ = tmpl;
+    Write("meminfo", "MemTotal: 24683664 kB\nMemAvailable: 22174164 kB\n");
+    Psi(0);
+    Tasks(200);
+    Write("sys/kernel/pid_max", "32768\n");
+    Write("sys/kernel/threads-max", "192724\n");
+    Files(800);
+    Write("sys/fs/file-max", "2466093\n");
+  }
+  ~FakeProc() { std::filesystem::remove_all(root_); }
+  const std::string& root() const { return root_; }
+  void Psi(double full) {
+    Write("pressure/memory", "some avg10=" + std::to_string(full) +
+                                 " avg60=0.00 avg300=0.00 total=1\nfull avg10=" +
+                                 std::to_string(full) + " avg60=0.00 avg300=0.00 total=1\n");
+  }
+  void Tasks(int n) { Write("loadavg", "0.10 0.10 0.10 1/" + std::to_string(n) + " 4242\n"); }
+  void Files(int n) { Write("sys/fs/file-nr", std::to_string(n) + "\t0\t2466093\n"); }
+
+ private:
+  void Write(const std::string& rel, const std::string& text) {
+    const std::filesystem::path p = root_ + "/" + rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string root_;
+};
+
+}  // namespace
+
+TEST(ApiAdmission, MemoryPressureTasksAndOpenFilesNearTheirLimitsAreRefused) {
+  FakeProc proc;
+  TestServer s({"--host-proc-root", proc.root()});
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  auto create = [&] { return c.Json("POST", "/v1/sandboxes", json::object()); };
+  auto expect_refused = [&](const std::string& names) {
+    auto r = create();
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.json()["code"], "capacity_exhausted") << r.body;
+    EXPECT_NE(r.body.find(names), std::string::npos) << r.body;
+    EXPECT_FALSE(r.header("retry-after").empty());
+  };
+  auto a = create();
+  ASSERT_EQ(a.status, 201) << a.body;
+  proc.Psi(25);  // a quarter of the last 10 s with every task stalled on memory
+  expect_refused("--memory-pressure-max");
+  proc.Psi(0);
+  proc.Tasks(32000);  // pid_max 32768, a tenth kept free
+  expect_refused("task limit");
+  proc.Tasks(200);
+  proc.Files(2466093 - 1000);
+  expect_refused("open-file limit");
+  proc.Files(800);
+  // Nothing was made by the refusals; room again once the figures are.
+  EXPECT_EQ(c.Request("GET", "/v1/sandboxes").json()["items"].size(), 1u);
+  EXPECT_EQ(create().status, 201);
 }
