@@ -112,10 +112,14 @@ void Hutchd::Start() {
   if (!mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + strerror(errno));
   dir_ = tmpl;
   std::string log = dir_ + "/hutchd.log";
-  std::vector<std::string> args = {bin_, "--listen", "127.0.0.1:0", "--state-dir", dir_ + "/state",
-                                   "--templates-dir", templates_, "--log-level", "warn",
-                                   // The benchmark measures the server, not its per-key limit.
-                                   "--rate-limit", "0"};
+  std::vector<std::string> args = {bin_,          "--listen",      "127.0.0.1:0",
+                                   "--state-dir", dir_ + "/state", "--templates-dir",
+                                   templates_,    "--log-level",   "warn"};
+  // The benchmark measures the server, not its per-key limit.
+  if (!keep_rate_limit_) {
+    args.push_back("--rate-limit");
+    args.push_back("0");
+  }
   for (const auto& a : extra_) args.push_back(a);
   // The vm driver's guest kernel (scripts/vm-guest DIR), when given.
   if (std::string g = Env("HUTCH_VM_GUEST_DIR", ""); !g.empty()) {

@@ -59,10 +59,14 @@ class Hutchd {
     return hutch::client::HttpClient("127.0.0.1", port_, key_);
   }
   pid_t pid() const { return pid_; }
+  // Start hutchd as a user would, with its own per-key rate limit (by
+  // default the bench turns it off: it measures the server, not the limit).
+  void KeepRateLimit() { keep_rate_limit_ = true; }
 
  private:
   std::string bin_, templates_, dir_;
   std::vector<std::string> extra_;
+  bool keep_rate_limit_ = false;
   std::string key_ = "bench-key-0123456789";
   pid_t pid_ = -1;
   int port_ = 0;

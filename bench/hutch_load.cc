@@ -7,7 +7,12 @@
 // operation failed with a 5xx).
 //
 //   hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6]
-//              [--soak-rate CYCLES_PER_S] [--json FILE]
+//              [--soak-rate CYCLES_PER_S] [--idle N] [--idle-memory-mb 128]
+//              [--default-flags] [--json FILE]
+//   --idle N: a fleet of N idle sandboxes (after the bursts, before the
+//   soak): every create must answer 201; then exec on one of them, hutchd's
+//   RSS and the host memory the fleet took (MemAvailable before and after).
+//   --default-flags: hutchd with its own per-key rate limit (else off).
 //   --soak-rate paces the soak: cycle k starts no earlier than k/rate s
 //   after the start (0, the default: each worker goes as fast as it can).
 //   Latencies of two servers compare fairly only at the same rate: an
@@ -222,9 +227,107 @@ SoakResult Soak(const Hutchd& server, int seconds, int workers, double rate) {
   return res;
 }
 
+int64_t MemAvailableKb() {
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  int64_t kb = 0;
+  while (in >> name >> kb >> unit)
+    if (name == "MemAvailable:") return kb;
+  return 0;
+}
+
+struct IdleResult {
+  int n = 0, created = 0;
+  std::map<int, int> statuses;  // of the creates
+  std::string last_error;
+  double create_wall_s = 0;
+  Stats create, exec;
+  uint64_t rss_before = 0, rss_after = 0;
+  int64_t avail_before_kb = 0, avail_after_kb = 0;
+};
+
+// N sandboxes of `memory_mb` created by 8 clients and left idle; then 200
+// blocking execs of `true` on one of them, one after another.
+IdleResult IdleFleet(const Hutchd& server, int n, int memory_mb) {
+  IdleResult r;
+  r.n = n;
+  r.rss_before = ProcStatusBytes(server.pid(), "VmRSS");
+  r.avail_before_kb = MemAvailableKb();
+  std::vector<std::string> ids(n);
+  std::vector<int> status(n, 0);
+  std::vector<double> ms(n, 0);
+  std::atomic<int> next{0};
+  std::mutex mu;
+  auto t0 = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.emplace_back([&] {
+      auto c = server.Client();
+      for (int i; (i = next++) < n;) {
+        auto t = Clock::now();
+        try {
+          auto resp = c.Json("POST", "/v1/sandboxes",
+                             json{{"ttl_seconds", 3600}, {"memory_mb", memory_mb}});
+          status[i] = resp.status;
+          if (resp.status == 201) {
+            ids[i] = resp.json().value("id", "");
+          } else {
+            std::lock_guard<std::mutex> l(mu);
+            r.last_error = std::to_string(resp.status) + " " + resp.body.substr(0, 300);
+          }
+        } catch (const std::exception& e) {
+          status[i] = -1;
+          c.Close();
+        }
+        ms[i] = MsSince(t);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  r.create_wall_s = MsSince(t0) / 1000;
+  std::vector<double> ok_ms;
+  std::string one;
+  for (int i = 0; i < n; ++i) {
+    ++r.statuses[status[i]];
+    if (status[i] == 201) {
+      ++r.created;
+      ok_ms.push_back(ms[i]);
+      if (one.empty()) one = ids[i];
+    }
+  }
+  r.create = Summarize(ok_ms);
+  // Let the fleet settle (agents started, pools refilled) before measuring.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  r.rss_after = ProcStatusBytes(server.pid(), "VmRSS");
+  r.avail_after_kb = MemAvailableKb();
+  if (!one.empty()) {
+    auto c = server.Client();
+    std::vector<double> ex;
+    for (int i = 0; i < 220; ++i) {
+      auto t = Clock::now();
+      auto resp = c.Json("POST", "/v1/sandboxes/" + one + "/exec", json{{"cmd", "true"}});
+      if (resp.status != 200) continue;
+      if (i >= 20) ex.push_back(MsSince(t));  // the first 20 warm the connection up
+    }
+    r.exec = Summarize(ex);
+  }
+  next = 0;
+  std::vector<std::thread> del;
+  for (int w = 0; w < 8; ++w) {
+    del.emplace_back([&] {
+      auto c = server.Client();
+      for (int i; (i = next++) < n;)
+        if (!ids[i].empty()) c.Request("DELETE", "/v1/sandboxes/" + ids[i]);
+    });
+  }
+  for (auto& t : del) t.join();
+  return r;
+}
+
 void Usage() {
   std::cerr << "usage: hutch_load [--burst 50,200] [--soak-seconds 600] [--soak-workers 6] "
-               "[--soak-rate CYCLES_PER_S] [--json FILE]\n";
+               "[--soak-rate CYCLES_PER_S] [--idle N] [--idle-memory-mb MB] [--default-flags] "
+               "[--json FILE]\n";
 }
 
 }  // namespace
@@ -233,6 +336,8 @@ int main(int argc, char** argv) {
   std::vector<int> bursts = {50, 200};
   int soak_seconds = 600, soak_workers = 6;
   double soak_rate = 0;
+  int idle = 0, idle_memory_mb = 128;
+  bool default_flags = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -254,6 +359,12 @@ int main(int argc, char** argv) {
       soak_workers = std::stoi(val());
     } else if (a == "--soak-rate") {
       soak_rate = std::stod(val());
+    } else if (a == "--idle") {
+      idle = std::stoi(val());
+    } else if (a == "--idle-memory-mb") {
+      idle_memory_mb = std::stoi(val());
+    } else if (a == "--default-flags") {
+      default_flags = true;
     } else if (a == "--json") {
       json_path = val();
     } else {
@@ -263,6 +374,7 @@ int main(int argc, char** argv) {
   }
   Hutchd server(Env("HUTCHD_BIN", "build/hutchd"),
                 Env("HUTCH_TEMPLATES_DIR", "build/test-templates"));
+  if (default_flags) server.KeepRateLimit();
   try {
     server.Start();
   } catch (const std::exception& e) {
@@ -293,6 +405,41 @@ int main(int argc, char** argv) {
                              {"statuses", statuses}});
     if (r.hung || r.other > 0) violated = true;
     if (r.hung) break;
+  }
+  if (idle > 0 && !violated) {
+    auto r = IdleFleet(server, idle, idle_memory_mb);
+    const double per_mb =
+        r.created ? static_cast<double>(r.avail_before_kb - r.avail_after_kb) / 1024 / r.created
+                  : 0;
+    printf(
+        "\n## Idle fleet: %d sandboxes of memory_mb %d\n\n| created | statuses | create wall (s) "
+        "| create p50 / p99 (ms) | exec `true` on one p50 / p99 (ms) | hutchd RSS before / after "
+        "(MiB) | host memory per sandbox (MiB) |\n|---|---|---|---|---|---|---|\n",
+        idle, idle_memory_mb);
+    std::string st;
+    for (auto [code, count] : r.statuses)
+      st += std::to_string(code) + "×" + std::to_string(count) + " ";
+    printf("| %d | %s| %.1f | %.0f / %.0f | %.2f / %.2f | %.1f / %.1f | %.2f |\n", r.created,
+           st.c_str(), r.create_wall_s, r.create.p50, r.create.p99, r.exec.p50, r.exec.p99,
+           static_cast<double>(r.rss_before) / 1048576, static_cast<double>(r.rss_after) / 1048576,
+           per_mb);
+    if (!r.last_error.empty()) printf("\nlast refusal: %s\n", r.last_error.c_str());
+    fflush(stdout);
+    json statuses = json::object();
+    for (auto [code, count] : r.statuses) statuses[std::to_string(code)] = count;
+    out["idle"] = {{"sandboxes", idle},
+                   {"memory_mb", idle_memory_mb},
+                   {"created", r.created},
+                   {"statuses", statuses},
+                   {"create_wall_s", r.create_wall_s},
+                   {"create_p50_ms", r.create.p50},
+                   {"create_p99_ms", r.create.p99},
+                   {"exec_p50_ms", r.exec.p50},
+                   {"exec_p99_ms", r.exec.p99},
+                   {"rss_before", r.rss_before},
+                   {"rss_after", r.rss_after},
+                   {"host_mib_per_sandbox", per_mb},
+                   {"last_error", r.last_error}};
   }
   if (soak_seconds > 0 && !violated) {
     auto s = Soak(server, soak_seconds, soak_workers, soak_rate);

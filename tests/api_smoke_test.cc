@@ -145,6 +145,7 @@ TEST(ApiSmoke, CapacityCapsAnswer503AndCreateNothing) {
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.json()["code"], "capacity_exhausted");
   EXPECT_EQ(r.json()["retryable"], true);
+  EXPECT_FALSE(r.header("retry-after").empty());
   auto b = c.Json("POST", "/v1/sandboxes", {{"memory_mb", 256}});
   ASSERT_EQ(b.status, 201) << b.body;
   // Count: two running is the limit.

@@ -1,6 +1,8 @@
 // Token buckets per key, driven by an explicit clock (no sleeping).
 #include "common/rate_limiter.h"
 
+#include "auth/rate_defaults.h"
+
 #include <gtest/gtest.h>
 
 using hutch::RateLimiter;
@@ -69,4 +71,27 @@ TEST(RateLimiter, ZeroRateIsOff) {
   uint64_t k = rl.KeyId("k");
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(rl.Take(k, kT0).allowed);
   EXPECT_EQ(rl.bucket_count(), 0u);
+}
+
+// The default per-key policy (auth/rate_defaults.h): a fleet's burst of
+// 200 creates from one key, and a round of calls to each sandbox right
+// after, pass; a client that floods is refused, with a Retry-After.
+TEST(RateLimiter, DefaultsLetAFleetBurstThroughAndStopAFlood) {
+  RateLimiter rl(hutch::auth::kDefaultKeyRate, hutch::auth::kDefaultKeyBurst);
+  uint64_t k = rl.KeyId("fleet-key");
+  for (int i = 0; i < 200; ++i) EXPECT_TRUE(rl.Take(k, kT0).allowed) << "create " << i;
+  for (int i = 0; i < 600; ++i) EXPECT_TRUE(rl.Take(k, kT0 + 500ms).allowed) << "call " << i;
+  // A flood: 5000 requests within one second from the same key.
+  int refused = 0;
+  int64_t retry_after = 0;
+  for (int i = 0; i < 5000; ++i) {
+    auto d = rl.Take(k, kT0 + 1s + std::chrono::microseconds(i * 200));
+    if (!d.allowed) {
+      ++refused;
+      retry_after = d.retry_after_seconds;
+    }
+  }
+  // What the bucket had left plus one second of refill, and no more.
+  EXPECT_GE(refused, 5000 - 400 - static_cast<int>(hutch::auth::kDefaultKeyRate) - 1);
+  EXPECT_GE(retry_after, 1);
 }

@@ -25,7 +25,7 @@ T=$(mktemp -d /tmp/hutch-console-XXXXXX)
 trap cleanup EXIT
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 start_hutchd "$T/state" "$T/log" "hk_$HEX" --ui-dir "$HUTCH_UI_DIR" --templates-dir "$HUTCH_TEMPLATES_DIR" \
-  --max-sandboxes 600 --max-memory-committed-mb 0 --rate-limit 0 --warm-pool none
+  --max-sandboxes 600 --rate-limit 0 --warm-pool none
 export HUTCH_URL="http://$ADDR" HUTCH_API_KEY="hk_$HEX"
 export HUTCH_SCREENSHOT_DIR=${HUTCH_SCREENSHOT_DIR:-$T/screenshots}
 mkdir -p "$HUTCH_SCREENSHOT_DIR"

@@ -74,4 +74,20 @@ int64_t ManagerState::committed_memory_mb() const {
   return mb;
 }
 
+HostLoad ManagerState::Load() const {
+  HostLoad l;
+  l.live = static_cast<int>(running_count());
+  l.starting = starting;
+  l.warm = static_cast<int>(warm.size());
+  // committed_memory_mb counts the starting sandboxes the registry holds;
+  // warm ones (and those starting for the pool) are outside it.
+  l.committed_mb = committed_memory_mb();
+  for (const auto& [id, sb] : warm) l.committed_mb += sb->rec.memory_mb;
+  return l;
+}
+
+Status ManagerState::Admit(int count, int64_t memory_mb) const {
+  return admission.Check(Load(), Demand{count, memory_mb});
+}
+
 }  // namespace hutch

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/admission.h"
 #include "core/event_log.h"
 #include "core/idempotency.h"
 #include "core/net_slots.h"
@@ -28,10 +29,14 @@ namespace hutch {
 struct ManagerOptions {
   int64_t default_ttl_seconds = 300;
   int64_t max_ttl_seconds = 24 * 3600;
+  // Host-wide admission (core/admission.h): the count cap, the opt-in
+  // sum-of-limits cap, and what the host must keep free.
   int max_sandboxes = 200;
-  // Sum of memory_mb over starting and running sandboxes that the host
-  // accepts (their hard limits); 0 = no cap.
+  // Sum of memory_mb over starting, running, paused and warm sandboxes
+  // that the host accepts (their hard limits); 0 = no cap.
   int64_t max_memory_committed_mb = 0;
+  int64_t memory_reserve_mb = 1024;
+  double memory_pressure_max = 10;
   double default_cpu = 1;
   int64_t default_memory_mb = 512;
   int64_t default_disk_mb = 2048;
@@ -55,11 +60,18 @@ struct ManagerOptions {
 
 struct ManagerState {
   ManagerState(ManagerOptions o, Driver* d, TemplateRegistry* t, store::StateStore* s)
-      : opts(std::move(o)), driver(d), templates(t), store(s), events(s, opts.events_per_sandbox) {
+      : opts(std::move(o)),
+        admission(AdmissionOptions{opts.max_sandboxes, opts.max_memory_committed_mb,
+                                   opts.memory_reserve_mb, opts.memory_pressure_max}),
+        driver(d),
+        templates(t),
+        store(s),
+        events(s, opts.events_per_sandbox) {
     drivers[d->name()] = d;
   }
 
   ManagerOptions opts;
+  Admission admission;
   Driver* driver;  // the default
   std::map<std::string, Driver*> drivers;
   std::map<std::string, std::string> unavailable_drivers;
@@ -93,6 +105,12 @@ struct ManagerState {
   asio::awaitable<void> Teardown(std::shared_ptr<Instance> inst, int net_slot);
   size_t running_count() const;
   int64_t committed_memory_mb() const;
+  // What admission counts now: live, starting and warm sandboxes and the
+  // sum of their memory limits.
+  HostLoad Load() const;
+  // Room on the host for `count` more sandboxes of `memory_mb` (see
+  // core/admission.h), or capacity_exhausted.
+  Status Admit(int count, int64_t memory_mb) const;
   // Live sandboxes (starting ones too) created under this owner id.
   int live_count(const std::string& owner) const;
 };

@@ -188,16 +188,6 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
         !st.ok())
       co_return st.error();
   }
-  if (static_cast<int>(s_.running_count()) + s_.starting >= opts.max_sandboxes)
-    co_return MakeError(
-        Code::kCapacityExhausted,
-        "host is at its limit of " + std::to_string(opts.max_sandboxes) + " sandboxes");
-  if (opts.max_memory_committed_mb > 0 &&
-      s_.committed_memory_mb() + mem > opts.max_memory_committed_mb)
-    co_return MakeError(Code::kCapacityExhausted,
-                        "host has no room for " + std::to_string(mem) + " MB more (" +
-                            std::to_string(s_.committed_memory_mb()) + " of " +
-                            std::to_string(opts.max_memory_committed_mb) + " MB committed)");
   if (o.network.mode != net::NetMode::kNone && !s_.net)
     co_return MakeError(Code::kNotSupported,
                         "network mode " + std::string(net::NetModeName(o.network.mode)) +
@@ -208,10 +198,13 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
     // Anything a running sandbox cannot take afterwards rules a warm one out.
     const bool warmable = !from_layers && o.volumes.empty() && !o.machine && o.env.empty() &&
                           tpl->owner.empty() && IsWarmableNetwork(o.network);
+    // A claim moves a sandbox the host already holds from the pool to its
+    // owner: nothing more to admit.
     if (warmable) {
       if (auto sb = warm_->Take(shape)) co_return co_await Claim(steps, std::move(sb), o, ttl);
     }
   }
+  if (auto st = Admit(1, mem); !st.ok()) co_return st.error();
 
   auto sb = std::make_shared<Sandbox>();
   SandboxRecord& r = sb->rec;
@@ -322,6 +315,16 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Claim(CreateSteps& step
                r.id, r.template_name, r.cpu, r.memory_mb, r.disk_mb,
                net::NetModeName(r.network.mode));
   co_return r;
+}
+
+Status SandboxLifecycle::Admit(int count, int64_t memory_mb) {
+  auto st = s_.Admit(count, memory_mb);
+  // A warm sandbox's place frees at once; its memory once torn down (in
+  // the background), so a refusal for memory still stands for this create
+  // but the next finds the room.
+  while (!st.ok() && warm_ && warm_->Yield("the host needs its room for a create"))
+    st = s_.Admit(count, memory_mb);
+  return st;
 }
 
 asio::awaitable<Result<std::shared_ptr<Sandbox>>> SandboxLifecycle::CreateWarm(

@@ -109,6 +109,10 @@ class SandboxLifecycle {
   // A sandbox of `shape`, started and past its template's ready check, that
   // belongs to nobody yet (WarmPool's); not registered, not persisted.
   asio::awaitable<Result<std::shared_ptr<Sandbox>>> CreateWarm(const WarmShape& shape);
+  // Room on the host for `count` sandboxes of `memory_mb` (core/admission.h);
+  // when there is none the warm pool gives its sandboxes up first, one at a
+  // time, before the answer is capacity_exhausted.
+  Status Admit(int count, int64_t memory_mb);
 
  private:
   // Every step of a create; on error the caller unwinds `steps`.

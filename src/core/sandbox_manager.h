@@ -70,6 +70,13 @@ class SandboxManager {
   // or snapshot stands on it.
   Status DeleteTemplate(const std::string& name);
 
+  // Where admission reads what the host has (core/admission.h); unset,
+  // only the count and committed-memory caps apply.
+  void SetHostStats(Admission::StatsSource source) {
+    state_.admission.set_stats_source(std::move(source));
+  }
+  const AdmissionOptions& admission() const { return state_.admission.options(); }
+
   // Volumes sandboxes may mount (null: a create asking for one fails).
   void SetVolumes(VolumeManager* v) { state_.volumes = v; }
   VolumeManager* volumes() const { return state_.volumes; }

@@ -221,9 +221,8 @@ asio::awaitable<Result<std::vector<SandboxRecord>>> SnapshotBook::Fork(const std
         !st.ok())
       co_return st.error();
   }
-  if (static_cast<int>(s_.running_count()) + s_.starting + count > s_.opts.max_sandboxes)
-    co_return MakeError(Code::kCapacityExhausted,
-                        "host has no room for " + std::to_string(count) + " more sandboxes");
+  if (auto st = life_->Admit(count, parent->rec.memory_mb); !st.ok())
+    co_return st.error().Context("fork of " + std::to_string(count));
   // A driver that can copy the whole running machine (vm) forks it with
   // its memory and processes; otherwise the children start from a file
   // snapshot of the parent's writable layer.

@@ -81,12 +81,16 @@ std::optional<WarmShape> WarmPool::WantedShape(const std::string& name, Target& 
 }
 
 bool WarmPool::HostHasRoom(int64_t memory_mb) const {
-  const auto live = s_.running_count() + static_cast<size_t>(s_.starting) + s_.warm.size();
-  if (live >= static_cast<size_t>(s_.opts.max_sandboxes)) return false;
-  if (s_.opts.max_memory_committed_mb <= 0) return true;
-  int64_t warm_mb = 0;
-  for (const auto& [id, sb] : s_.warm) warm_mb += sb->rec.memory_mb;
-  return s_.committed_memory_mb() + warm_mb + memory_mb <= s_.opts.max_memory_committed_mb;
+  // The same admission as a create's, counting the warm ones: a pool never
+  // takes the room (or the memory headroom) a create would be refused for.
+  return s_.Admit(1, memory_mb).ok();
+}
+
+bool WarmPool::Yield(const char* why) {
+  if (s_.warm.empty()) return false;
+  const std::string id = s_.warm.begin()->first;  // Drop erases the key it is given
+  Drop(id, why);
+  return true;
 }
 
 void WarmPool::Tick() {

@@ -18,8 +18,10 @@
 // /v1 for none) get warm sandboxes after their first create.
 //
 // The pool is filled one sandbox at a time from the reaper's tick, only
-// while the host has room (sandboxes and committed memory counted with the
-// warm ones); a template whose warm start failed is retried after a pause.
+// while admission (core/admission.h) has room for one more, warm ones
+// counted; a create the host has no room for makes the pool give one up
+// (a warm sandbox must never be why a create is refused). A template whose
+// warm start failed is retried after a pause.
 // I/O thread only.
 #pragma once
 
@@ -64,6 +66,9 @@ class WarmPool {
   // Destroys every warm sandbox, after a fill under way has finished.
   asio::awaitable<void> Shutdown();
   size_t size() const { return s_.warm.size(); }
+  // Gives one warm sandbox up (its place at once, its memory once torn
+  // down) for a create the host has no room for; false if none is kept.
+  bool Yield(const char* why);
 
  private:
   struct Target {

@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -170,6 +172,13 @@ asio::awaitable<void> HttpContext::SendJson(int status, const nlohmann::json& bo
 
 asio::awaitable<void> HttpContext::SendError(const Error& e) {
   NoteError(e);
+  // A full host clears as sandboxes end or memory frees: tell clients to
+  // come back rather than leave each to guess (a handler that knows
+  // better, the rate limit, has set its own).
+  const bool has_retry_after =
+      std::any_of(extra_headers_.begin(), extra_headers_.end(),
+                  [](const auto& h) { return boost::iequals(h.first, "Retry-After"); });
+  if (e.code == Code::kCapacityExhausted && !has_retry_after) AddHeader("Retry-After", "1");
   nlohmann::json j = {{"code", CodeName(e.code)},
                       {"message", e.message},
                       {"request_id", request_id_},

@@ -20,6 +20,7 @@
 #include "api/opensandbox/osb_api.h"
 #include "api/v1/v1_api.h"
 #include "auth/credentials.h"
+#include "auth/rate_defaults.h"
 #include "core/sandbox_manager.h"
 #include "http/router.h"
 #include "http/static_files.h"
@@ -36,8 +37,8 @@ struct ApiConfig {
   size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
   // Per-key token bucket, every dialect (0 = off): requests a second, bucket size.
-  double rate_limit_rps = 50;
-  double rate_limit_burst = 100;
+  double rate_limit_rps = auth::kDefaultKeyRate;
+  double rate_limit_burst = auth::kDefaultKeyBurst;
   // What this server can do, as /healthz reports it (driver, memory
   // snapshots, the CRIU probe's finding).
   nlohmann::json capabilities = nlohmann::json::object();

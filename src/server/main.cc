@@ -20,9 +20,11 @@
 #include <functional>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "auth/server_secret.h"
 #include "common/clock.h"
+#include "common/host_stats.h"
 #include "common/log_format.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
@@ -84,12 +86,6 @@ std::string ExeDir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
-// Physical memory in MB (for the default commitment cap).
-int64_t HostMemoryMb() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / (1024 * 1024) : 0;
-}
-
 // Everything the command line sets.
 struct Options {
   std::string listen = "127.0.0.1:8080";
@@ -134,6 +130,9 @@ struct Options {
   // long before its end it is reissued, seconds; 0: 90 and 30 days.)
   int64_t tls_cert_validity_s = 0, tls_renew_before_s = 0;
   int64_t tls_check_every_s = 0;  // (hidden: the renewal check's period; 0: a day)
+  // (Hidden, for tests: where admission reads the host's figures, a
+  // directory shaped like /proc.)
+  std::string host_proc_root = "/proc";
 };
 
 void AddOptions(CLI::App& app, Options& o) {
@@ -192,7 +191,23 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--vm-init", o.vm_init_path, "hutch-vm-init binary (default: beside hutchd)");
   app.add_option("--template-builder", o.builder, "Script that builds the base template");
   app.add_option("--uid-base", o.uid_base, "First host uid of the range sandboxes map to");
-  app.add_option("--max-sandboxes", o.mopts.max_sandboxes, "Sandboxes this host runs at once");
+  o.mopts.max_sandboxes = 0;  // derived from the host unless given
+  app.add_option("--max-sandboxes", o.mopts.max_sandboxes,
+                 "Sandboxes (running, paused, starting, warm) this host holds at once (default: "
+                 "derived from the host: min(RAM MiB / 16, task limit / 16, 1024 x cores, "
+                 "(open-file limit - 2048) / 8))")
+      ->check(CLI::NonNegativeNumber);
+  o.mopts.memory_reserve_mb = -1;  // derived from the host unless given
+  app.add_option("--memory-reserve-mb", o.mopts.memory_reserve_mb,
+                 "Host memory (MemAvailable) a create must leave free; under it creates are "
+                 "refused with 503 (default: a tenth of RAM, within 256-4096 MiB)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-pressure-max", o.mopts.memory_pressure_max,
+                 "Memory PSI \"full avg10\" (percent) at or over which creates are refused, where "
+                 "the kernel has PSI (0: not checked)")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--host-proc-root", o.host_proc_root)->group("");
   // Per owner id of a tenant key (admin keys are exempt); past one, quota_exceeded (403).
   TenantQuotas& q = o.mopts.quotas;
   app.add_option("--tenant-max-sandboxes", q.max_sandboxes,
@@ -221,7 +236,10 @@ void AddOptions(CLI::App& app, Options& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-memory-committed-mb", o.mopts.max_memory_committed_mb,
-                 "Sum of sandbox memory limits the host accepts (default 2x RAM; 0 = no cap)");
+                 "Sum of sandbox memory limits (memory_mb) the host accepts, on top of admission "
+                 "by what the host really has (0: no such cap)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--default-ttl", o.mopts.default_ttl_seconds, "Default ttl_seconds");
   app.add_option("--max-ttl", o.mopts.max_ttl_seconds, "Largest ttl_seconds accepted");
   app.add_option("--pids-max", o.mopts.pids_max, "Processes per sandbox");
@@ -546,7 +564,7 @@ nlohmann::json Capabilities(const Options& o, int cgroup_version, const VmDriver
 // may, and keep part of it for sandboxes, agents and files. Connections
 // without a credential yet get a part of the cap and short deadlines, so
 // a flood of them never keeps a client with a key out.
-void SetConnectionLimits(api::HttpServer& server, const Options& o) {
+size_t RaiseFdLimit() {
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
   if (rl.rlim_cur < rl.rlim_max) {
@@ -554,8 +572,11 @@ void SetConnectionLimits(api::HttpServer& server, const Options& o) {
     setrlimit(RLIMIT_NOFILE, &rl);
     getrlimit(RLIMIT_NOFILE, &rl);
   }
-  const size_t nofile =
-      rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+  return rl.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(rl.rlim_cur);
+}
+
+void SetConnectionLimits(api::HttpServer& server, const Options& o) {
+  const size_t nofile = RaiseFdLimit();
   api::ConnectionLimits limits;
   limits.max_connections = o.max_connections;
   if (limits.max_connections == 0)
@@ -656,6 +677,31 @@ Result<std::map<std::string, int>> ParseWarmPool(const std::vector<std::string>&
   return out;
 }
 
+// Admission's defaults from what this host is (core/admission.h): the
+// sandbox count and the memory reserve, unless their flags set them. The
+// host's figures must be readable now: admission reads them at every
+// create.
+Status DeriveAdmission(Options& o, const HostStatsReader& reader) {
+  auto st = reader.Read();
+  if (!st.ok()) return st.error().Context("read the host's figures for admission");
+  HostShape h;
+  h.mem_total_mb = st->mem_total_mb;
+  h.task_limit = st->task_limit;
+  h.cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  h.fd_limit = static_cast<int64_t>(RaiseFdLimit());
+  if (o.mopts.max_sandboxes == 0) o.mopts.max_sandboxes = DefaultMaxSandboxes(h);
+  if (o.mopts.memory_reserve_mb < 0)
+    o.mopts.memory_reserve_mb = DefaultMemoryReserveMb(st->mem_total_mb);
+  spdlog::info(
+      "admission max_sandboxes={} memory_reserve_mb={} memory_pressure_max={} psi={} "
+      "max_memory_committed_mb={} mem_total_mb={} mem_available_mb={} task_limit={} cores={} "
+      "nofile={}",
+      o.mopts.max_sandboxes, o.mopts.memory_reserve_mb, o.mopts.memory_pressure_max,
+      st->memory_full_avg10 ? "yes" : "no", o.mopts.max_memory_committed_mb, st->mem_total_mb,
+      st->mem_available_mb, st->task_limit, h.cores, h.fd_limit);
+  return Status{};
+}
+
 Result<int> Serve(Options& o, store::StateStore* db) {
   auto warm = ParseWarmPool(o.warm_pool);
   if (!warm.ok()) return warm.error();
@@ -687,7 +733,10 @@ Result<int> Serve(Options& o, store::StateStore* db) {
 
   // The layers, bottom up: manager (drivers, network, volumes, builds),
   // then the HTTP API over it.
+  const HostStatsReader host_stats(o.host_proc_root);
+  if (auto st = DeriveAdmission(o, host_stats); !st.ok()) return st.error();
   SandboxManager mgr(o.mopts, driver->get(), templates->get(), db);
+  mgr.SetHostStats([&host_stats] { return host_stats.Read(); });
   if (vm.driver) mgr.AddDriver(vm.driver.get(), o.default_driver == "vm");
   else mgr.SetDriverUnavailable("vm", vm.why);
   mgr.SetNetwork(network->manager.get(), network->why);
@@ -811,7 +860,6 @@ int Fail(const Error& e) {
 int main(int argc, char** argv) {
   CLI::App app{"hutchd: self-hosted code-execution sandboxes for AI agents"};
   Options o;
-  o.mopts.max_memory_committed_mb = 2 * HostMemoryMb();
   AddOptions(app, o);
   CLI11_PARSE(app, argc, argv);
   ConfigureProcess(o);

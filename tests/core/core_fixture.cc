@@ -131,6 +131,7 @@ SandboxManager::RecoverReport CoreTest::Restart() {
   Poll();
   mgr = std::make_unique<SandboxManager>(opts, driver.get(), templates.get(), store.get());
   mgr->SetNetSlots(&net);
+  if (host_stats) mgr->SetHostStats(host_stats);
   auto rep = Run(mgr->Recover());
   EXPECT_TRUE(rep.ok()) << rep.error().message;
   return rep.ok() ? *rep : SandboxManager::RecoverReport{};

@@ -95,6 +95,9 @@ class CoreTest : public ::testing::Test {
   std::unique_ptr<TemplateRegistry> templates;
   std::unique_ptr<fake::FakeDriver> driver;
   FakeNetSlots net;
+  // Admission's source of the host's figures, given to every manager
+  // Restart() makes (unset: only the count and committed caps apply).
+  Admission::StatsSource host_stats;
   std::unique_ptr<SandboxManager> mgr;
 };
 
