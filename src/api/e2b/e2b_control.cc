@@ -11,6 +11,7 @@
 #include "api/common/json_fields.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
+#include "api/e2b/e2b_network.h"
 #include "auth/sandbox_token.h"
 
 namespace hutch::api::e2b {
@@ -20,23 +21,6 @@ namespace {
 using V = http::verb;
 
 const char* E2bState(SandboxStatus s) { return s == SandboxStatus::kPaused ? "paused" : "running"; }
-
-// A sandbox E2B can see: stopped and failed ones are gone (404), as in E2B.
-Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
-  auto rec = mgr->Get(id);
-  if (!rec.ok()) return rec.error();
-  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
-    return MakeError(Code::kSandboxNotFound,
-                     "sandbox " + id + " not found (it " +
-                         (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
-  return rec;
-}
-
-// `timeout` (seconds) of a request body; nullopt when absent.
-Result<std::optional<int64_t>> TimeoutField(const Json& body) {
-  if (!body.contains("timeout") || body["timeout"].is_null()) return std::optional<int64_t>();
-  return OptInt(body, "timeout", 1, INT32_MAX);
-}
 
 // "a=1&b=2" as the SDK sends it in ?metadata= (keys and values
 // percent-encoded once more inside the parameter).
@@ -110,6 +94,21 @@ Result<ListPage> OrderedPage(SandboxManager* mgr, ListFilter f, bool newest_firs
 
 }  // namespace
 
+Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
+  auto rec = mgr->Get(id);
+  if (!rec.ok()) return rec.error();
+  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
+    return MakeError(Code::kSandboxNotFound,
+                     "sandbox " + id + " not found (it " +
+                         (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
+  return rec;
+}
+
+Result<std::optional<int64_t>> TimeoutField(const Json& body) {
+  if (!body.contains("timeout") || body["timeout"].is_null()) return std::optional<int64_t>();
+  return OptInt(body, "timeout", 1, INT32_MAX);
+}
+
 asio::awaitable<void> E2bApi::SendControlError(HttpContext& ctx, const Error& e) {
   ctx.NoteError(e);
   const int status = CodeHttpStatus(e.code);
@@ -142,56 +141,6 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
   return j;
 }
 
-// E2B's egress settings as a hutch policy. E2B sandboxes reach the
-// internet unless told otherwise, so an absent allow_internet_access means
-// mode all (or none when this server has no networking: creates keep
-// working, and /healthz says why). `network.denyOut` listing 0.0.0.0/0
-// (E2B's "all traffic") makes the default deny, with `allowOut` as the
-// exceptions; otherwise the default is allow and `denyOut` is blocked.
-// E2B lets an allowOut entry beat a denyOut entry; hutch lets deny win, which
-// differs only when an allowed entry lies inside a denied CIDR
-// (docs/compat-e2b.md).
-namespace {
-Result<net::NetworkPolicy> E2bNetworkPolicy(const Json& j, bool networking) {
-  std::optional<bool> internet;
-  if (auto it = j.find("allow_internet_access"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      return MakeError(Code::kInvalidRequest, "'allow_internet_access' must be a boolean");
-    internet = it->get<bool>();
-  }
-  auto nw = j.find("network");
-  if (nw == j.end() || nw->is_null()) {
-    net::NetworkPolicy p;
-    p.mode = internet.value_or(networking) ? net::NetMode::kAll : net::NetMode::kNone;
-    return p;
-  }
-  if (!nw->is_object()) return MakeError(Code::kInvalidRequest, "'network' must be an object");
-  Json allow = Json::array(), deny = Json::array();
-  bool deny_all = internet.has_value() && !*internet;
-  for (const auto& [k, v] : nw->items()) {
-    if (v.is_null()) continue;
-    if (k == "allowPublicTraffic") continue;  // about reaching the sandbox's ports, not egress
-    if (k != "allowOut" && k != "denyOut")
-      return MakeError(Code::kNotSupported,
-                       "'network." + k + "' is not supported by hutch (docs/compat-e2b.md)");
-    if (!v.is_array())
-      return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
-    for (const auto& e : v) {
-      if (!e.is_string())
-        return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
-      const std::string s = e.get<std::string>();
-      if (k == "denyOut" && s == "0.0.0.0/0") deny_all = true;
-      else (k == "allowOut" ? allow : deny).push_back(s);
-    }
-  }
-  Json p = {{"mode", "policy"},
-            {"default", deny_all ? "deny" : "allow"},
-            {"allow", allow},
-            {"deny", deny}};
-  return net::ParseNetworkPolicy(p);
-}
-}  // namespace
-
 asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_hash) {
   auto body = co_await ctx.ReadJson(json_limit_);
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
@@ -216,11 +165,21 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
        {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
         meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
     if (e) co_return co_await SendControlError(ctx, *e);
-  auto network = E2bNetworkPolicy(j, mgr_->network() != nullptr);
+  auto internet = InternetAccessField(j);
+  if (!internet.ok()) co_return co_await SendControlError(ctx, internet.error());
+  const auto nw = j.find("network");
+  auto network = E2bEgressPolicy(nw == j.end() ? nullptr : &*nw, *internet,
+                                 mgr_->network() != nullptr, {"allowPublicTraffic"});
   if (!network.ok()) co_return co_await SendControlError(ctx, network.error());
   CreateOptions o;
   o.network = std::move(network).value();
+  // A snapshot's id stands where a template's name goes, as E2B's
+  // Sandbox.create(snapshot_id) sends it (e2b_snapshots.cc).
   o.template_name = tpl->value_or("base");
+  if (IsSnapshotId(o.template_name)) {
+    o.snapshot = std::move(o.template_name);
+    o.template_name.clear();
+  }
   o.ttl_seconds = timeout->value_or(300);
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
@@ -337,6 +296,23 @@ asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id
     co_return co_await SendControlError(ctx, rec.error());
   auto rec = mgr_->SetTtl(id, **t);
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<void> E2bApi::Refresh(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  // E2B's keep-alive: `duration` seconds from now (at most an hour, as
+  // E2B bounds it); like a connect's timeout it only ever extends.
+  auto duration = OptInt(*body, "duration", 0, 3600);
+  if (!duration.ok()) co_return co_await SendControlError(ctx, duration.error());
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (*duration &&
+      std::chrono::system_clock::now() + std::chrono::seconds(**duration) > rec->expires_at) {
+    auto r = mgr_->SetTtl(id, **duration);
+    if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+  }
   co_await ctx.SendEmpty(204);
 }
 

@@ -25,7 +25,7 @@ Error NoRoute(const HttpContext& ctx) {
 }
 
 // Control-plane operations of E2B that hutch does not offer.
-constexpr const char* kNotSupported[] = {"logs", "snapshots", "fork", "network", "refreshes"};
+constexpr const char* kNotSupported[] = {"logs"};
 
 }  // namespace
 
@@ -162,6 +162,18 @@ void E2bApi::Register(Router& r) {
         [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], true); });
   r.Add(V::get, "/e2b/sandboxes/{id}/metrics",
         [this](HttpContext& c, const RouteMatch& m) { return Metrics(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/refreshes",
+        [this](HttpContext& c, const RouteMatch& m) { return Refresh(c, m["id"]); });
+  r.Add(V::put, "/e2b/sandboxes/{id}/network",
+        [this](HttpContext& c, const RouteMatch& m) { return UpdateNetwork(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/fork",
+        [this](HttpContext& c, const RouteMatch& m) { return Fork(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/snapshots",
+        [this](HttpContext& c, const RouteMatch& m) { return CreateSnapshot(c, m["id"]); });
+  r.Add(V::get, "/e2b/snapshots",
+        [this](HttpContext& c, const RouteMatch&) { return ListSnapshots(c); });
+  r.Add(V::delete_, "/e2b/templates/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return DeleteTemplate(c, m["id"]); });
 }
 
 }  // namespace hutch::api::e2b
