@@ -147,9 +147,11 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   const Json& j = *body;
   // Fields the SDK sends that hutch cannot honour are refused by name
   // rather than silently dropped; absent/null/false ones are fine.
-  for (const char* f : {"autoPause", "mcp", "volumeMounts", "autoResume"}) {
+  for (const char* f : {"mcp", "volumeMounts", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    // autoResume is {"enabled": bool}: only enabled asks for something.
+    if (it->is_object() && !it->value("enabled", false)) continue;
     {
       Error err =
           MakeError(Code::kNotSupported,
@@ -157,6 +159,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
       co_return co_await SendControlError(ctx, err);
     }
   }
+  // autoPause: paused instead of killed at the timeout (hutch's pause keeps
+  // memory, so autoPauseMemory either way is met).
+  auto auto_pause = OptBool(j, "autoPause");
+  if (!auto_pause.ok()) co_return co_await SendControlError(ctx, auto_pause.error());
   auto tpl = OptString(j, "templateID");
   auto timeout = TimeoutField(j);
   auto meta = OptStringMap(j, "metadata");
@@ -181,6 +187,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
     o.template_name.clear();
   }
   o.ttl_seconds = timeout->value_or(300);
+  o.pause_on_expiry = auto_pause->value_or(false);
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
   o.owner_key = key_hash;
@@ -345,10 +352,15 @@ asio::awaitable<void> E2bApi::Connect(HttpContext& ctx, const std::string& id, b
   if (paused) {
     auto r = mgr_->Resume(id);
     if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+    // A resumed sandbox lives `timeout` from now (E2B's default, 300 s,
+    // when absent), whatever its TTL was while paused (one paused at its
+    // timeout is kept for the server's largest TTL).
+    r = mgr_->SetTtl(id, t->value_or(300));
+    if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
     rec = *r;
   }
-  // A timeout given on connect only ever extends the sandbox's life.
-  if (*t) {
+  // On a running sandbox a timeout only ever extends its life.
+  if (*t && !paused) {
     auto want = std::chrono::system_clock::now() + std::chrono::seconds(**t);
     if (want > rec->expires_at) {
       auto r = mgr_->SetTtl(id, **t);

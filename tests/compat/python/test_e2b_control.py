@@ -21,11 +21,13 @@ from e2b import (
     Sandbox,
     SandboxException,
     SandboxNotFoundException,
+    SandboxState,
 )
 from e2b.api.client.api.sandboxes import post_sandboxes_sandbox_id_refreshes
 from e2b.api.client.models import SandboxRefreshRequest
 from e2b.connection_config import ConnectionConfig
 from e2b.sandbox_sync.paginator import get_api_client
+from support import wait_for
 
 WORLD = json.loads(os.environ["HUTCH_WORLD"]) if os.environ.get("HUTCH_WORLD") else None
 NO_WORLD = "no test network world (run.sh needs root and hutch-test-world)"
@@ -315,6 +317,57 @@ class RefreshTest(unittest.TestCase):
         self.assertEqual(refresh(sbx.sandbox_id, 30), 204)
         self.assertEqual(sbx.get_info().end_at, end)
         self.assertEqual(refresh("sb_00000000deadbeef", 30), 404)
+
+
+def seconds_left(sbx):
+    end = sbx.get_info().end_at
+    return (end - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
+
+class LifecycleTest(unittest.TestCase):
+    def test_on_timeout_pause_keeps_the_sandbox_until_connect(self):
+        sbx = Sandbox.create(timeout=3, lifecycle={"on_timeout": "pause"})
+        self.addCleanup(Sandbox.kill, sbx.sandbox_id)
+        sbx.files.write("/home/user/kept.txt", "through the pause")
+        sbx.commands.run("sleep 600", background=True)
+        wait_for(lambda: sbx.get_info().state == SandboxState.PAUSED, "the pause at the timeout")
+        self.assertFalse(sbx.is_running())
+        # Kept well past its timeout (the server's largest TTL).
+        self.assertGreater(seconds_left(sbx), 3600)
+        back = Sandbox.connect(sbx.sandbox_id, timeout=120)
+        self.assertEqual(back.files.read("/home/user/kept.txt"), "through the pause")
+        # Memory kept too: the background command is still running.
+        running = [" ".join([p.cmd, *p.args]) for p in back.commands.list()]
+        self.assertTrue(any("sleep 600" in c for c in running), running)
+        self.assertAlmostEqual(seconds_left(back), 120, delta=15)
+
+    def test_kill_on_timeout_is_the_default(self):
+        sbx = Sandbox.create(timeout=2, lifecycle={"on_timeout": "kill"})
+
+        def gone():
+            try:
+                sbx.get_info()
+                return False
+            except SandboxNotFoundException:
+                return True
+
+        wait_for(gone, "the kill at the timeout")
+        self.assertFalse(Sandbox.kill(sbx.sandbox_id))
+
+    def test_connect_timeout_is_the_resumed_life(self):
+        sbx = Sandbox.create(timeout=600)
+        self.addCleanup(sbx.kill)
+        sbx.pause()
+        Sandbox.connect(sbx.sandbox_id, timeout=60)
+        self.assertAlmostEqual(seconds_left(sbx), 60, delta=15)
+        # On a running sandbox a connect only ever extends.
+        Sandbox.connect(sbx.sandbox_id, timeout=30)
+        self.assertAlmostEqual(seconds_left(sbx), 60, delta=15)
+
+    def test_auto_resume_is_not_supported(self):
+        with self.assertRaises(SandboxException) as cm:
+            Sandbox.create(timeout=60, lifecycle={"on_timeout": "pause", "auto_resume": True})
+        self.assertIn("not supported", str(cm.exception))
 
 
 if __name__ == "__main__":
