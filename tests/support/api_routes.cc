@@ -77,6 +77,10 @@ std::vector<Route> E2bControlRoutes() {
       {"PUT", "/e2b/sandboxes/{id}/network", j},
       {"GET", "/e2b/snapshots"},
       {"DELETE", "/e2b/templates/{id}"},
+      {"POST", "/e2b/volumes", j},
+      {"GET", "/e2b/volumes"},
+      {"GET", "/e2b/volumes/{id}"},
+      {"DELETE", "/e2b/volumes/{id}"},
       {"GET", "/e2b/no-such-route"},
   };
 }

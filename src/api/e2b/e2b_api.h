@@ -118,6 +118,12 @@ class E2bApi {
   asio::awaitable<void> CreateSnapshot(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> ListSnapshots(HttpContext& ctx);
   asio::awaitable<void> DeleteTemplate(HttpContext& ctx, const std::string& id);
+  // e2b_volumes.cc: volumes by id (a hutch volume's name).
+  asio::awaitable<void> CreateVolume(HttpContext& ctx);
+  asio::awaitable<void> ListVolumes(HttpContext& ctx);
+  asio::awaitable<void> GetVolume(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> DeleteVolume(HttpContext& ctx, const std::string& id);
+  Result<VolumeRecord> OwnVolume(const HttpContext& ctx, const std::string& id) const;
   // e2b_fork.cc: POST /sandboxes/{id}/fork.
   asio::awaitable<void> Fork(HttpContext& ctx, const std::string& id);
   Json SandboxJson(const SandboxRecord& r, bool detail) const;

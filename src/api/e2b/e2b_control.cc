@@ -147,7 +147,7 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   const Json& j = *body;
   // Fields the SDK sends that hutch cannot honour are refused by name
   // rather than silently dropped; absent/null/false ones are fine.
-  for (const char* f : {"mcp", "volumeMounts", "autoResume"}) {
+  for (const char* f : {"mcp", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
     // autoResume is {"enabled": bool}: only enabled asks for something.
@@ -188,6 +188,25 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   }
   o.ttl_seconds = timeout->value_or(300);
   o.pause_on_expiry = auto_pause->value_or(false);
+  // volumeMounts: [{name, path}] of the caller's volumes (e2b_volumes.cc).
+  if (auto it = j.find("volumeMounts"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      Error e = MakeError(Code::kInvalidRequest, "'volumeMounts' must be an array");
+      co_return co_await SendControlError(ctx, e);
+    }
+    for (const auto& m : *it) {
+      const bool ok = m.is_object() && m.contains("name") && m["name"].is_string() &&
+                      m.contains("path") && m["path"].is_string();
+      if (!ok) {
+        Error e = MakeError(Code::kInvalidRequest, "each of 'volumeMounts' is {name, path}");
+        co_return co_await SendControlError(ctx, e);
+      }
+      VolumeMountRequest mount;
+      mount.name = m["name"].get<std::string>();
+      mount.path = m["path"].get<std::string>();
+      o.volumes.push_back(std::move(mount));
+    }
+  }
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
   o.owner_key = key_hash;

@@ -172,6 +172,14 @@ void E2bApi::Register(Router& r) {
         [this](HttpContext& c, const RouteMatch& m) { return CreateSnapshot(c, m["id"]); });
   r.Add(V::get, "/e2b/snapshots",
         [this](HttpContext& c, const RouteMatch&) { return ListSnapshots(c); });
+  r.Add(V::post, "/e2b/volumes",
+        [this](HttpContext& c, const RouteMatch&) { return CreateVolume(c); });
+  r.Add(V::get, "/e2b/volumes",
+        [this](HttpContext& c, const RouteMatch&) { return ListVolumes(c); });
+  r.Add(V::get, "/e2b/volumes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return GetVolume(c, m["id"]); });
+  r.Add(V::delete_, "/e2b/volumes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return DeleteVolume(c, m["id"]); });
   r.Add(V::delete_, "/e2b/templates/{id}",
         [this](HttpContext& c, const RouteMatch& m) { return DeleteTemplate(c, m["id"]); });
 }

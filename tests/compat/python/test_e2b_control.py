@@ -22,6 +22,9 @@ from e2b import (
     SandboxException,
     SandboxNotFoundException,
     SandboxState,
+    Volume,
+    VolumeException,
+    VolumeNotFoundException,
 )
 from e2b.api.client.api.sandboxes import post_sandboxes_sandbox_id_refreshes
 from e2b.api.client.models import SandboxRefreshRequest
@@ -368,6 +371,39 @@ class LifecycleTest(unittest.TestCase):
         with self.assertRaises(SandboxException) as cm:
             Sandbox.create(timeout=60, lifecycle={"on_timeout": "pause", "auto_resume": True})
         self.assertIn("not supported", str(cm.exception))
+
+
+class VolumeTest(unittest.TestCase):
+    def test_create_mount_share_destroy(self):
+        name = "py-vol-" + uuid.uuid4().hex[:8]
+        vol = Volume.create(name)
+        self.addCleanup(Volume.destroy, vol.volume_id)
+        # A hutch volume's id is its name.
+        self.assertEqual((vol.volume_id, vol.name), (name, name))
+        self.assertEqual(Volume.get_info(vol.volume_id).name, name)
+        self.assertIn(name, [v.name for v in Volume.list()])
+        # Mounted by Volume and by name; what one sandbox writes the next reads.
+        first = Sandbox.create(timeout=120, volume_mounts={"/mnt/data": vol})
+        first.commands.run("echo shared > /mnt/data/x.txt", user="root")
+        with self.assertRaises(VolumeException) as cm:
+            Volume.destroy(vol.volume_id)  # still mounted
+        self.assertIn("mounted", str(cm.exception))
+        first.kill()
+        second = Sandbox.create(timeout=120, volume_mounts={"/srv/vol": name})
+        try:
+            self.assertEqual(second.files.read("/srv/vol/x.txt"), "shared\n")
+        finally:
+            second.kill()
+        self.assertTrue(Volume.destroy(vol.volume_id))
+        self.assertFalse(Volume.destroy(vol.volume_id))
+        with self.assertRaises(VolumeNotFoundException):
+            Volume.get_info(vol.volume_id)
+        self.assertNotIn(name, [v.name for v in Volume.list()])
+
+    def test_unknown_volume_at_create_is_an_error(self):
+        with self.assertRaises(SandboxException) as cm:
+            Sandbox.create(timeout=60, volume_mounts={"/mnt/x": "no-such-volume-py"})
+        self.assertIn("no-such-volume-py", str(cm.exception))
 
 
 if __name__ == "__main__":
