@@ -185,6 +185,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   if (IsSnapshotId(o.template_name)) {
     o.snapshot = std::move(o.template_name);
     o.template_name.clear();
+  } else if (auto named = mgr_->SnapshotNamed(ctx.principal().owner, o.template_name); named.ok()) {
+    // A name the caller gave a snapshot wins over a template's name.
+    o.snapshot = named->id;
+    o.template_name.clear();
   }
   o.ttl_seconds = timeout->value_or(300);
   o.pause_on_expiry = auto_pause->value_or(false);

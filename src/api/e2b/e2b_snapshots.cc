@@ -1,8 +1,9 @@
 // E2B snapshots onto hutch snapshots (core/snapshot.h): take one of a
 // sandbox (`POST /sandboxes/{id}/snapshots`), list them (`GET /snapshots`),
 // delete one (E2B deletes a snapshot as the template it is:
-// `DELETE /templates/{id}`), and create a sandbox from one (its id given
-// as the create's templateID: e2b_control.cc). A hutch snapshot holds the
+// `DELETE /templates/{id}`), and create a sandbox from one (its id or name
+// given as the create's templateID: e2b_control.cc). A name is the
+// owner's: naming a new snapshot moves it from the older one. A hutch snapshot holds the
 // sandbox's files, not its memory: sandboxes made from it start fresh
 // processes, what E2B calls a filesystem snapshot.
 #include <algorithm>
@@ -14,10 +15,11 @@ namespace hutch::api::e2b {
 
 namespace {
 
-// E2B's SnapshotInfo. hutch snapshots have no names: E2B's `names` is
-// the list of the snapshot's template names, which hutch does not keep.
+// E2B's SnapshotInfo: `names` holds the name its owner gave it, if any.
 Json SnapshotInfo(const SnapshotRecord& s) {
-  return {{"snapshotID", s.id}, {"names", Json::array()}, {"sandboxID", s.sandbox_id}};
+  Json names = Json::array();
+  if (!s.name.empty()) names.push_back(s.name);
+  return {{"snapshotID", s.id}, {"names", names}, {"sandboxID", s.sandbox_id}};
 }
 
 }  // namespace
@@ -36,17 +38,22 @@ asio::awaitable<void> E2bApi::CreateSnapshot(HttpContext& ctx, const std::string
                         "keeps the sandbox's files only (use mode \"filesystem\")");
     co_return co_await SendControlError(ctx, e);
   }
-  if (auto name = OptString(*body, "name"); !name.ok() || *name) {
-    Error e = name.ok() ? MakeError(Code::kNotSupported,
-                                    "named snapshots are not supported by hutch; use the "
-                                    "snapshotID it answers (docs/compat-e2b.md)")
-                        : name.error();
+  // A name moves to the new snapshot from an older one of the same owner
+  // (E2B assigns the new build to the existing name).
+  auto name = OptString(*body, "name");
+  if (!name.ok()) co_return co_await SendControlError(ctx, name.error());
+  if (*name && (IsSnapshotId(**name) || (*name)->empty())) {
+    Error e = MakeError(Code::kInvalidRequest, "a snapshot name may not be empty or start snap_");
     co_return co_await SendControlError(ctx, e);
   }
   if (auto rec = Visible(mgr_, id); !rec.ok())
     co_return co_await SendControlError(ctx, rec.error());
   auto snap = co_await mgr_->Snapshot(id, !ctx.principal().admin());
   if (!snap.ok()) co_return co_await SendControlError(ctx, snap.error());
+  if (*name) {
+    snap = mgr_->NameSnapshot(snap->id, **name);
+    if (!snap.ok()) co_return co_await SendControlError(ctx, snap.error());
+  }
   co_await ctx.SendJson(201, SnapshotInfo(*snap));
 }
 
@@ -67,8 +74,8 @@ asio::awaitable<void> E2bApi::ListSnapshots(HttpContext& ctx) {
   for (auto& s : mgr_->ListSnapshots()) {
     if (!ctx.principal().Owns(s.owner)) continue;
     if (!sandbox.empty() && s.sandbox_id != sandbox) continue;
-    // E2B filters by name or id; a hutch snapshot's only name is its id.
-    if (!name.empty() && s.id != name) continue;
+    // E2B filters by name or id.
+    if (!name.empty() && s.id != name && s.name != name) continue;
     all.push_back(std::move(s));
   }
   // Newest first, as E2B lists; the page token is the last id answered.
@@ -93,17 +100,23 @@ asio::awaitable<void> E2bApi::ListSnapshots(HttpContext& ctx) {
 }
 
 asio::awaitable<void> E2bApi::DeleteTemplate(HttpContext& ctx, const std::string& id) {
+  // A snapshot by id, or by the name its owner gave it.
+  std::string snap_id = id;
   if (!IsSnapshotId(id)) {
-    Error e = MakeError(Code::kNotSupported,
-                        "deleting templates is not supported by hutch's E2B compatibility layer "
-                        "(only snapshots, snap_...; templates are managed with /v1)");
-    co_return co_await SendControlError(ctx, e);
+    auto named = mgr_->SnapshotNamed(ctx.principal().owner, id);
+    if (!named.ok()) {
+      Error e = MakeError(Code::kNotSupported,
+                          "deleting templates is not supported by hutch's E2B compatibility layer "
+                          "(only snapshots, by id or name; templates are managed with /v1)");
+      co_return co_await SendControlError(ctx, e);
+    }
+    snap_id = named->id;
   }
-  auto snap = mgr_->GetSnapshot(id);
+  auto snap = mgr_->GetSnapshot(snap_id);
   if (snap.ok() && !ctx.principal().Owns(snap->owner))
     snap = MakeError(Code::kSnapshotNotFound, "snapshot " + id + " not found");
   if (!snap.ok()) co_return co_await SendControlError(ctx, snap.error());
-  if (auto st = mgr_->DeleteSnapshot(id); !st.ok())
+  if (auto st = mgr_->DeleteSnapshot(snap_id); !st.ok())
     co_return co_await SendControlError(ctx, st.error());
   co_await ctx.SendEmpty(204);
 }

@@ -129,12 +129,38 @@ class SnapshotTest(unittest.TestCase):
             got += [s.snapshot_id for s in pages.next_items()]
         self.assertEqual(got, [second.snapshot_id, first.snapshot_id])
 
+    def test_names_move_to_the_newest_snapshot(self):
+        name = "py-snap-" + uuid.uuid4().hex[:8]
+        self.sbx.files.write("/home/user/v.txt", "one")
+        first = self.sbx.create_snapshot(name=name)
+        self.addCleanup(Sandbox.delete_snapshot, first.snapshot_id)
+        self.assertEqual(first.names, [name])
+        self.sbx.files.write("/home/user/v.txt", "two")
+        second = self.sbx.create_snapshot(name=name)
+        self.assertEqual(second.names, [name])
+        # The name now names the second; the first keeps its id only.
+        listed = {s.snapshot_id: s.names for s in self.sbx.list_snapshots().next_items()}
+        self.assertEqual(listed, {first.snapshot_id: [], second.snapshot_id: [name]})
+        by_name = Sandbox.list_snapshots(name=name).next_items()
+        self.assertEqual([s.snapshot_id for s in by_name], [second.snapshot_id])
+        child = Sandbox.create(name, timeout=60)
+        try:
+            self.assertEqual(child.files.read("/home/user/v.txt"), "two")
+        finally:
+            child.kill()
+        # Deleted by name; the name then names nothing.
+        self.assertTrue(Sandbox.delete_snapshot(name))
+        with self.assertRaises(SandboxException) as cm:
+            Sandbox.create(name, timeout=60)
+        self.assertIn(name, str(cm.exception))
+        remaining = [s.snapshot_id for s in self.sbx.list_snapshots().next_items()]
+        self.assertEqual(remaining, [first.snapshot_id])
+
     def test_what_hutch_cannot_keep_is_not_supported(self):
-        # A memory snapshot and a named one: clear 501s, nothing taken.
-        for kwargs in ({"mode": "full"}, {"name": "my-snapshot"}):
-            with self.assertRaises(SandboxException) as cm:
-                self.sbx.create_snapshot(**kwargs)
-            self.assertIn("not supported", str(cm.exception))
+        # A memory snapshot: a clear 501, nothing taken.
+        with self.assertRaises(SandboxException) as cm:
+            self.sbx.create_snapshot(mode="full")
+        self.assertIn("not supported", str(cm.exception))
         self.assertEqual(self.sbx.list_snapshots().next_items(), [])
         # Templates are not deleted through E2B; snapshots only.
         with self.assertRaises(SandboxException) as cm:
