@@ -34,22 +34,39 @@ asio::awaitable<void> Reaper::Loop() {
 
 asio::awaitable<void> Reaper::Tick() {
   auto now = std::chrono::system_clock::now();
-  std::vector<std::string> expired, forget;
+  std::vector<std::string> expired, forget, to_pause;
   for (const auto& [id, sb] : s_.sandboxes) {
     if (sb->rec.expires_at > now) continue;
     if (sb->rec.status == SandboxStatus::kStopped) forget.push_back(id);
+    else if (sb->rec.pause_on_expiry && sb->rec.status == SandboxStatus::kRunning)
+      to_pause.push_back(id);
     else if (sb->rec.status != SandboxStatus::kStarting) expired.push_back(id);
   }
   for (const auto& id : forget) s_.Forget(id);
   s_.idempotency.Prune(now);
   PauseIdle();
   PollProcessExits(s_);
+  for (const auto& id : to_pause)
+    if (!PauseAtExpiry(id)) expired.push_back(id);  // not left running past its TTL
   for (const auto& id : expired) {
     spdlog::info("sandbox={} ttl_expired", id);
     auto st = co_await life_.Delete(id, "expired");
     (void)st;
   }
   if (warm_) warm_->Tick();
+}
+
+bool Reaper::PauseAtExpiry(const std::string& id) {
+  auto paused = life_.Pause(id, /*idle=*/false);
+  // Kept paused for the largest TTL this server gives, then deleted as
+  // any expired paused sandbox is (a frozen sandbox holds its memory).
+  if (paused.ok()) paused = life_.SetTtl(id, s_.opts.max_ttl_seconds);
+  if (!paused.ok()) {
+    spdlog::error("sandbox={} pause_on_expiry_failed err=\"{}\"", id, paused.error().message);
+    return false;
+  }
+  spdlog::info("sandbox={} ttl_expired paused_on_expiry", id);
+  return true;
 }
 
 void Reaper::PauseIdle() {

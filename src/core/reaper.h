@@ -28,6 +28,9 @@ class Reaper {
   asio::awaitable<void> Tick();
   // Pauses running sandboxes idle for longer than their auto_pause_seconds.
   void PauseIdle();
+  // A sandbox with pause_on_expiry at its TTL: paused and kept; false when
+  // that failed (it is then deleted as any expired sandbox).
+  bool PauseAtExpiry(const std::string& id);
   Status DeleteTemplate(const std::string& name);
 
  private:

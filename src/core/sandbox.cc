@@ -46,6 +46,7 @@ nlohmann::json SandboxRecord::ToJson() const {
   if (!snapshot.empty()) j["snapshot"] = snapshot;
   if (!volumes.empty()) j["volumes"] = VolumeMountsToJson(volumes);
   if (auto_pause_seconds > 0) j["auto_pause_seconds"] = auto_pause_seconds;
+  if (pause_on_expiry) j["pause_on_expiry"] = true;
   j["network"] = network.ToJson();
   if (status == SandboxStatus::kPaused) j["paused_by"] = auto_paused ? "idle" : "api";
   if (!boot.empty()) j["boot"] = boot;
@@ -75,6 +76,7 @@ std::string SandboxRecord::ToStoreJson() const {
       {"volumes", VolumeMountsToJson(volumes)},
       {"auto_pause_seconds", auto_pause_seconds},
       {"auto_paused", auto_paused},
+      {"pause_on_expiry", pause_on_expiry},
       {"network", network.ToJson()},
       {"net_slot", net_slot},
       {"boot", boot},
@@ -110,6 +112,7 @@ bool SandboxRecord::FromStoreJson(const std::string& text, SandboxRecord* out) {
     if (auto v = j.find("volumes"); v != j.end()) r.volumes = VolumeMountsFromJson(*v);
     r.auto_pause_seconds = j.value("auto_pause_seconds", int64_t{0});
     r.auto_paused = j.value("auto_paused", false);
+    r.pause_on_expiry = j.value("pause_on_expiry", false);
     if (auto n = j.find("network"); n != j.end() && !net::PolicyFromStoreJson(*n, &r.network))
       return false;
     r.net_slot = j.value("net_slot", -1);

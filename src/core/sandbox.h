@@ -49,7 +49,11 @@ struct SandboxRecord {
   // Idle policy: pause after this many seconds without a request or an open
   // stream (0: never); the next request resumes it.
   int64_t auto_pause_seconds = 0;
-  bool auto_paused = false;    // paused by the idle policy, not by the API
+  bool auto_paused = false;  // paused by the idle policy, not by the API
+  // At its TTL it is paused instead of deleted (E2B's autoPause), and kept
+  // paused for the server's largest TTL (a frozen sandbox still holds its
+  // memory), then deleted; a resume gives it a TTL again.
+  bool pause_on_expiry = false;
   net::NetworkPolicy network;  // mode none: loopback only
   int net_slot = -1;           // its subnet in the network pool (-1: none)
   // How its instance came up ("cold", "restore", "fork"; "" for drivers

@@ -229,6 +229,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   r.rootfs = rootfs;
   r.volumes = o.volumes;
   r.auto_pause_seconds = o.auto_pause_seconds;
+  r.pause_on_expiry = o.pause_on_expiry;
   r.network = o.network;
 
   // From here on every step acquires something; `steps` gives it back if a
@@ -304,6 +305,7 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::Claim(CreateSteps& step
   r.metadata = std::move(o.metadata);
   r.owner_key = o.owner_key;
   r.auto_pause_seconds = o.auto_pause_seconds;
+  r.pause_on_expiry = o.pause_on_expiry;
   sb->last_active = std::chrono::steady_clock::now();
   steps.entry = std::make_unique<RegistryEntry>(s_, sb);
   steps.resources = std::make_unique<SandboxResources>(s_, sb);

@@ -45,6 +45,7 @@ struct CreateOptions {
   std::string rootfs;  // with `layers`: the bottom under them
   std::vector<VolumeMountRequest> volumes;
   int64_t auto_pause_seconds = 0;
+  bool pause_on_expiry = false;  // SandboxRecord::pause_on_expiry
   net::NetworkPolicy network;
   // A fork child of a running machine (vm driver): restored from this
   // instead of booted; the template's start command is not run again.

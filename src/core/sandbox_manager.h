@@ -137,6 +137,13 @@ class SandboxManager {
   std::set<std::string> UsedLowerDirs() const;
   Result<SnapshotRecord> GetSnapshot(const std::string& id) const;
   Status DeleteSnapshot(const std::string& id);
+  // Snapshot names (SnapshotRecord::name): give one, find one by owner.
+  Result<SnapshotRecord> NameSnapshot(const std::string& id, const std::string& name) {
+    return snaps_.Name(id, name);
+  }
+  Result<SnapshotRecord> SnapshotNamed(const std::string& owner, const std::string& name) const {
+    return snaps_.Named(owner, name);
+  }
   // `count` new sandboxes from the current files of a running or paused
   // one (copy-on-write layers; processes are not copied).
   asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,

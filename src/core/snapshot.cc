@@ -3,13 +3,15 @@
 namespace hutch {
 
 nlohmann::json SnapshotRecord::ToJson() const {
-  return nlohmann::json{{"id", id},
-                        {"sandbox_id", sandbox_id},
-                        {"template", template_name},
-                        {"status", "ready"},
-                        {"created_at", FormatRfc3339(created_at)},
-                        {"size_bytes", size_bytes},
-                        {"memory", false}};
+  nlohmann::json j{{"id", id},
+                   {"sandbox_id", sandbox_id},
+                   {"template", template_name},
+                   {"status", "ready"},
+                   {"created_at", FormatRfc3339(created_at)},
+                   {"size_bytes", size_bytes},
+                   {"memory", false}};
+  if (!name.empty()) j["name"] = name;
+  return j;
 }
 
 std::string SnapshotRecord::ToStoreJson() const {
@@ -22,7 +24,8 @@ std::string SnapshotRecord::ToStoreJson() const {
                       {"created_at_ms", ToUnixMs(created_at)},
                       {"size_bytes", size_bytes},
                       {"internal", internal},
-                      {"deleted", deleted}};
+                      {"deleted", deleted},
+                      {"name", name}};
   return j.dump();
 }
 
@@ -41,6 +44,7 @@ bool SnapshotRecord::FromStoreJson(const std::string& text, SnapshotRecord* out)
     r.size_bytes = j.value("size_bytes", uint64_t{0});
     r.internal = j.value("internal", false);
     r.deleted = j.value("deleted", false);
+    r.name = j.value("name", "");
     if (r.layers.empty()) return false;
     *out = std::move(r);
     return true;

@@ -30,6 +30,9 @@ struct SnapshotRecord {
   uint64_t size_bytes = 0;  // of its own layer
   bool internal = false;    // made by a fork: never listed
   bool deleted = false;     // deleted by the API, files kept while in use
+  // A name its owner gave it (E2B's snapshot names), unique among the
+  // owner's snapshots: naming another moves the name there. "" none.
+  std::string name;
 
   nlohmann::json ToJson() const;  // the API's view
   std::string ToStoreJson() const;

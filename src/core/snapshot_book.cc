@@ -138,6 +138,29 @@ Result<SnapshotRecord> SnapshotBook::Get(const std::string& id) const {
   return it->second;
 }
 
+Result<SnapshotRecord> SnapshotBook::Name(const std::string& id, const std::string& name) {
+  auto it = s_.snapshots.find(id);
+  if (it == s_.snapshots.end() || it->second.internal || it->second.deleted)
+    return MakeError(Code::kSnapshotNotFound, "snapshot " + id + " not found");
+  for (auto& [other_id, other] : s_.snapshots) {
+    if (other_id == id || other.owner != it->second.owner || other.name != name) continue;
+    other.name.clear();
+    if (auto st = s_.PersistSnapshot(other); !st.ok())
+      return st.error().Context("move snapshot name '" + name + "'");
+  }
+  it->second.name = name;
+  if (auto st = s_.PersistSnapshot(it->second); !st.ok())
+    return st.error().Context("name snapshot " + id);
+  return it->second;
+}
+
+Result<SnapshotRecord> SnapshotBook::Named(const std::string& owner,
+                                           const std::string& name) const {
+  for (const auto& [id, s] : s_.snapshots)
+    if (!s.internal && !s.deleted && s.owner == owner && s.name == name) return s;
+  return MakeError(Code::kSnapshotNotFound, "snapshot '" + name + "' not found");
+}
+
 Status SnapshotBook::Delete(const std::string& id) {
   auto it = s_.snapshots.find(id);
   if (it == s_.snapshots.end() || it->second.internal || it->second.deleted)

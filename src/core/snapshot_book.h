@@ -32,6 +32,11 @@ class SnapshotBook {
   asio::awaitable<Result<SnapshotRecord>> Snapshot(const std::string& id, bool tenant = false);
   std::vector<SnapshotRecord> List() const;
   Result<SnapshotRecord> Get(const std::string& id) const;
+  // Gives snapshot `id` the name `name`, taking it from any other snapshot
+  // of the same owner (SnapshotRecord::name).
+  Result<SnapshotRecord> Name(const std::string& id, const std::string& name);
+  // The owner's listed snapshot called `name`.
+  Result<SnapshotRecord> Named(const std::string& owner, const std::string& name) const;
   Status Delete(const std::string& id);
   // `tenant`: the children count against owner_key's sandbox quota.
   asio::awaitable<Result<std::vector<SandboxRecord>>> Fork(const std::string& id, int count,

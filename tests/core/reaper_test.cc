@@ -1,6 +1,6 @@
-// The reaper: TTL expiry, forgetting tombstones, idle auto-pause (and the
-// wake-up on the next request), and template removal with its build dir
-// kept while a sandbox stands on it.
+// The reaper: TTL expiry (a pause instead for pause_on_expiry), forgetting tombstones, idle
+// auto-pause (and the wake-up on the next request), and template removal with its build dir kept
+// while a sandbox stands on it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,6 +33,35 @@ TEST_F(CoreTest, ReaperDeletesExpiredSandboxes) {
   EXPECT_EQ(mgr->Get(b.id)->status, S::kRunning);
   EXPECT_EQ(driver->live(), std::set<std::string>{b.id});
   EXPECT_TRUE(net.leased().empty());
+}
+
+TEST_F(CoreTest, PauseOnExpiryPausesAndKeepsTheSandbox) {
+  CreateOptions o;
+  o.ttl_seconds = 1;
+  o.pause_on_expiry = true;
+  auto a = MustCreate(o);
+  auto plain = MustCreate(CreateOptions{.ttl_seconds = 1});
+  Sleep(std::chrono::milliseconds(1100));
+  Run(mgr->reaper().Tick());
+  // Paused by the reaper, not deleted, and kept for the largest TTL; a
+  // request does not wake it (an API pause, not the idle policy's).
+  auto g = mgr->Get(a.id);
+  EXPECT_EQ(g->status, S::kPaused);
+  EXPECT_FALSE(g->auto_paused);
+  EXPECT_TRUE(Inst(a.id)->paused());
+  const auto left = g->expires_at - std::chrono::system_clock::now();
+  EXPECT_GT(left, std::chrono::seconds(opts.max_ttl_seconds - 60));
+  EXPECT_EQ(mgr->Get(plain.id)->status, S::kStopped);
+  // The flag and the pause survive a restart.
+  EXPECT_EQ(StoredSandboxes()[a.id], "paused");
+  Restart();
+  EXPECT_TRUE(mgr->Get(a.id)->pause_on_expiry);
+  // Resumed, it runs again; at its next TTL it is paused again.
+  ASSERT_TRUE(mgr->Resume(a.id).ok());
+  ASSERT_TRUE(mgr->SetTtl(a.id, 1).ok());
+  Sleep(std::chrono::milliseconds(1100));
+  Run(mgr->reaper().Tick());
+  EXPECT_EQ(mgr->Get(a.id)->status, S::kPaused);
 }
 
 TEST_F(CoreTest, ReaperLoopRunsOnItsOwn) {

@@ -73,6 +73,14 @@ std::vector<Route> E2bControlRoutes() {
       {"GET", "/e2b/sandboxes/{id}/logs"},
       {"POST", "/e2b/sandboxes/{id}/snapshots", j},
       {"POST", "/e2b/sandboxes/{id}/refreshes", j},
+      {"POST", "/e2b/sandboxes/{id}/fork", j},
+      {"PUT", "/e2b/sandboxes/{id}/network", j},
+      {"GET", "/e2b/snapshots"},
+      {"DELETE", "/e2b/templates/{id}"},
+      {"POST", "/e2b/volumes", j},
+      {"GET", "/e2b/volumes"},
+      {"GET", "/e2b/volumes/{id}"},
+      {"DELETE", "/e2b/volumes/{id}"},
       {"GET", "/e2b/no-such-route"},
   };
 }

@@ -52,6 +52,14 @@ struct EnvdCall {
 // names envd itself.
 inline constexpr const char* kEnvdPort = "49983";
 
+// A sandbox E2B can see: stopped and failed ones are gone (404), as in E2B.
+Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id);
+// `timeout` (seconds) of a request body; nullopt when absent.
+Result<std::optional<int64_t>> TimeoutField(const Json& body);
+// A hutch snapshot's id (snap_...): E2B names snapshots where it names
+// templates (create's templateID, DELETE /templates/{id}).
+inline bool IsSnapshotId(const std::string& s) { return s.rfind("snap_", 0) == 0; }
+
 class E2bApi {
  public:
   // `creds`: the keys and rate limits every dialect shares; `ports`: the
@@ -104,6 +112,22 @@ class E2bApi {
   asio::awaitable<void> Metrics(HttpContext& ctx, const std::string& id);
   // /sandboxes/{id}/logs and /v2/sandboxes/{id}/logs (e2b_logs.cc).
   asio::awaitable<void> Logs(HttpContext& ctx, const std::string& id, bool v2);
+  // POST /sandboxes/{id}/refreshes: keep alive `duration` seconds more.
+  asio::awaitable<void> Refresh(HttpContext& ctx, const std::string& id);
+  // e2b_network.cc: PUT /sandboxes/{id}/network.
+  asio::awaitable<void> UpdateNetwork(HttpContext& ctx, const std::string& id);
+  // e2b_snapshots.cc: snapshots taken, listed, deleted.
+  asio::awaitable<void> CreateSnapshot(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> ListSnapshots(HttpContext& ctx);
+  asio::awaitable<void> DeleteTemplate(HttpContext& ctx, const std::string& id);
+  // e2b_volumes.cc: volumes by id (a hutch volume's name).
+  asio::awaitable<void> CreateVolume(HttpContext& ctx);
+  asio::awaitable<void> ListVolumes(HttpContext& ctx);
+  asio::awaitable<void> GetVolume(HttpContext& ctx, const std::string& id);
+  asio::awaitable<void> DeleteVolume(HttpContext& ctx, const std::string& id);
+  Result<VolumeRecord> OwnVolume(const HttpContext& ctx, const std::string& id) const;
+  // e2b_fork.cc: POST /sandboxes/{id}/fork.
+  asio::awaitable<void> Fork(HttpContext& ctx, const std::string& id);
   Json SandboxJson(const SandboxRecord& r, bool detail) const;
 
   // e2b_process.cc: process.Process

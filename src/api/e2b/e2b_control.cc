@@ -11,6 +11,7 @@
 #include "api/common/json_fields.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
+#include "api/e2b/e2b_network.h"
 #include "auth/sandbox_token.h"
 
 namespace hutch::api::e2b {
@@ -20,23 +21,6 @@ namespace {
 using V = http::verb;
 
 const char* E2bState(SandboxStatus s) { return s == SandboxStatus::kPaused ? "paused" : "running"; }
-
-// A sandbox E2B can see: stopped and failed ones are gone (404), as in E2B.
-Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
-  auto rec = mgr->Get(id);
-  if (!rec.ok()) return rec.error();
-  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
-    return MakeError(Code::kSandboxNotFound,
-                     "sandbox " + id + " not found (it " +
-                         (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
-  return rec;
-}
-
-// `timeout` (seconds) of a request body; nullopt when absent.
-Result<std::optional<int64_t>> TimeoutField(const Json& body) {
-  if (!body.contains("timeout") || body["timeout"].is_null()) return std::optional<int64_t>();
-  return OptInt(body, "timeout", 1, INT32_MAX);
-}
 
 // "a=1&b=2" as the SDK sends it in ?metadata= (keys and values
 // percent-encoded once more inside the parameter).
@@ -110,6 +94,21 @@ Result<ListPage> OrderedPage(SandboxManager* mgr, ListFilter f, bool newest_firs
 
 }  // namespace
 
+Result<SandboxRecord> Visible(SandboxManager* mgr, const std::string& id) {
+  auto rec = mgr->Get(id);
+  if (!rec.ok()) return rec.error();
+  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
+    return MakeError(Code::kSandboxNotFound,
+                     "sandbox " + id + " not found (it " +
+                         (rec->status == SandboxStatus::kStopped ? "was killed" : "failed") + ")");
+  return rec;
+}
+
+Result<std::optional<int64_t>> TimeoutField(const Json& body) {
+  if (!body.contains("timeout") || body["timeout"].is_null()) return std::optional<int64_t>();
+  return OptInt(body, "timeout", 1, INT32_MAX);
+}
+
 asio::awaitable<void> E2bApi::SendControlError(HttpContext& ctx, const Error& e) {
   ctx.NoteError(e);
   const int status = CodeHttpStatus(e.code);
@@ -142,65 +141,17 @@ Json E2bApi::SandboxJson(const SandboxRecord& r, bool detail) const {
   return j;
 }
 
-// E2B's egress settings as a hutch policy. E2B sandboxes reach the
-// internet unless told otherwise, so an absent allow_internet_access means
-// mode all (or none when this server has no networking: creates keep
-// working, and /healthz says why). `network.denyOut` listing 0.0.0.0/0
-// (E2B's "all traffic") makes the default deny, with `allowOut` as the
-// exceptions; otherwise the default is allow and `denyOut` is blocked.
-// E2B lets an allowOut entry beat a denyOut entry; hutch lets deny win, which
-// differs only when an allowed entry lies inside a denied CIDR
-// (docs/compat-e2b.md).
-namespace {
-Result<net::NetworkPolicy> E2bNetworkPolicy(const Json& j, bool networking) {
-  std::optional<bool> internet;
-  if (auto it = j.find("allow_internet_access"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      return MakeError(Code::kInvalidRequest, "'allow_internet_access' must be a boolean");
-    internet = it->get<bool>();
-  }
-  auto nw = j.find("network");
-  if (nw == j.end() || nw->is_null()) {
-    net::NetworkPolicy p;
-    p.mode = internet.value_or(networking) ? net::NetMode::kAll : net::NetMode::kNone;
-    return p;
-  }
-  if (!nw->is_object()) return MakeError(Code::kInvalidRequest, "'network' must be an object");
-  Json allow = Json::array(), deny = Json::array();
-  bool deny_all = internet.has_value() && !*internet;
-  for (const auto& [k, v] : nw->items()) {
-    if (v.is_null()) continue;
-    if (k == "allowPublicTraffic") continue;  // about reaching the sandbox's ports, not egress
-    if (k != "allowOut" && k != "denyOut")
-      return MakeError(Code::kNotSupported,
-                       "'network." + k + "' is not supported by hutch (docs/compat-e2b.md)");
-    if (!v.is_array())
-      return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
-    for (const auto& e : v) {
-      if (!e.is_string())
-        return MakeError(Code::kInvalidRequest, "'network." + k + "' must be an array of strings");
-      const std::string s = e.get<std::string>();
-      if (k == "denyOut" && s == "0.0.0.0/0") deny_all = true;
-      else (k == "allowOut" ? allow : deny).push_back(s);
-    }
-  }
-  Json p = {{"mode", "policy"},
-            {"default", deny_all ? "deny" : "allow"},
-            {"allow", allow},
-            {"deny", deny}};
-  return net::ParseNetworkPolicy(p);
-}
-}  // namespace
-
 asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_hash) {
   auto body = co_await ctx.ReadJson(json_limit_);
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
   const Json& j = *body;
   // Fields the SDK sends that hutch cannot honour are refused by name
   // rather than silently dropped; absent/null/false ones are fine.
-  for (const char* f : {"autoPause", "mcp", "volumeMounts", "autoResume"}) {
+  for (const char* f : {"mcp", "autoResume"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    // autoResume is {"enabled": bool}: only enabled asks for something.
+    if (it->is_object() && !it->value("enabled", false)) continue;
     {
       Error err =
           MakeError(Code::kNotSupported,
@@ -208,6 +159,10 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
       co_return co_await SendControlError(ctx, err);
     }
   }
+  // autoPause: paused instead of killed at the timeout (hutch's pause keeps
+  // memory, so autoPauseMemory either way is met).
+  auto auto_pause = OptBool(j, "autoPause");
+  if (!auto_pause.ok()) co_return co_await SendControlError(ctx, auto_pause.error());
   auto tpl = OptString(j, "templateID");
   auto timeout = TimeoutField(j);
   auto meta = OptStringMap(j, "metadata");
@@ -216,12 +171,46 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
        {tpl.ok() ? nullptr : &tpl.error(), timeout.ok() ? nullptr : &timeout.error(),
         meta.ok() ? nullptr : &meta.error(), env.ok() ? nullptr : &env.error()})
     if (e) co_return co_await SendControlError(ctx, *e);
-  auto network = E2bNetworkPolicy(j, mgr_->network() != nullptr);
+  auto internet = InternetAccessField(j);
+  if (!internet.ok()) co_return co_await SendControlError(ctx, internet.error());
+  const auto nw = j.find("network");
+  auto network = E2bEgressPolicy(nw == j.end() ? nullptr : &*nw, *internet,
+                                 mgr_->network() != nullptr, {"allowPublicTraffic"});
   if (!network.ok()) co_return co_await SendControlError(ctx, network.error());
   CreateOptions o;
   o.network = std::move(network).value();
+  // A snapshot's id stands where a template's name goes, as E2B's
+  // Sandbox.create(snapshot_id) sends it (e2b_snapshots.cc).
   o.template_name = tpl->value_or("base");
+  if (IsSnapshotId(o.template_name)) {
+    o.snapshot = std::move(o.template_name);
+    o.template_name.clear();
+  } else if (auto named = mgr_->SnapshotNamed(ctx.principal().owner, o.template_name); named.ok()) {
+    // A name the caller gave a snapshot wins over a template's name.
+    o.snapshot = named->id;
+    o.template_name.clear();
+  }
   o.ttl_seconds = timeout->value_or(300);
+  o.pause_on_expiry = auto_pause->value_or(false);
+  // volumeMounts: [{name, path}] of the caller's volumes (e2b_volumes.cc).
+  if (auto it = j.find("volumeMounts"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      Error e = MakeError(Code::kInvalidRequest, "'volumeMounts' must be an array");
+      co_return co_await SendControlError(ctx, e);
+    }
+    for (const auto& m : *it) {
+      const bool ok = m.is_object() && m.contains("name") && m["name"].is_string() &&
+                      m.contains("path") && m["path"].is_string();
+      if (!ok) {
+        Error e = MakeError(Code::kInvalidRequest, "each of 'volumeMounts' is {name, path}");
+        co_return co_await SendControlError(ctx, e);
+      }
+      VolumeMountRequest mount;
+      mount.name = m["name"].get<std::string>();
+      mount.path = m["path"].get<std::string>();
+      o.volumes.push_back(std::move(mount));
+    }
+  }
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
   o.owner_key = key_hash;
@@ -340,6 +329,23 @@ asio::awaitable<void> E2bApi::SetTimeout(HttpContext& ctx, const std::string& id
   co_await ctx.SendEmpty(204);
 }
 
+asio::awaitable<void> E2bApi::Refresh(HttpContext& ctx, const std::string& id) {
+  auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
+  // E2B's keep-alive: `duration` seconds from now (at most an hour, as
+  // E2B bounds it); like a connect's timeout it only ever extends.
+  auto duration = OptInt(*body, "duration", 0, 3600);
+  if (!duration.ok()) co_return co_await SendControlError(ctx, duration.error());
+  auto rec = Visible(mgr_, id);
+  if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (*duration &&
+      std::chrono::system_clock::now() + std::chrono::seconds(**duration) > rec->expires_at) {
+    auto r = mgr_->SetTtl(id, **duration);
+    if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+  }
+  co_await ctx.SendEmpty(204);
+}
+
 asio::awaitable<void> E2bApi::Pause(HttpContext& ctx, const std::string& id) {
   auto body = co_await ctx.ReadBody(json_limit_);
   if (!body.ok()) co_return co_await SendControlError(ctx, body.error());
@@ -369,10 +375,15 @@ asio::awaitable<void> E2bApi::Connect(HttpContext& ctx, const std::string& id, b
   if (paused) {
     auto r = mgr_->Resume(id);
     if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
+    // A resumed sandbox lives `timeout` from now (E2B's default, 300 s,
+    // when absent), whatever its TTL was while paused (one paused at its
+    // timeout is kept for the server's largest TTL).
+    r = mgr_->SetTtl(id, t->value_or(300));
+    if (!r.ok()) co_return co_await SendControlError(ctx, r.error());
     rec = *r;
   }
-  // A timeout given on connect only ever extends the sandbox's life.
-  if (*t) {
+  // On a running sandbox a timeout only ever extends its life.
+  if (*t && !paused) {
     auto want = std::chrono::system_clock::now() + std::chrono::seconds(**t);
     if (want > rec->expires_at) {
       auto r = mgr_->SetTtl(id, **t);

@@ -6,6 +6,7 @@
 #include "api/e2b/connect_stream.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
+#include "api/e2b/file_signature.h"
 #include "api/e2b/gzip_stream.h"
 #include "auth/sandbox_token.h"
 
@@ -91,9 +92,24 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
     co_return co_await ctx.SendEmpty(204);
   }
   const std::string token = ctx.Header("X-Access-Token");
-  if (!creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key,
-                                   rec->id)) {
-    Error e = MakeError(Code::kUnauthorized, "missing or wrong X-Access-Token for sandbox " + id);
+  const bool files = seg.size() == 1 && seg[0] == "files";
+  Status access = Status{};
+  if (files && token.empty() && ctx.Query("signature")) {
+    // A signed file URL (file_signature.h): the SDK signed it with the
+    // token the sandbox's owner was given.
+    const FileOperation op =
+        ctx.method() == http::verb::get ? FileOperation::kRead : FileOperation::kWrite;
+    access = CheckFileSignature(
+        *ctx.Query("signature"), ctx.Query("signature_expiration").value_or(""),
+        ctx.Query("path").value_or(""), op, ctx.Query("username").value_or(""),
+        creds_->SandboxToken(auth::SandboxTokenKind::kE2bEnvd, rec->owner_key, rec->id),
+        std::chrono::system_clock::now());
+  } else if (!creds_->SandboxTokenMatches(auth::SandboxTokenKind::kE2bEnvd, token, rec->owner_key,
+                                          rec->id)) {
+    access = MakeError(Code::kUnauthorized, "missing or wrong X-Access-Token for sandbox " + id);
+  }
+  if (!access.ok()) {
+    const Error& e = access.error();
     if (rpc) co_return co_await SendUnary(ctx, e, ConnectCodec());
     ctx.NoteError(e);
     const nlohmann::json body = {{"code", 401}, {"message", e.message}};
@@ -119,7 +135,7 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
   std::string user = BasicAuthUser(ctx.Header("Authorization"));
   if (user.empty()) user = kDefaultUser;
 
-  if (seg.size() == 1 && seg[0] == "files") {
+  if (files) {
     if (ctx.method() == http::verb::get) co_return co_await FilesGet(ctx, *sb, user);
     if (ctx.method() == http::verb::post) co_return co_await FilesPost(ctx, *sb, user);
   }

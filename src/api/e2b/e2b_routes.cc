@@ -24,9 +24,6 @@ Error NoRoute(const HttpContext& ctx) {
   return MakeError(Code::kNotFound, "no E2B route for " + ctx.path());
 }
 
-// Control-plane operations of E2B that hutch does not offer.
-constexpr const char* kNotSupported[] = {"snapshots", "fork", "network", "refreshes"};
-
 }  // namespace
 
 asio::awaitable<bool> E2bApi::Admit(HttpContext& ctx) {
@@ -139,18 +136,6 @@ void E2bApi::Register(Router& r) {
           [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], false); });
     r.Add(V::get, base + "/{id}/logs",
           [this, v2](HttpContext& c, const RouteMatch& m) { return Logs(c, m["id"], v2); });
-    for (const char* op : kNotSupported) {
-      Route no{kAnyMethod, base + "/{id}/" + op,
-               [op](HttpContext& c, const RouteMatch&) -> asio::awaitable<void> {
-                 const Error e = MakeError(Code::kNotSupported,
-                                           std::string("'") + op +
-                                               "' is not supported by hutch's E2B compatibility "
-                                               "layer (see docs/compat-e2b.md)");
-                 co_await SendControlError(c, e);
-               }};
-      no.not_supported = true;
-      r.Add(std::move(no));
-    }
   }
   r.Add(V::get, "/e2b/sandboxes/{id}",
         [this](HttpContext& c, const RouteMatch& m) { return Get(c, m["id"]); });
@@ -164,6 +149,26 @@ void E2bApi::Register(Router& r) {
         [this](HttpContext& c, const RouteMatch& m) { return Connect(c, m["id"], true); });
   r.Add(V::get, "/e2b/sandboxes/{id}/metrics",
         [this](HttpContext& c, const RouteMatch& m) { return Metrics(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/refreshes",
+        [this](HttpContext& c, const RouteMatch& m) { return Refresh(c, m["id"]); });
+  r.Add(V::put, "/e2b/sandboxes/{id}/network",
+        [this](HttpContext& c, const RouteMatch& m) { return UpdateNetwork(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/fork",
+        [this](HttpContext& c, const RouteMatch& m) { return Fork(c, m["id"]); });
+  r.Add(V::post, "/e2b/sandboxes/{id}/snapshots",
+        [this](HttpContext& c, const RouteMatch& m) { return CreateSnapshot(c, m["id"]); });
+  r.Add(V::get, "/e2b/snapshots",
+        [this](HttpContext& c, const RouteMatch&) { return ListSnapshots(c); });
+  r.Add(V::post, "/e2b/volumes",
+        [this](HttpContext& c, const RouteMatch&) { return CreateVolume(c); });
+  r.Add(V::get, "/e2b/volumes",
+        [this](HttpContext& c, const RouteMatch&) { return ListVolumes(c); });
+  r.Add(V::get, "/e2b/volumes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return GetVolume(c, m["id"]); });
+  r.Add(V::delete_, "/e2b/volumes/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return DeleteVolume(c, m["id"]); });
+  r.Add(V::delete_, "/e2b/templates/{id}",
+        [this](HttpContext& c, const RouteMatch& m) { return DeleteTemplate(c, m["id"]); });
 }
 
 }  // namespace hutch::api::e2b

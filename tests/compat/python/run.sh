@@ -11,10 +11,12 @@
 #                it; HUTCH_CI_STATE_DIR keeps the state dir (in CTest the
 #                one code_api_test built the template in), else a temp dir
 #                is used and removed. HUTCHD_EXTRA_ARGS goes to hutchd.
-#   run.sh base  the base SDKs: `e2b` (test_e2b_sdk.py) and `opensandbox`
+#   run.sh base  the base SDKs: `e2b` (test_e2b_sdk.py, and its
+#                control-plane extras test_e2b_control.py) and `opensandbox`
 #                (test_opensandbox_sdk.py), sync and async clients, on the
 #                test templates ($HUTCH_TEMPLATES_DIR: `base`) with a temp
-#                state dir.
+#                state dir; with HUTCH_TEST_WORLD_BIN, inside the egress
+#                tests' outside world (below).
 # Extra arguments go to unittest (modules or cases, e.g. test_e2b_sdk).
 # Exits 77 (CTest's skip) when the venv is missing. HUTCH_PYTHON_VENV names
 # another venv (used as it is).
@@ -32,7 +34,29 @@ if [[ ${1:-} == base ]]; then
   T=$(mktemp -d /tmp/hutch-pybase-XXXXXX)
   HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
   trap cleanup EXIT
-  start_hutchd "$T/state" "$T/log" "hk_$HEX" --templates-dir "$HUTCH_TEMPLATES_DIR"
+  # With HUTCH_TEST_WORLD_BIN (python_e2b_control_test): the egress tests'
+  # outside world (tests/support/net_world.h: allowed.test and denied.test
+  # servers and their DNS in a network namespace of this run), given to the
+  # suite as HUTCH_WORLD; hutchd's sandboxes reach nothing but it. It ends
+  # with this script (its parent-death signal), after hutchd. Without it
+  # (not root) the reachability cases are skipped, saying why.
+  NETARGS=()
+  if [[ -n ${HUTCH_TEST_WORLD_BIN:-} ]]; then
+    "$HUTCH_TEST_WORLD_BIN" >"$T/world" 2>>"$T/log" &
+    world=$!
+    for _ in $(seq 1 300); do [[ -s $T/world ]] && break; kill -0 "$world" 2>/dev/null || break; sleep 0.1; done
+    if [[ -s $T/world ]]; then
+      HUTCH_WORLD=$(head -n 1 "$T/world")
+      export HUTCH_WORLD
+      read -r pool dns world_net < <("$VENV/bin/python" -c \
+        'import json,sys; w=json.loads(sys.argv[1]); print(w["net_pool"], w["dns"], w["world_net"])' "$HUTCH_WORLD")
+      NETARGS=(--net-pool "$pool" --dns-upstream "$dns" --net-allow-private "$world_net")
+    else
+      echo "hutch-test-world did not start; egress reachability cases will be skipped" >&2
+      cat "$T/log" >&2
+    fi
+  fi
+  start_hutchd "$T/state" "$T/log" "hk_$HEX" --templates-dir "$HUTCH_TEMPLATES_DIR" "${NETARGS[@]}"
   suites=(test_e2b_sdk test_opensandbox_sdk)
 else
   : "${HUTCH_CLI_BIN:?}"

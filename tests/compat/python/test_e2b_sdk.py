@@ -511,11 +511,12 @@ class ErrorsTest(unittest.TestCase):
         self.assertIn("no-such-template-py", str(cm.exception))
 
     def test_not_offered_features_answer_not_supported(self):
-        # Snapshots are E2B features hutch does not serve yet: a clear 501.
+        # A memory snapshot is an E2B feature hutch does not serve: a clear
+        # 501 (file snapshots work: test_e2b_control.py).
         s = Sandbox.create(timeout=60)
         try:
             with self.assertRaises(SandboxException) as cm:
-                s.create_snapshot()
+                s.create_snapshot(mode="full")
             self.assertIn("not supported", str(cm.exception).lower())
         finally:
             s.kill()
