@@ -372,11 +372,14 @@ describe('wire (raw HTTP)', () => {
     const missing = await fetch(`${api}/sandboxes/sb_nope`, { headers: { 'X-API-Key': process.env.E2B_API_KEY } });
     assert.equal(missing.status, 404);
     assert.deepEqual(Object.keys(await missing.json()).sort(), ['code', 'message']);
+    // A memory snapshot (the SDK's mode "full"): hutch keeps files only.
     const unsupported = await fetch(`${api}/sandboxes/${sbx.sandboxId}/snapshots`, {
       method: 'POST',
-      headers: { 'X-API-Key': process.env.E2B_API_KEY },
+      headers: { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ memory: true }),
     });
     assert.equal(unsupported.status, 501);
+    assert.deepEqual(Object.keys(await unsupported.json()).sort(), ['code', 'message']);
   });
 
   test('control plane: the sandbox logs, both API versions', async () => {
