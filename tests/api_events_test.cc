@@ -19,8 +19,8 @@
 using hutch::client::HttpClient;
 using hutch::client::SseEvent;
 using hutch::testing::TestServer;
+using hutch::testing::WaitFor;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -29,22 +29,9 @@ const std::string kAlice = "hk_events_alice_0123456789";
 const std::string kBob = "hk_events_bob_0123456789";
 
 std::string KeysFile() {
-  static const std::string path = [] {
-    char tmpl[] = "/tmp/hutch-events-keys-XXXXXX";
-    close(mkstemp(tmpl));
-    std::ofstream(tmpl) << kAdmin << "\n" << kAlice << " tenant=alice\n" << kBob << " tenant=bob\n";
-    return std::string(tmpl);
-  }();
+  static const std::string path = hutch::testing::WriteTempFile(
+      "hutch-events-keys", kAdmin + "\n" + kAlice + " tenant=alice\n" + kBob + " tenant=bob\n");
   return path;
-}
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return cond();
 }
 
 // The `type`s of a page's items, in order.

@@ -27,15 +27,9 @@ const std::string kAlice = "hk_mcp_alice_0123456789";
 const std::string kBob = "hk_mcp_bob_0123456789";
 
 std::string KeysFile() {
-  static const std::string path = [] {
-    char tmpl[] = "/tmp/hutch-mcp-keys-XXXXXX";
-    close(mkstemp(tmpl));
-    std::ofstream(tmpl) << kAdmin << "\n"
-                        << kLimited << " mcp_tools=sandbox_list,exec\n"
-                        << kAlice << " tenant=alice\n"
-                        << kBob << " tenant=bob\n";
-    return std::string(tmpl);
-  }();
+  static const std::string path = hutch::testing::WriteTempFile(
+      "hutch-mcp-keys", kAdmin + "\n" + kLimited + " mcp_tools=sandbox_list,exec\n" + kAlice +
+                            " tenant=alice\n" + kBob + " tenant=bob\n");
   return path;
 }
 

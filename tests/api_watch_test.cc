@@ -13,6 +13,7 @@
 #include "tests/support/test_server.h"
 
 using hutch::testing::TestServer;
+using hutch::testing::WaitFor;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -31,15 +32,6 @@ struct Seen {
     return false;
   }
 };
-
-bool WaitFor(const std::function<bool()>& cond, std::chrono::seconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
 
 TEST(ApiWatch, CreatesAndDeletesArriveAsEvents) {
   TestServer s;

@@ -51,18 +51,31 @@ void EventLog::Record(const std::string& sandbox_id, EventLevel level, std::stri
   row.message = std::move(message);
   // Commands and reasons come from users: never let bad UTF-8 throw here.
   row.fields = fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (auto st = store_->AppendEvent(row, cap_); !st.ok()) {
-    spdlog::error("sandbox={} event_lost type={} err=\"{}\"", sandbox_id, row.type,
-                  st.error().message);
-    return;
-  }
   last = row.seq;
+  if (pending_.empty()) oldest_pending_ = std::chrono::steady_clock::now();
+  pending_.push_back(std::move(row));
+  FlushIfDue();
+}
+
+void EventLog::FlushIfDue() const {
+  if (!pending_.empty() && std::chrono::steady_clock::now() - oldest_pending_ >= kFlushAfter)
+    Flush();
+}
+
+void EventLog::Flush() const {
+  if (pending_.empty() || !store_) return;
+  std::vector<store::EventRow> batch;
+  batch.swap(pending_);
+  if (auto st = store_->AppendEvents(batch, cap_); !st.ok())
+    spdlog::error("events_lost count={} first_sandbox={} err=\"{}\"", batch.size(),
+                  batch.front().sandbox_id, st.error().message);
 }
 
 Result<std::vector<SandboxEvent>> EventLog::Read(const std::string& sandbox_id,
                                                  const EventFilter& f) const {
   std::vector<SandboxEvent> out;
   if (!store_) return out;
+  Flush();
   store::EventQuery q;
   q.after_seq = f.after_seq;
   q.since_ms = f.since ? ToUnixMs(*f.since) : 0;
@@ -91,6 +104,7 @@ int64_t EventLog::last_seq(const std::string& sandbox_id) const {
 
 void EventLog::Forget(const std::string& sandbox_id) {
   last_.erase(sandbox_id);
+  std::erase_if(pending_, [&](const store::EventRow& r) { return r.sandbox_id == sandbox_id; });
   if (!store_) return;
   if (auto st = store_->DeleteEvents(sandbox_id); !st.ok())
     spdlog::error("sandbox={} events_forget_failed err=\"{}\"", sandbox_id, st.error().message);

@@ -13,9 +13,17 @@
 // (a manager without a store persists nothing).
 //
 // Recording never fails the operation it describes: a store error is
-// logged and the event lost. I/O thread only, as the store.
+// logged and the event lost. Nor does it cost the operation a commit:
+// events wait in memory and go to the store in batches, one transaction
+// per flush (a busy exec path would otherwise pay two commits, and under
+// --durability full two fsyncs, per command). A flush happens when a
+// record finds the oldest waiting event kFlushAfter old, on the reaper's
+// tick (every 250 ms), before every read, and when the log is destroyed,
+// so readers never miss an event and a kill -9 loses at most the last
+// quarter second of them. I/O thread only, as the store.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -77,12 +85,24 @@ class EventLog {
   int64_t last_seq(const std::string& sandbox_id) const;
   // Drops the sandbox's log (its record is gone).
   void Forget(const std::string& sandbox_id);
+  // Writes the waiting events to the store (one transaction).
+  void Flush() const;
+  // Flushes if the oldest waiting event has waited kFlushAfter.
+  void FlushIfDue() const;
   int64_t cap() const { return cap_; }
+
+  ~EventLog() { Flush(); }
+
+  static constexpr std::chrono::milliseconds kFlushAfter{250};
 
  private:
   store::StateStore* store_;
   int64_t cap_;
   std::map<std::string, int64_t> last_;  // sandbox id -> last seq
+  // Recorded, not yet in the store. Mutable: a const Read flushes them
+  // first, so what it returns is everything recorded.
+  mutable std::vector<store::EventRow> pending_;
+  mutable std::chrono::steady_clock::time_point oldest_pending_;
 };
 
 }  // namespace hutch

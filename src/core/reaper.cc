@@ -54,6 +54,7 @@ asio::awaitable<void> Reaper::Tick() {
     (void)st;
   }
   if (warm_) warm_->Tick();
+  s_.events.FlushIfDue();
 }
 
 bool Reaper::PauseAtExpiry(const std::string& id) {

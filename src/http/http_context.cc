@@ -199,6 +199,13 @@ asio::awaitable<void> HttpContext::SendText(int status, const std::string& conte
   co_await Write(res);
 }
 
+asio::awaitable<Status> HttpContext::BeginSse(
+    std::vector<std::pair<std::string, std::string>> headers) {
+  headers.emplace_back("Cache-Control", "no-cache");
+  headers.emplace_back("X-Accel-Buffering", "no");
+  co_return co_await BeginStream(200, "text/event-stream", -1, headers);
+}
+
 asio::awaitable<Status> HttpContext::BeginStream(
     int status, const std::string& content_type, int64_t content_length,
     const std::vector<std::pair<std::string, std::string>>& headers) {

@@ -85,6 +85,10 @@ class HttpContext {
   asio::awaitable<Status> BeginStream(
       int status, const std::string& content_type, int64_t content_length,
       const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // A Server-Sent Events stream: BeginStream with the headers every SSE
+  // answer needs (no caching, and no buffering by an nginx in front, which
+  // would hold events until its buffer fills). Extra headers are added.
+  asio::awaitable<Status> BeginSse(std::vector<std::pair<std::string, std::string>> headers = {});
   asio::awaitable<Status> WriteChunk(std::string_view data);
   asio::awaitable<Status> EndStream();
   bool responded() const { return responded_; }

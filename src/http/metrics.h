@@ -48,6 +48,19 @@ class Gauge {
   double v_ = 0;
 };
 
+// Counts one open thing (a stream, a terminal) on a gauge for as long as it
+// lives, so every way out of a handler, co_return or exception, gives it back.
+class GaugeHold {
+ public:
+  explicit GaugeHold(Gauge& g) : g_(g) { ++g_; }
+  ~GaugeHold() { --g_; }
+  GaugeHold(const GaugeHold&) = delete;
+  GaugeHold& operator=(const GaugeHold&) = delete;
+
+ private:
+  Gauge& g_;
+};
+
 // Counts observations into buckets with fixed upper bounds (the +Inf
 // bucket is implicit), plus their sum and count.
 class Histogram {

@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "common/clock.h"
 
@@ -37,6 +39,11 @@ class Stmt {
   void Bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); }
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(st_); }
+  // Ready to run again with new binds (a statement reused in a loop).
+  void Reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
   std::string Text(int col) const {
     const unsigned char* p = sqlite3_column_text(st_, col);
     int n = sqlite3_column_bytes(st_, col);
@@ -314,26 +321,36 @@ Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadTemplat
   return out;
 }
 
-Status StateStore::AppendEvent(const EventRow& row, int64_t keep) {
-  // One commit for the insert and the trim: one WAL write per event.
+Status StateStore::AppendEvents(const std::vector<EventRow>& rows, int64_t keep) {
+  if (rows.empty()) return Status{};
   if (auto st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
   Status out = [&]() -> Status {
     Stmt ins(db_,
              "INSERT OR REPLACE INTO sandbox_events (sandbox_id, seq, time_ms, level, type, "
              "message, fields) VALUES (?,?,?,?,?,?,?)");
-    ins.Bind(1, row.sandbox_id);
-    ins.Bind(2, row.seq);
-    ins.Bind(3, row.time_ms);
-    ins.Bind(4, static_cast<int64_t>(row.level));
-    ins.Bind(5, row.type);
-    ins.Bind(6, row.message);
-    ins.Bind(7, row.fields);
-    if (auto st = RunWrite(db_, ins, "append event"); !st.ok()) return st;
-    if (row.seq <= keep) return Status{};
+    std::map<std::string, int64_t> last;  // sandbox id -> its newest seq in the batch
+    for (const EventRow& row : rows) {
+      ins.Reset();
+      ins.Bind(1, row.sandbox_id);
+      ins.Bind(2, row.seq);
+      ins.Bind(3, row.time_ms);
+      ins.Bind(4, static_cast<int64_t>(row.level));
+      ins.Bind(5, row.type);
+      ins.Bind(6, row.message);
+      ins.Bind(7, row.fields);
+      if (auto st = RunWrite(db_, ins, "append event"); !st.ok()) return st;
+      int64_t& l = last[row.sandbox_id];
+      l = std::max(l, row.seq);
+    }
     Stmt trim(db_, "DELETE FROM sandbox_events WHERE sandbox_id = ? AND seq <= ?");
-    trim.Bind(1, row.sandbox_id);
-    trim.Bind(2, row.seq - keep);
-    return RunWrite(db_, trim, "trim events");
+    for (const auto& [id, seq] : last) {
+      if (seq <= keep) continue;
+      trim.Reset();
+      trim.Bind(1, id);
+      trim.Bind(2, seq - keep);
+      if (auto st = RunWrite(db_, trim, "trim events"); !st.ok()) return st;
+    }
+    return Status{};
   }();
   if (!out.ok()) {
     Exec("ROLLBACK").ok();

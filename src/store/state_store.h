@@ -106,10 +106,11 @@ class StateStore {
   Status DeleteTemplate(const std::string& name);
   Result<std::vector<std::pair<std::string, std::string>>> LoadTemplates();
 
-  // Sandbox event logs. AppendEvent keeps only the newest `keep` events of
-  // the row's sandbox (in the same transaction), so a log never grows past
-  // its cap however long the sandbox lives.
-  Status AppendEvent(const EventRow& row, int64_t keep);
+  // Sandbox event logs. AppendEvents writes a batch in one transaction (one
+  // commit, one fsync under kFull) and keeps only the newest `keep` events
+  // of each sandbox it touches, so a log never grows past its cap however
+  // long the sandbox lives.
+  Status AppendEvents(const std::vector<EventRow>& rows, int64_t keep);
   Result<std::vector<EventRow>> LoadEvents(const std::string& sandbox_id, const EventQuery& q);
   Status DeleteEvents(const std::string& sandbox_id);
   // The last seq of every sandbox that has events, after dropping the logs

@@ -2,7 +2,7 @@
 // records (network policy and snapshots included), the cap that keeps
 // only the newest events, seqs that go on across a restart, a failure's
 // reason, a template's own commands left out, and the log forgotten with
-// the sandbox's record.
+// the sandbox's record; events written to the store in batches.
 #include <gtest/gtest.h>
 
 #include "core/exec_session.h"
@@ -134,6 +134,26 @@ TEST_F(CoreTest, NetworkPolicyChangesAndSnapshotsAreLogged) {
   EXPECT_EQ(es[0].fields["network"], "all");
   EXPECT_EQ(es[2].fields["mode"], "none");
   EXPECT_EQ(es[3].fields["snapshot"], snap->id);
+}
+
+// Recording costs no commit: the events wait in memory and reach the store
+// in one batch when flushed (on a read, the reaper's tick, or the log's end).
+TEST_F(CoreTest, EventsReachTheStoreInBatches) {
+  auto a = MustCreate();
+  ASSERT_TRUE(mgr->Pause(a.id).ok());
+  store::EventQuery q;
+  q.limit = 100;
+  auto before = store->LoadEvents(a.id, q);
+  ASSERT_TRUE(before.ok());
+  EXPECT_TRUE(before->empty());  // nothing written yet
+  mgr->events().Flush();
+  auto after = store->LoadEvents(a.id, q);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 3u);
+  EXPECT_EQ(after->back().type, "paused");
+  // A read always sees what was recorded, flushed or not.
+  ASSERT_TRUE(mgr->Resume(a.id).ok());
+  EXPECT_EQ(Types(Events(*mgr, a.id)).back(), "resumed");
 }
 
 TEST_F(CoreTest, EventLogGoesWithTheSandboxRecord) {

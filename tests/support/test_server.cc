@@ -30,6 +30,27 @@ std::string TempDir(const std::string& prefix) {
   return buf.data();
 }
 
+std::string WriteTempFile(const std::string& prefix, const std::string& text) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  const int fd = mkstemp(buf.data());
+  if (fd < 0) return "";
+  close(fd);
+  std::ofstream(buf.data()) << text;
+  return buf.data();
+}
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit,
+             std::chrono::milliseconds step) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(step);
+  }
+  return cond();
+}
+
 std::string HostSh(const std::string& cmd) {
   std::string out;
   FILE* f = popen(cmd.c_str(), "r");

@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -109,5 +111,13 @@ inline bool RssWithinBound(size_t before, size_t peak) {
 std::string HostSh(const std::string& cmd);
 // Directory for test temp files.
 std::string TempDir(const std::string& prefix);
+// A new file /tmp/<prefix>-XXXXXX holding `text` (a keys file, a config);
+// its path, or "" when it could not be made. The caller removes it.
+std::string WriteTempFile(const std::string& prefix, const std::string& text);
+// Polls `cond` every `step` until it holds or `limit` passes; its last
+// answer. For state the server reaches in the background (an exit seen,
+// a stream caught up), never for timing.
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit,
+             std::chrono::milliseconds step = std::chrono::milliseconds(20));
 
 }  // namespace hutch::testing

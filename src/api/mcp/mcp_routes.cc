@@ -193,10 +193,7 @@ asio::awaitable<void> McpApi::StreamToolCall(HttpContext& ctx, std::shared_ptr<S
     const json err = ErrorMessage(m.id, kInvalidParams, "tools/call needs params.name (a string)");
     co_return co_await ctx.SendText(200, "application/json", Dump(err));
   }
-  const std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-cache"},
-                                                                    {"X-Accel-Buffering", "no"}};
-  if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, headers); !st.ok())
-    co_return;
+  if (auto st = co_await ctx.BeginSse(); !st.ok()) co_return;
   ToolCall call = MakeCall(ctx);
   auto cancel = call.cancel;
   bool broken = false;
@@ -259,10 +256,8 @@ asio::awaitable<void> McpApi::Get(HttpContext& ctx) {
   if (!s) co_return;
   // hutch sends nothing unprompted today (no list changes, no sampling),
   // so the stream carries keep-alives until the session or client ends.
-  const std::vector<std::pair<std::string, std::string>> headers = {
-      {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}, {"Mcp-Session-Id", s->id()}};
-  if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, headers); !st.ok())
-    co_return;
+  std::vector<std::pair<std::string, std::string>> session_header = {{"Mcp-Session-Id", s->id()}};
+  if (auto st = co_await ctx.BeginSse(std::move(session_header)); !st.ok()) co_return;
   bool gone = false;
   ctx.WatchClose([&gone] { gone = true; });
   asio::steady_timer tick(co_await asio::this_coro::executor);

@@ -91,8 +91,7 @@ std::vector<std::string> LineSplitter::Flush() {
 
 asio::awaitable<Status> CommandStream::Begin() {
   begun_ = true;
-  std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-cache"}};
-  co_return co_await ctx_.BeginStream(200, "text/event-stream", -1, headers);
+  co_return co_await ctx_.BeginSse();
 }
 
 asio::awaitable<Status> CommandStream::Send(const nlohmann::json& event) {

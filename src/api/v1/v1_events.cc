@@ -98,14 +98,8 @@ asio::awaitable<void> V1Api::FollowEvents(HttpContext& ctx, const std::string& i
       s->wake.cancel();
     }
   });
-  ++metrics_.open_streams;
-  struct StreamGauge {
-    Gauge& g;
-    ~StreamGauge() { --g; }
-  } gauge{metrics_.open_streams};
-  const std::vector<std::pair<std::string, std::string>> sse_headers = {
-      {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, sse_headers); !st.ok()) {
+  GaugeHold open_stream{metrics_.open_streams};
+  if (auto st = co_await ctx.BeginSse(); !st.ok()) {
     ctx.StopWatchingClose();
     co_return;
   }

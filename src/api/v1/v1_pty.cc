@@ -91,11 +91,7 @@ asio::awaitable<void> V1Api::Pty(HttpContext& ctx, const std::string& id) {
   HUTCH_FIELD(started, co_await PtySession::Start(*sb, req));
   std::shared_ptr<PtySession> session = std::move(started).value();
   ++metrics_.execs;
-  ++metrics_.open_streams;
-  struct StreamGauge {
-    Gauge& g;
-    ~StreamGauge() { --g; }
-  } gauge{metrics_.open_streams};
+  GaugeHold open_stream{metrics_.open_streams};
 
   websocket::stream<HttpStream&> ws(ctx.TakeStream(101));
   // The HTTP timeouts no longer apply; the WebSocket's own (handshake,

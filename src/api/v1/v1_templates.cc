@@ -69,10 +69,7 @@ asio::awaitable<void> V1Api::BuildTemplate(HttpContext& ctx) {
   const bool sse = ctx.Header("Accept").find("text/event-stream") != std::string::npos;
   bool client_gone = false;
   if (sse) {
-    std::vector<std::pair<std::string, std::string>> sse_headers = {{"Cache-Control", "no-cache"},
-                                                                    {"X-Accel-Buffering", "no"}};
-    if (auto st = co_await ctx.BeginStream(200, "text/event-stream", -1, sse_headers); !st.ok())
-      co_return;
+    if (auto st = co_await ctx.BeginSse(); !st.ok()) co_return;
   }
   // The build goes on if the client leaves: it ends registered or not at
   // all, and GET /v1/templates/{name} tells which.
