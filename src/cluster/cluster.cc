@@ -95,7 +95,9 @@ asio::awaitable<void> Cluster::Run() {
       if (!st.ok()) continue;
     } else {
       auto ttl = co_await etcd_.KeepAlive(lease_);
-      Note(ttl.ok() ? Status{} : Status(ttl.error()), "keepalive");
+      Status kept;
+      if (!ttl.ok()) kept = ttl.error();
+      Note(kept, "keepalive");
       if (!ttl.ok()) continue;
       if (*ttl <= 0) {
         // etcd was out of reach longer than the lease: the cluster took
@@ -150,7 +152,8 @@ asio::awaitable<Status> Cluster::Join() {
 }
 
 asio::awaitable<Status> Cluster::Publish() {
-  nlohmann::json rec = describe_ ? describe_() : nlohmann::json::object();
+  nlohmann::json rec = nlohmann::json::object();
+  if (describe_) rec = describe_();
   rec["name"] = opts_.node;
   rec["advertise"] = opts_.advertise;
   rec["state"] = "ready";
@@ -220,7 +223,8 @@ asio::awaitable<void> Cluster::Record(const std::string& id, const std::string& 
   auto home = co_await etcd_.Get(kSandboxes + id);
   if (home.ok() && *home) {
     auto j = nlohmann::json::parse((*home)->value, nullptr, false);
-    const std::string node = j.is_object() ? j.value("node", "") : "";
+    std::string node;
+    if (j.is_object()) node = j.value("node", "");
     if (node == opts_.node) {
       (void)co_await etcd_.Put(kNodeSandboxes + opts_.node + "/" + id, value);
       co_return;
@@ -313,10 +317,11 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
         best_version = version;
       }
     }
-    if (best_free <= 0)
-      co_return MakeError(Code::kCapacityExhausted,
-                          affinity.empty() ? "every node of the cluster is full"
-                                           : "node '" + affinity + "' is full");
+    if (best_free <= 0) {
+      std::string why = "every node of the cluster is full";
+      if (!affinity.empty()) why = "node '" + affinity + "' is full";
+      co_return MakeError(Code::kCapacityExhausted, why);
+    }
     const std::string rid = RandomHex(8);
     const std::string reservation = kReservations + best->name + "/" + rid;
     std::vector<TxnOp> ops = {{TxnOp::Kind::kPut, kPlacement + best->name, rid, 0},

@@ -128,12 +128,13 @@ asio::awaitable<Result<nlohmann::json>> EtcdClient::CallOne(const std::string& h
   if (auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (res.result_int() != 200 || j.is_discarded()) {
-    std::string why = j.is_object() && j.contains("error") && j["error"].is_string()
-                          ? j["error"].get<std::string>()
-                          : text.substr(0, 200);
-    co_return MakeError(res.result_int() >= 500 ? Code::kUnavailable : Code::kInternal,
-                        "etcd " + path + " answered " + std::to_string(res.result_int()) + ": " +
-                            why);
+    std::string why = text.substr(0, 200);
+    if (j.is_object() && j.contains("error") && j["error"].is_string())
+      why = j["error"].get<std::string>();
+    Code code = Code::kInternal;
+    if (res.result_int() >= 500) code = Code::kUnavailable;
+    co_return MakeError(code, "etcd " + path + " answered " + std::to_string(res.result_int()) +
+                                  ": " + why);
   }
   co_return j;
 }

@@ -108,8 +108,10 @@ asio::awaitable<void> SendAnswer(HttpContext& ctx, http::response<http::string_b
       continue;
     ctx.AddHeader(std::string(f.name_string()), std::string(f.value()));
   }
-  co_await ctx.SendText(res.result_int(), type.empty() ? "application/json" : type,
-                        std::move(res.body()));
+  // (Named before co_await: GCC 12 frees a ternary's temporary twice.)
+  if (type.empty()) type = "application/json";
+  std::string body = std::move(res.body());
+  co_await ctx.SendText(res.result_int(), type, std::move(body));
 }
 
 }  // namespace
