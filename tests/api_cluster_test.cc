@@ -8,6 +8,9 @@
 // deletes the sandbox instead of resurrecting it.
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <thread>
 
@@ -43,12 +46,42 @@ bool WaitFor(const std::function<bool()>& f, int seconds) {
   return false;
 }
 
+// Opens the sandbox's terminal on `port` (a WebSocket), types a line and
+// returns what the terminal printed until the answer showed (or 200
+// messages went by).
+std::string TerminalAnswer(int port, const std::string& key, const std::string& id) {
+  namespace beast = boost::beast;
+  namespace websocket = beast::websocket;
+  boost::asio::io_context io;
+  websocket::stream<beast::tcp_stream> ws(io);
+  beast::get_lowest_layer(ws).connect(
+      {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(30));
+  ws.set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
+    req.set(beast::http::field::authorization, "Bearer " + key);
+  }));
+  ws.handshake("127.0.0.1", "/v1/sandboxes/" + id + "/pty?cols=80&rows=24");
+  ws.binary(true);
+  ws.write(boost::asio::buffer(std::string("echo pty-$((6*7))\n")));
+  std::string out;
+  beast::flat_buffer buf;
+  for (int i = 0; i < 200 && out.find("pty-42\r\n") == std::string::npos; ++i) {
+    ws.read(buf);
+    out += beast::buffers_to_string(buf.data());
+    buf.consume(buf.size());
+  }
+  beast::error_code ec;
+  ws.close(websocket::close_code::normal, ec);
+  return out;
+}
+
 std::string Fs(const std::string& id, const std::string& path) {
   return "/v1/sandboxes/" + id + "/fs?path=" + path;
 }
 
 TEST(ApiCluster, OneServiceThroughAnyNode) {
-  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup installs etcd-server)";
+  if (!EtcdProcess::Available())
+    GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup installs etcd-server)";
   EtcdProcess etcd;
   ASSERT_TRUE(etcd.ok());
   TestServer a(NodeArgs(etcd, "node-a"));
@@ -56,8 +89,7 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
   ASSERT_TRUE(a.ok()) << a.Log();
   ASSERT_TRUE(b.ok()) << b.Log();
   const std::set<std::string> both = {"node-a", "node-b"};
-  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == both && NodesOf(b) == both; }, 15))
-      << a.Log();
+  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == both && NodesOf(b) == both; }, 15)) << a.Log();
   {
     auto c = a.Client();
     auto nodes = c.Request("GET", "/v1/nodes").json();
@@ -120,6 +152,26 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
   EXPECT_EQ(down.status, 200);
   EXPECT_EQ(got, total);
   EXPECT_TRUE(same);
+
+  // The terminal (a WebSocket upgrade, then a byte pipe) through A.
+  std::string term;
+  EXPECT_NO_THROW(term = TerminalAnswer(a.port(), a.key(), id));
+  EXPECT_NE(term.find("pty-42\r\n"), std::string::npos) << term;
+
+  // etcd restarted mid-run: B keeps serving its own sandbox meanwhile;
+  // afterwards the relay through A finds it again, nothing lost.
+  etcd.Stop();
+  auto own = b.Exec(id, "echo still");
+  EXPECT_EQ(own.value("stdout", ""), "still\n") << own.dump();
+  ASSERT_TRUE(etcd.Start());
+  nlohmann::json again;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = a.Exec(id, "echo back");
+        return again.value("stdout", "") == "back\n";
+      },
+      20))
+      << again.dump();
 
   // Capacity: B holds one, A none: a create without affinity goes to A.
   auto placed = ca.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}});

@@ -25,7 +25,8 @@ void RunCoro(F&& f) {
 }
 
 TEST(ClusterEtcd, LeasePutRangeTxnAndFailover) {
-  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup installs etcd-server)";
+  if (!EtcdProcess::Available())
+    GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup installs etcd-server)";
   EtcdProcess etcd;
   ASSERT_TRUE(etcd.ok());
   bool done = false;

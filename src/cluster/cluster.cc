@@ -83,7 +83,8 @@ asio::awaitable<void> Cluster::Run() {
   asio::steady_timer t(ex_);
   // A keepalive a third of the lease apart: two can be lost before the
   // lease runs out.
-  const auto tick = std::chrono::milliseconds(std::max<int64_t>(1000, opts_.lease_ttl_s * 1000 / 3));
+  const auto tick =
+      std::chrono::milliseconds(std::max<int64_t>(1000, opts_.lease_ttl_s * 1000 / 3));
   while (!stopping_) {
     t.expires_after(tick);
     boost::system::error_code ec;
@@ -284,8 +285,9 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
   }
   if (candidates.empty()) {
     if (!affinity.empty())
-      co_return MakeError(Code::kInvalidRequest,
-                          "node '" + affinity + "' is not in the cluster (GET /v1/nodes lists them)");
+      co_return MakeError(
+          Code::kInvalidRequest,
+          "node '" + affinity + "' is not in the cluster (GET /v1/nodes lists them)");
     // No node lists the template (a build in progress, a name only the
     // create's own node resolves): this node answers the create.
     auto self = nodes_.find(opts_.node);
@@ -309,8 +311,7 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
       if (!reserved.ok()) co_return reserved.error();
       const int64_t cap = n->record.value("/capacity/sandboxes"_json_pointer, int64_t{0});
       const int64_t free = cap - static_cast<int64_t>(held->size() + reserved->size());
-      const bool better = !best || free > best_free ||
-                          (free == best_free && n->name == opts_.node);
+      const bool better = !best || free > best_free || (free == best_free && n->name == opts_.node);
       if (better) {
         best = n;
         best_free = free;

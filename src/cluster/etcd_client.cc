@@ -105,7 +105,8 @@ asio::awaitable<Result<nlohmann::json>> EtcdClient::CallOne(const std::string& h
   beast::tcp_stream s(ex_);
   s.expires_after(timeout_);
   co_await s.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "etcd " + host + ":" + port + ": " + ec.message());
+  if (ec)
+    co_return MakeError(Code::kUnavailable, "etcd " + host + ":" + port + ": " + ec.message());
   http::request<http::string_body> req{http::verb::post, path, 11};
   req.set(http::field::host, host + ":" + port);
   req.set(http::field::content_type, "application/json");
@@ -133,8 +134,8 @@ asio::awaitable<Result<nlohmann::json>> EtcdClient::CallOne(const std::string& h
       why = j["error"].get<std::string>();
     Code code = Code::kInternal;
     if (res.result_int() >= 500) code = Code::kUnavailable;
-    co_return MakeError(code, "etcd " + path + " answered " + std::to_string(res.result_int()) +
-                                  ": " + why);
+    co_return MakeError(
+        code, "etcd " + path + " answered " + std::to_string(res.result_int()) + ": " + why);
   }
   co_return j;
 }

@@ -146,7 +146,7 @@ void Router::CountMalformedRequest(int status, Code code) {
 }
 
 std::optional<std::string> Router::SandboxOf(const HttpContext& ctx,
-                                            const std::vector<std::string>& seg) const {
+                                             const std::vector<std::string>& seg) const {
   for (const auto& label : labels_)
     if (auto id = label(ctx, seg)) return id;
   return std::nullopt;

@@ -84,8 +84,7 @@ http::request<http::string_body> CopyRequest(const HttpContext& ctx, std::string
     const auto name = f.name();
     if (name == http::field::connection || name == http::field::content_length ||
         name == http::field::transfer_encoding || name == http::field::expect ||
-        name == http::field::keep_alive || name == http::field::te ||
-        name == http::field::upgrade)
+        name == http::field::keep_alive || name == http::field::te || name == http::field::upgrade)
       continue;
     req.insert(f.name_string(), f.value());
   }
@@ -131,8 +130,7 @@ asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string&
   co_await RelayHttp(ctx, std::move(up).value(), spec);
 }
 
-asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx,
-                                            const std::vector<std::string>& seg) {
+asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<std::string>& seg) {
   if (!ctx.Header(kRelayedHeader).empty()) co_return false;
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "sandboxes") {
     if (ctx.method() == http::verb::post) co_return co_await PlaceCreate(ctx);

@@ -37,9 +37,8 @@ void HutchApi::RegisterProbes() {
   router_.Add(V::get, "/healthz", health);
   router_.Add(V::head, "/healthz", health);
   // The cluster's nodes (a single hutchd answers not_supported).
-  router_.Add(V::get, "/v1/nodes", [this](HttpContext& ctx, const RouteMatch&) {
-    return ListNodes(ctx);
-  });
+  router_.Add(V::get, "/v1/nodes",
+              [this](HttpContext& ctx, const RouteMatch&) { return ListNodes(ctx); });
   router_.Add(V::get, "/metrics",
               [this](HttpContext& ctx, const RouteMatch&) { return ServeMetrics(ctx); });
 }

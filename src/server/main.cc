@@ -752,15 +752,14 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
     nlohmann::json names = nlohmann::json::array();
     for (const auto& t : templates.List()) names.push_back(t.name);
     const auto& adm = mgr.admission();
-    return nlohmann::json{
-        {"capacity",
-         {{"sandboxes", adm.max_sandboxes},
-          {"cpu", std::max<unsigned>(1, std::thread::hardware_concurrency())},
-          {"memory_committed_mb", mgr.committed_memory_mb()}}},
-        {"used_sandboxes", mgr.SandboxIds().size()},
-        {"templates", names},
-        {"drivers", mgr.driver_names()},
-        {"version", HUTCH_VERSION}};
+    return nlohmann::json{{"capacity",
+                           {{"sandboxes", adm.max_sandboxes},
+                            {"cpu", std::max<unsigned>(1, std::thread::hardware_concurrency())},
+                            {"memory_committed_mb", mgr.committed_memory_mb()}}},
+                          {"used_sandboxes", mgr.SandboxIds().size()},
+                          {"templates", names},
+                          {"drivers", mgr.driver_names()},
+                          {"version", HUTCH_VERSION}};
   };
   auto local = [&mgr]() {
     std::vector<std::pair<std::string, std::string>> out;
@@ -771,8 +770,8 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
   auto drop = [&mgr](std::string id) -> asio::awaitable<void> {
     (void)co_await mgr.Delete(id, "failed: this node left the cluster meanwhile");
   };
-  auto c = std::make_unique<cluster::Cluster>(io.get_executor(), std::move(copts), describe,
-                                              local, drop);
+  auto c = std::make_unique<cluster::Cluster>(io.get_executor(), std::move(copts), describe, local,
+                                              drop);
   cluster::Cluster* cp = c.get();
   mgr.SetCreatedHook([cp](const SandboxRecord& r) { return cp->Record(r.id, r.owner_key); });
   return c;

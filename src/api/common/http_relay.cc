@@ -15,7 +15,6 @@ namespace hutch::api {
 
 namespace {
 
-
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
