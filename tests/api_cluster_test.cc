@@ -218,6 +218,32 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
   EXPECT_TRUE(via_a.status == 404 || via_a.json().value("status", "") == "stopped") << via_a.body;
 }
 
+// Three etcd members, one of them lost: the nodes pass over it (the client
+// tries the next URL) and the quorum of two keeps the cluster working.
+TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd(3);
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  ASSERT_TRUE(a.ok()) << a.Log();
+  ASSERT_TRUE(b.ok()) << b.Log();
+  const std::set<std::string> both = {"node-a", "node-b"};
+  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == both && NodesOf(b) == both; }, 15));
+  // The first URL every node tries is gone.
+  etcd.StopMember(0);
+  auto ca = a.Client();
+  auto made = ca.Json("POST", "/v1/sandboxes", {{"node", "node-b"}, {"ttl_seconds", 600}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json().value("id", "");
+  auto r = a.Exec(id, "echo quorum");
+  EXPECT_EQ(r.value("stdout", ""), "quorum\n") << r.dump();
+  // Both nodes stay members (their leases kept alive through the others).
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  EXPECT_EQ(NodesOf(a), both);
+  EXPECT_EQ(NodesOf(b), both);
+}
+
 TEST(ApiCluster, SingleHutchdIsUnchanged) {
   TestServer s;
   ASSERT_TRUE(s.ok());
