@@ -190,6 +190,14 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
     EXPECT_EQ(where[placed.json().value("id", "")], "node-a") << list.dump();
   }
 
+  // The other dialects through the same hook: E2B's and OpenSandbox's
+  // routes for the sandbox, asked of A, are answered by B.
+  auto e2b = ca.Request("GET", "/e2b/sandboxes/" + id, "", {{"X-API-Key", a.key()}});
+  EXPECT_EQ(e2b.status, 200) << e2b.body;
+  auto osb =
+      ca.Request("GET", "/opensandbox/v1/sandboxes/" + id, "", {{"OPEN-SANDBOX-API-KEY", a.key()}});
+  EXPECT_EQ(osb.status, 200) << osb.body;
+
   // B dies: A reports its sandbox failed, naming it, once its lease ran
   // out (3 s here); creates keep working on A.
   b.Kill9();
@@ -216,6 +224,37 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
   EXPECT_TRUE(on_b.status == 404 || on_b.json().value("status", "") == "stopped") << on_b.body;
   auto via_a = ca.Request("GET", "/v1/sandboxes/" + id);
   EXPECT_TRUE(via_a.status == 404 || via_a.json().value("status", "") == "stopped") << via_a.body;
+}
+
+// 30 creates through one node of three, none naming a node: placement by
+// free slots spreads them over all three; each node lists all 30.
+TEST(ApiCluster, CreatesThroughOneNodeSpreadOverThree) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  TestServer c(NodeArgs(etcd, "node-c"));
+  for (TestServer* s : {&a, &b, &c}) ASSERT_TRUE(s->ok()) << s->Log();
+  const std::set<std::string> all = {"node-a", "node-b", "node-c"};
+  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == all; }, 15));
+  auto ca = a.Client();
+  std::map<std::string, int> per_node;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    auto r = ca.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 300}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    ++per_node[r.json().value("node", "")];
+    ids.push_back(r.json().value("id", ""));
+  }
+  for (const auto& n : all) EXPECT_GE(per_node[n], 5) << n;
+  for (TestServer* s : {&a, &b, &c}) {
+    auto list = s->Client().Request("GET", "/v1/sandboxes?limit=1000").json();
+    std::set<std::string> listed;
+    for (const auto& it : list["items"]) listed.insert(it.value("id", ""));
+    for (const auto& id : ids) EXPECT_TRUE(listed.count(id)) << id;
+  }
+  for (const auto& id : ids) EXPECT_EQ(ca.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
 // Three etcd members, one of them lost: the nodes pass over it (the client

@@ -278,10 +278,11 @@ asio::awaitable<Result<std::vector<std::pair<std::string, SandboxHome>>>> Cluste
 asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& template_name,
                                                            const std::string& affinity) {
   if (auto st = co_await RefreshNodes(); !st.ok()) co_return st.error();
-  std::vector<const NodeInfo*> candidates;
+  // Copies: the tick refreshes nodes_ while this awaits etcd.
+  std::vector<NodeInfo> candidates;
   for (const auto& [name, n] : nodes_) {
     if (!affinity.empty() ? name == affinity : n.has_template(template_name))
-      candidates.push_back(&n);
+      candidates.push_back(n);
   }
   if (candidates.empty()) {
     if (!affinity.empty())
@@ -293,7 +294,7 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
     auto self = nodes_.find(opts_.node);
     if (self == nodes_.end())
       co_return MakeError(Code::kUnavailable, "this node has not joined the cluster yet");
-    candidates.push_back(&self->second);
+    candidates.push_back(self->second);
   }
   // Optimistic: read each candidate's placement version, count what it
   // holds and what is reserved on it, then reserve on the best under a
@@ -301,7 +302,8 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
   for (int attempt = 0; attempt < 8; ++attempt) {
     const NodeInfo* best = nullptr;
     int64_t best_free = 0, best_version = 0;
-    for (const NodeInfo* n : candidates) {
+    for (const NodeInfo& node : candidates) {
+      const NodeInfo* n = &node;
       auto guard = co_await etcd_.Get(kPlacement + n->name);
       if (!guard.ok()) co_return guard.error();
       const int64_t version = *guard ? (*guard)->version : 0;
