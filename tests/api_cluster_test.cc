@@ -75,6 +75,23 @@ std::string TerminalAnswer(int port, const std::string& key, const std::string& 
   return out;
 }
 
+// Every server up and listing exactly `names` as the cluster's nodes.
+::testing::AssertionResult Joined(const std::vector<TestServer*>& servers,
+                                  const std::set<std::string>& names) {
+  for (TestServer* s : servers)
+    if (!s->ok()) return ::testing::AssertionFailure() << "a node did not start: " << s->Log();
+  const bool joined = WaitFor(
+      [&] {
+        for (TestServer* s : servers)
+          if (NodesOf(*s) != names) return false;
+        return true;
+      },
+      15);
+  if (!joined)
+    return ::testing::AssertionFailure() << "not every node joined: " << servers[0]->Log();
+  return ::testing::AssertionSuccess();
+}
+
 std::string Fs(const std::string& id, const std::string& path) {
   return "/v1/sandboxes/" + id + "/fs?path=" + path;
 }
@@ -86,10 +103,8 @@ TEST(ApiCluster, OneServiceThroughAnyNode) {
   ASSERT_TRUE(etcd.ok());
   TestServer a(NodeArgs(etcd, "node-a"));
   TestServer b(NodeArgs(etcd, "node-b"));
-  ASSERT_TRUE(a.ok()) << a.Log();
-  ASSERT_TRUE(b.ok()) << b.Log();
   const std::set<std::string> both = {"node-a", "node-b"};
-  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == both && NodesOf(b) == both; }, 15)) << a.Log();
+  ASSERT_TRUE(Joined({&a, &b}, both));
   {
     auto c = a.Client();
     auto nodes = c.Request("GET", "/v1/nodes").json();
@@ -235,9 +250,8 @@ TEST(ApiCluster, CreatesThroughOneNodeSpreadOverThree) {
   TestServer a(NodeArgs(etcd, "node-a"));
   TestServer b(NodeArgs(etcd, "node-b"));
   TestServer c(NodeArgs(etcd, "node-c"));
-  for (TestServer* s : {&a, &b, &c}) ASSERT_TRUE(s->ok()) << s->Log();
   const std::set<std::string> all = {"node-a", "node-b", "node-c"};
-  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == all; }, 15));
+  ASSERT_TRUE(Joined({&a, &b, &c}, all));
   auto ca = a.Client();
   std::map<std::string, int> per_node;
   std::vector<std::string> ids;
@@ -265,10 +279,8 @@ TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
   ASSERT_TRUE(etcd.ok());
   TestServer a(NodeArgs(etcd, "node-a"));
   TestServer b(NodeArgs(etcd, "node-b"));
-  ASSERT_TRUE(a.ok()) << a.Log();
-  ASSERT_TRUE(b.ok()) << b.Log();
   const std::set<std::string> both = {"node-a", "node-b"};
-  ASSERT_TRUE(WaitFor([&] { return NodesOf(a) == both && NodesOf(b) == both; }, 15));
+  ASSERT_TRUE(Joined({&a, &b}, both));
   // The first URL every node tries is gone.
   etcd.StopMember(0);
   auto ca = a.Client();
