@@ -29,12 +29,16 @@ asio::awaitable<Result<SandboxManager::RecoverReport>> SandboxManager::Recover()
 }
 
 asio::awaitable<Result<SandboxRecord>> SandboxManager::Create(CreateOptions o) {
-  return life_.Create(std::move(o));
+  auto rec = co_await life_.Create(std::move(o));
+  if (rec.ok() && created_hook_) co_await created_hook_(*rec);
+  co_return rec;
 }
 
 asio::awaitable<Result<SandboxRecord>> SandboxManager::CreateIdempotent(
     CreateOptions o, const std::string& key, const std::string& canonical_body, bool* replayed) {
-  return life_.CreateIdempotent(std::move(o), key, canonical_body, replayed);
+  auto rec = co_await life_.CreateIdempotent(std::move(o), key, canonical_body, replayed);
+  if (rec.ok() && created_hook_ && !*replayed) co_await created_hook_(*rec);
+  co_return rec;
 }
 
 Result<std::shared_ptr<Sandbox>> SandboxManager::GetRunning(const std::string& id) {
@@ -83,7 +87,10 @@ Status SandboxManager::DeleteSnapshot(const std::string& id) { return snaps_.Del
 
 asio::awaitable<Result<std::vector<SandboxRecord>>> SandboxManager::Fork(
     const std::string& id, int count, const std::string& owner_key, bool tenant) {
-  return snaps_.Fork(id, count, owner_key, tenant);
+  auto kids = co_await snaps_.Fork(id, count, owner_key, tenant);
+  if (kids.ok() && created_hook_)
+    for (const auto& r : *kids) co_await created_hook_(r);
+  co_return kids;
 }
 
 Status SandboxManager::DeleteTemplate(const std::string& name) {

@@ -12,6 +12,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -172,6 +173,19 @@ class SandboxManager {
     return n;
   }
 
+  // Awaited after every create and fork succeeded, before the caller gets
+  // the sandbox (a cluster node records where the sandbox lives before the
+  // create is acknowledged: src/cluster). Unset: nothing.
+  using CreatedHook = std::function<asio::awaitable<void>(const SandboxRecord&)>;
+  void SetCreatedHook(CreatedHook h) { created_hook_ = std::move(h); }
+  // Ids of the sandboxes this host holds (stopped tombstones left out).
+  std::vector<std::string> SandboxIds() const {
+    std::vector<std::string> out;
+    for (const auto& [id, sb] : state_.sandboxes)
+      if (sb->rec.status != SandboxStatus::kStopped) out.push_back(id);
+    return out;
+  }
+
   // Every sandbox's event log (core/event_log.h).
   const EventLog& events() const { return state_.events; }
 
@@ -184,6 +198,7 @@ class SandboxManager {
   SandboxLifecycle life_;
   WarmPool warm_;
   Reaper reaper_;
+  CreatedHook created_hook_;
 };
 
 }  // namespace hutch

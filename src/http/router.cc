@@ -135,12 +135,7 @@ asio::awaitable<void> Router::Handle(HttpContext& ctx) {
           .count();
   const auto seg = ctx.segments();
   std::string sandbox;
-  for (const auto& label : labels_) {
-    if (auto id = label(ctx, seg)) {
-      sandbox = " sandbox=" + LogSafe(*id);
-      break;
-    }
-  }
+  if (auto id = SandboxOf(ctx, seg)) sandbox = " sandbox=" + LogSafe(*id);
   spdlog::info("http method={} path={} status={} request_id={}{} duration_ms={}", method,
                LogSafe(ctx.path()), ctx.status_sent(), ctx.request_id(), sandbox, ms);
 }
@@ -150,8 +145,19 @@ void Router::CountMalformedRequest(int status, Code code) {
   metrics_.CountError(code);
 }
 
+std::optional<std::string> Router::SandboxOf(const HttpContext& ctx,
+                                             const std::vector<std::string>& seg) const {
+  for (const auto& label : labels_)
+    if (auto id = label(ctx, seg)) return id;
+  return std::nullopt;
+}
+
 asio::awaitable<void> Router::Dispatch(HttpContext& ctx) {
   const auto seg = ctx.segments();
+  if (forwarder_) {
+    const bool forwarded = co_await forwarder_(ctx, seg);
+    if (forwarded) co_return;
+  }
   RouteMatch match;
   for (const auto& m : matchers_)
     if (m.raw && m.applies(ctx, seg)) co_return co_await m.handler(ctx, match);

@@ -11,6 +11,8 @@
 // not decide (a Host naming a sandbox port, an E2B envd header).
 //
 // Dispatch, in order:
+//  0. the forwarder, when set (a cluster node relays requests for the
+//     sandboxes of other nodes before anything here looks at them);
 //  1. raw matchers (relays: their target is the sandbox server's, not
 //     checked here);
 //  2. a malformed query is refused (400), unless the route is raw;
@@ -86,6 +88,11 @@ struct Matcher {
 using LogLabel = std::function<std::optional<std::string>(const HttpContext&,
                                                           const std::vector<std::string>& seg)>;
 
+// Tried before anything else (the cluster's node relay): answers the
+// request and returns true, or returns false to let it be routed here.
+using Forwarder =
+    std::function<asio::awaitable<bool>(HttpContext&, const std::vector<std::string>& seg)>;
+
 // 405 for a known path asked with the wrong method.
 Error MethodNotAllowed(http::verb v);
 
@@ -99,6 +106,10 @@ class Router {
   void AddMatcher(Matcher m) { matchers_.push_back(std::move(m)); }
   // Tried in the order added; the first that names a sandbox wins.
   void AddLogLabel(LogLabel f) { labels_.push_back(std::move(f)); }
+  // The sandbox a request is about, by the labels (none: nullopt).
+  std::optional<std::string> SandboxOf(const HttpContext& ctx,
+                                       const std::vector<std::string>& seg) const;
+  void SetForwarder(Forwarder f) { forwarder_ = std::move(f); }
 
   const std::vector<Route>& routes() const { return routes_; }
   const std::vector<Matcher>& matchers() const { return matchers_; }
@@ -126,6 +137,7 @@ class Router {
   std::vector<Mount> mounts_;
   std::vector<Matcher> matchers_;
   std::vector<LogLabel> labels_;
+  Forwarder forwarder_;
   ApiMetrics metrics_;
 };
 

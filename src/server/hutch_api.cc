@@ -10,7 +10,7 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       creds_(cfg_.api_keys, cfg_.server_secret, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
       v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.exec_buffer_budget,
-                   cfg_.sse_ping_interval},
+                   cfg_.sse_ping_interval, cfg_.node},
           mgr, &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_, cfg_.domain),
       osb_(mgr, cfg_.json_body_limit, &creds_),
@@ -36,8 +36,27 @@ void HutchApi::RegisterProbes() {
   };
   router_.Add(V::get, "/healthz", health);
   router_.Add(V::head, "/healthz", health);
+  // The cluster's nodes (a single hutchd answers not_supported).
+  router_.Add(V::get, "/v1/nodes",
+              [this](HttpContext& ctx, const RouteMatch&) { return ListNodes(ctx); });
   router_.Add(V::get, "/metrics",
               [this](HttpContext& ctx, const RouteMatch&) { return ServeMetrics(ctx); });
+}
+
+void HutchApi::EnableCluster(cluster::Cluster* cluster) {
+  cluster_ = std::make_unique<ClusterRelay>(cluster, mgr_, &creds_, &router_);
+  router_.SetForwarder([this](HttpContext& ctx, const std::vector<std::string>& seg) {
+    return cluster_->Forward(ctx, seg);
+  });
+}
+
+asio::awaitable<void> HutchApi::ListNodes(HttpContext& ctx) {
+  if (!cluster_) {
+    const Error e = MakeError(Code::kNotSupported,
+                              "this hutchd is not a cluster node (start it with --cluster-etcd)");
+    co_return co_await ctx.SendError(e);
+  }
+  co_await cluster_->ListNodes(ctx);
 }
 
 asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {

@@ -24,6 +24,7 @@
 #include "core/sandbox_manager.h"
 #include "http/router.h"
 #include "http/static_files.h"
+#include "server/cluster_relay.h"
 
 namespace hutch::api {
 
@@ -51,6 +52,8 @@ struct ApiConfig {
   // null when that directory holds no build of it.
   std::shared_ptr<const StaticFiles> console;
   std::string ui_dir;
+  // This node's name in a cluster (--node-name; empty: no cluster).
+  std::string node;
 };
 
 class HutchApi {
@@ -64,10 +67,14 @@ class HutchApi {
   Router& router() { return router_; }
   // Replaces the accepted keys (SIGHUP reload).
   void SetKeys(std::vector<auth::KeyEntry> keys) { creds_.SetKeys(std::move(keys)); }
+  // Makes this server a node of `cluster` (--cluster-etcd): requests for
+  // other nodes' sandboxes are relayed, creates placed, lists merged.
+  void EnableCluster(cluster::Cluster* cluster);
 
  private:
   void RegisterProbes();
   asio::awaitable<void> ServeMetrics(HttpContext& ctx);
+  asio::awaitable<void> ListNodes(HttpContext& ctx);
 
   ApiConfig cfg_;
   SandboxManager* mgr_;
@@ -78,6 +85,7 @@ class HutchApi {
   e2b::E2bApi e2b_;
   opensandbox::OpenSandboxApi osb_;
   mcp::McpApi mcp_;
+  std::unique_ptr<ClusterRelay> cluster_;  // null: a single hutchd
 };
 
 }  // namespace hutch::api

@@ -23,6 +23,8 @@
 #include <thread>
 
 #include "auth/server_secret.h"
+#include "cluster/cluster.h"
+#include "cluster/etcd_client.h"
 #include "common/clock.h"
 #include "common/host_stats.h"
 #include "common/log_format.h"
@@ -133,6 +135,10 @@ struct Options {
   // (Hidden, for tests: where admission reads the host's figures, a
   // directory shaped like /proc.)
   std::string host_proc_root = "/proc";
+  // A cluster node (docs/cluster.md): etcd endpoints, this node's name,
+  // the URL other nodes reach it at (default: http://<--listen address>).
+  std::string cluster_etcd, node_name, advertise;
+  int64_t cluster_lease_ttl_s = 10;
 };
 
 void AddOptions(CLI::App& app, Options& o) {
@@ -346,6 +352,17 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--rate-burst", o.acfg.rate_limit_burst,
                  "Requests an API key may send at once (bucket size)")
       ->check(CLI::Range(1.0, 1e9))
+      ->capture_default_str();
+  app.add_option("--cluster-etcd", o.cluster_etcd,
+                 "Join a cluster of hutchd nodes coordinated through etcd: its client URLs, "
+                 "comma-separated (http://HOST:PORT,...); needs --node-name (docs/cluster.md)");
+  app.add_option("--node-name", o.node_name,
+                 "This node's name in the cluster ([a-z0-9][a-z0-9._-]{0,62}, unique)");
+  app.add_option("--advertise", o.advertise,
+                 "URL other nodes relay to this node at (default: http://<--listen address>)");
+  app.add_option("--cluster-lease-ttl", o.cluster_lease_ttl_s,
+                 "Seconds after its last keepalive a node counts as gone")
+      ->check(CLI::Range(2, 300))
       ->capture_default_str();
   app.add_option("--log-format", o.log_format,
                  "text (ts level event k=v ...) or json (one object per line)")
@@ -702,7 +719,67 @@ Status DeriveAdmission(Options& o, const HostStatsReader& reader) {
   return Status{};
 }
 
+// --cluster-etcd and its companions, checked before anything starts.
+Status CheckClusterFlags(const Options& o) {
+  if (o.cluster_etcd.empty()) {
+    if (!o.node_name.empty() || !o.advertise.empty())
+      return MakeError(Code::kInvalidRequest, "--node-name and --advertise need --cluster-etcd");
+    return {};
+  }
+  if (!auth::ValidTenantName(o.node_name))
+    return MakeError(Code::kInvalidRequest,
+                     "--cluster-etcd needs --node-name NAME ([a-z0-9][a-z0-9._-]{0,62})");
+  if (!o.advertise.empty() && o.advertise.rfind("http://", 0) != 0)
+    return MakeError(Code::kInvalidRequest, "--advertise must be http://HOST:PORT");
+  auto eps = cluster::EtcdClient::ParseEndpoints(o.cluster_etcd);
+  if (!eps.ok()) return eps.error();
+  return {};
+}
+
+// This node's cluster membership: its record says what the node has, its
+// creates are recorded before they are answered, and sandboxes the
+// cluster failed while it was away are deleted when it rejoins.
+std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Options& o,
+                                              const std::string& addr, SandboxManager& mgr,
+                                              TemplateRegistry& templates) {
+  cluster::ClusterOptions copts;
+  auto endpoints = cluster::EtcdClient::ParseEndpoints(o.cluster_etcd);  // checked at start
+  copts.etcd = *endpoints;
+  copts.node = o.node_name;
+  copts.advertise = o.advertise.empty() ? "http://" + addr : o.advertise;
+  copts.lease_ttl_s = o.cluster_lease_ttl_s;
+  auto describe = [&mgr, &templates]() {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& t : templates.List()) names.push_back(t.name);
+    const auto& adm = mgr.admission();
+    return nlohmann::json{{"capacity",
+                           {{"sandboxes", adm.max_sandboxes},
+                            {"cpu", std::max<unsigned>(1, std::thread::hardware_concurrency())},
+                            {"memory_committed_mb", mgr.committed_memory_mb()}}},
+                          {"used_sandboxes", mgr.SandboxIds().size()},
+                          {"templates", names},
+                          {"drivers", mgr.driver_names()},
+                          {"version", HUTCH_VERSION}};
+  };
+  auto local = [&mgr]() {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& id : mgr.SandboxIds())
+      if (auto rec = mgr.Get(id); rec.ok()) out.emplace_back(id, rec->owner_key);
+    return out;
+  };
+  auto drop = [&mgr](std::string id) -> asio::awaitable<void> {
+    (void)co_await mgr.Delete(id, "failed: this node left the cluster meanwhile");
+  };
+  auto c = std::make_unique<cluster::Cluster>(io.get_executor(), std::move(copts), describe, local,
+                                              drop);
+  cluster::Cluster* cp = c.get();
+  mgr.SetCreatedHook([cp](const SandboxRecord& r) { return cp->Record(r.id, r.owner_key); });
+  return c;
+}
+
 Result<int> Serve(Options& o, store::StateStore* db) {
+  if (auto st = CheckClusterFlags(o); !st.ok()) return st.error();
+  if (!o.cluster_etcd.empty()) o.acfg.node = o.node_name;
   auto warm = ParseWarmPool(o.warm_pool);
   if (!warm.ok()) return warm.error();
   o.mopts.warm_pool = std::move(warm).value();
@@ -756,6 +833,11 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   if (!ep.ok()) return ep.error();
   const std::string addr = EndpointText(*ep);
   if (auto st = CheckDomain(o.acfg.domain); !st.ok()) return st.error();
+  std::unique_ptr<cluster::Cluster> cluster;
+  if (!o.cluster_etcd.empty()) {
+    cluster = MakeCluster(io, o, addr, mgr, **templates);
+    api.EnableCluster(cluster.get());
+  }
   std::vector<std::string> tls_addrs;
   auto tls = ListenTls(o, server, &tls_addrs);
   if (!tls.ok()) return tls.error();
@@ -784,6 +866,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
         }
         spdlog::info("recovered adopted={} lost={} expired={} forgotten={} removed={}",
                      rep->adopted, rep->lost, rep->expired, rep->forgotten, rep->removed);
+        // Joined before serving: the node is listed, and what the cluster
+        // failed while it was away is gone, before its first request.
+        if (cluster) co_await cluster->Start();
         server.Start();
         mgr.StartReaper(io.get_executor());
         if (*tls) {
@@ -820,6 +905,7 @@ Result<int> Serve(Options& o, store::StateStore* db) {
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
+          if (cluster) co_await cluster->Leave();
           co_await mgr.Shutdown();
           if (network->manager) co_await network->manager->Shutdown();
           volumes.Shutdown();

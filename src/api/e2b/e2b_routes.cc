@@ -106,6 +106,7 @@ void E2bApi::Register(Router& r) {
     if (auto ph = PortProxy::ParsePortHost(ctx.Header("Host"))) return ph->id;
     if (!seg.empty() && seg[0] == "e2b" && !ctx.Header("E2b-Sandbox-Id").empty())
       return ctx.Header("E2b-Sandbox-Id");
+    if (seg.size() >= 3 && seg[0] == "e2b" && seg[1] == "sandboxes") return seg[2];
     return std::nullopt;
   });
 

@@ -29,6 +29,9 @@ struct V1Config {
   // What all blocking execs' answers may hold at once (0: no bound).
   size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
+  // This node's name in a cluster (--node-name): sandbox objects say
+  // "node": it. Empty: a single hutchd, no such field.
+  std::string node;
 };
 
 class V1Api {
@@ -48,6 +51,8 @@ class V1Api {
   size_t exec_output_held() const { return exec_budget_.used(); }
 
  private:
+  // A sandbox as the API shows it (its record, and the node it runs on).
+  nlohmann::json SandboxOut(const SandboxRecord& r) const;
   // /v1 handlers (v1_*.cc)
   asio::awaitable<void> CreateSandbox(HttpContext& ctx);
   asio::awaitable<void> ListSandboxes(HttpContext& ctx);

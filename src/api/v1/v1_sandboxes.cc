@@ -92,7 +92,7 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     metrics_.sandbox_create_seconds.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  co_await ctx.SendJson(replayed ? 200 : 201, rec->ToJson());
+  co_await ctx.SendJson(replayed ? 200 : 201, SandboxOut(*rec));
 }
 
 asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
@@ -122,16 +122,22 @@ asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
   }
   auto page = mgr_->List(f);
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& r : page.items) items.push_back(r.ToJson());
+  for (const auto& r : page.items) items.push_back(SandboxOut(r));
   nlohmann::json out = {{"items", items}, {"next_cursor", nullptr}};
   if (!page.next_cursor.empty()) out["next_cursor"] = page.next_cursor;
   co_await ctx.SendJson(200, out);
 }
 
+nlohmann::json V1Api::SandboxOut(const SandboxRecord& r) const {
+  nlohmann::json j = r.ToJson();
+  if (!cfg_.node.empty()) j["node"] = cfg_.node;
+  return j;
+}
+
 asio::awaitable<void> V1Api::GetSandbox(HttpContext& ctx, const std::string& id) {
   auto rec = mgr_->Get(id);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
-  co_await ctx.SendJson(200, rec->ToJson());
+  co_await ctx.SendJson(200, SandboxOut(*rec));
 }
 
 asio::awaitable<void> V1Api::DeleteSandbox(HttpContext& ctx, const std::string& id) {
@@ -150,7 +156,7 @@ asio::awaitable<void> V1Api::SetTtl(HttpContext& ctx, const std::string& id) {
     co_return co_await ctx.SendError(MakeError(Code::kInvalidRequest, "'ttl_seconds' is required"));
   auto rec = mgr_->SetTtl(id, **ttl);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
-  co_await ctx.SendJson(200, rec->ToJson());
+  co_await ctx.SendJson(200, SandboxOut(*rec));
 }
 
 asio::awaitable<void> V1Api::PauseResume(HttpContext& ctx, const std::string& id, bool pause) {
@@ -159,7 +165,7 @@ asio::awaitable<void> V1Api::PauseResume(HttpContext& ctx, const std::string& id
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   auto rec = pause ? mgr_->Pause(id) : mgr_->Resume(id);
   if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
-  co_await ctx.SendJson(200, rec->ToJson());
+  co_await ctx.SendJson(200, SandboxOut(*rec));
 }
 
 asio::awaitable<void> V1Api::SandboxMetrics(HttpContext& ctx, const std::string& id) {

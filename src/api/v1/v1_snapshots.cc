@@ -32,7 +32,7 @@ asio::awaitable<void> V1Api::ForkSandbox(HttpContext& ctx, const std::string& id
                                   !ctx.principal().admin());
   if (!kids.ok()) co_return co_await ctx.SendError(kids.error());
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& r : *kids) list.push_back(r.ToJson());
+  for (const auto& r : *kids) list.push_back(SandboxOut(r));
   // vm children continue the running machine (memory and processes); jail
   // children start from a file snapshot.
   const bool memory = !kids->empty() && kids->front().boot == "fork";

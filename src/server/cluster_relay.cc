@@ -1,0 +1,282 @@
+#include "server/cluster_relay.h"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "api/common/http_relay.h"
+
+namespace hutch::api {
+
+namespace {
+
+using tcp = asio::ip::tcp;
+
+constexpr const char* kRelayedHeader = "X-Hutch-Relayed";
+constexpr auto kConnectTimeout = std::chrono::seconds(5);
+// A create's or a list's answer from another node, read whole.
+constexpr uint64_t kAnswerLimit = 64 << 20;
+
+struct HostPort {
+  std::string host, port;
+};
+
+Result<HostPort> SplitAdvertise(const std::string& url) {
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
+    return MakeError(Code::kInternal, "node advertise URL " + url + " is not http://HOST:PORT");
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return HostPort{host, rest.substr(colon + 1)};
+}
+
+asio::awaitable<Result<beast::tcp_stream>> DialNode(const std::string& node,
+                                                    const std::string& advertise) {
+  auto hp = SplitAdvertise(advertise);
+  if (!hp.ok()) co_return hp.error();
+  auto ex = co_await asio::this_coro::executor;
+  boost::system::error_code ec;
+  tcp::resolver resolver(ex);
+  auto addrs = co_await resolver.async_resolve(hp->host, hp->port,
+                                               asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
+  beast::tcp_stream s(ex);
+  s.expires_after(kConnectTimeout);
+  co_await s.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec)
+    co_return MakeError(Code::kUnavailable,
+                        "node " + node + " (" + advertise + ") is unreachable: " + ec.message());
+  s.expires_never();
+  co_return s;
+}
+
+// One whole request to a node, its whole answer (creates and lists: JSON
+// of bounded size).
+asio::awaitable<Result<http::response<http::string_body>>> CallNode(
+    const std::string& node, const std::string& advertise, http::request<http::string_body> req) {
+  auto s = co_await DialNode(node, advertise);
+  if (!s.ok()) co_return s.error();
+  req.set(http::field::connection, "close");
+  req.prepare_payload();
+  s->expires_after(std::chrono::minutes(10));  // a create may build its disk, boot a VM
+  boost::system::error_code ec;
+  co_await http::async_write(*s, req, asio::redirect_error(asio::use_awaitable, ec));
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> rp;
+  rp.body_limit(kAnswerLimit);
+  if (!ec) co_await http::async_read(*s, buf, rp, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
+  co_return rp.release();
+}
+
+// The client's request header as the other node gets it: its own fields
+// (credentials included), minus hop-by-hop ones and the framing.
+http::request<http::string_body> CopyRequest(const HttpContext& ctx, std::string body) {
+  http::request<http::string_body> req{ctx.method(), std::string(ctx.target()), 11};
+  const auto hdr = ctx.RequestHeader();
+  for (const auto& f : hdr.base()) {
+    const auto name = f.name();
+    if (name == http::field::connection || name == http::field::content_length ||
+        name == http::field::transfer_encoding || name == http::field::expect ||
+        name == http::field::keep_alive || name == http::field::te || name == http::field::upgrade)
+      continue;
+    req.insert(f.name_string(), f.value());
+  }
+  req.body() = std::move(body);
+  return req;
+}
+
+// The answer of another node, passed on as this node's.
+asio::awaitable<void> SendAnswer(HttpContext& ctx, http::response<http::string_body>& res) {
+  std::string type;
+  for (const auto& f : res.base()) {
+    const auto name = f.name();
+    if (name == http::field::content_type) {
+      type = std::string(f.value());
+      continue;
+    }
+    if (name == http::field::connection || name == http::field::content_length ||
+        name == http::field::transfer_encoding || name == http::field::date ||
+        name == http::field::server || beast::iequals(f.name_string(), "X-Request-Id"))
+      continue;
+    ctx.AddHeader(std::string(f.name_string()), std::string(f.value()));
+  }
+  // (Named before co_await: GCC 12 frees a ternary's temporary twice.)
+  if (type.empty()) type = "application/json";
+  std::string body = std::move(res.body());
+  co_await ctx.SendText(res.result_int(), type, std::move(body));
+}
+
+}  // namespace
+
+asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string& node,
+                                            const std::string& advertise) {
+  auto up = co_await DialNode(node, advertise);
+  if (!up.ok()) co_return co_await ctx.SendError(up.error());
+  RelaySpec spec;
+  spec.target = std::string(ctx.target());
+  spec.set_headers = {{kRelayedHeader, cluster_->node()}};
+  spec.upstream_name = "node " + node;
+  spec.unreachable_code = Code::kUnavailable;
+  // A long stream (SSE, a terminal) ends when its node leaves the cluster.
+  cluster::Cluster* c = cluster_;
+  spec.gone = [c, node] { return c->nodes().count(node) == 0; };
+  co_await RelayHttp(ctx, std::move(up).value(), spec);
+}
+
+asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<std::string>& seg) {
+  if (!ctx.Header(kRelayedHeader).empty()) co_return false;
+  if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "sandboxes") {
+    if (ctx.method() == http::verb::post) co_return co_await PlaceCreate(ctx);
+    if (ctx.method() == http::verb::get && !ctx.Query("watch")) co_return co_await ListCluster(ctx);
+    co_return false;
+  }
+  const auto id = router_->SandboxOf(ctx, seg);
+  if (!id || id->empty() || mgr_->Get(*id).ok()) co_return false;
+  auto home = co_await cluster_->Lookup(*id);
+  if (!home.ok()) {
+    // etcd out of reach: this node still serves its own sandboxes; a
+    // sandbox it does not hold cannot be found now (retry).
+    spdlog::warn("cluster_lookup_failed sandbox={} err=\"{}\"", *id, home.error().message);
+    const Error e = MakeError(Code::kUnavailable, "sandbox " + *id +
+                                                      " is not on this node and the cluster's "
+                                                      "etcd does not answer: " +
+                                                      home.error().message);
+    co_await ctx.SendError(e);
+    co_return true;
+  }
+  if (!*home || (*home)->node == cluster_->node()) co_return false;
+  if (!(*home)->node_alive) co_return co_await AnswerLost(ctx, seg, *id, **home);
+  co_await RelayTo(ctx, (*home)->node, (*home)->advertise);
+  co_return true;
+}
+
+asio::awaitable<bool> ClusterRelay::AnswerLost(HttpContext& ctx,
+                                               const std::vector<std::string>& seg,
+                                               const std::string& id,
+                                               const cluster::SandboxHome& home) {
+  // Only /v1 answers here, and only to its owner (or an admin): anyone
+  // else gets what an unknown id gets.
+  if (seg.empty() || seg[0] != "v1") co_return false;
+  const auth::Principal who = creds_->MatchBearer(ctx.Header("Authorization"));
+  if (who.empty() || !who.Owns(home.owner)) co_return false;
+  const std::string reason =
+      "node " + home.node + " left the cluster (its etcd lease expired); the sandbox is lost";
+  if (seg.size() == 3 && ctx.method() == http::verb::get) {
+    const nlohmann::json j = {
+        {"id", id}, {"status", "failed"}, {"reason", reason}, {"node", home.node}};
+    co_await ctx.SendJson(200, j);
+    co_return true;
+  }
+  if (seg.size() == 3 && ctx.method() == http::verb::delete_) {
+    // Nothing is left to delete: the node drops it when it comes back.
+    co_await ctx.SendEmpty(204);
+    co_return true;
+  }
+  const Error e = MakeError(Code::kSandboxNotRunning, "sandbox " + id + ": " + reason);
+  co_await ctx.SendError(e);
+  co_return true;
+}
+
+asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
+  // Unauthenticated: the /v1 guard answers (the body stays unread).
+  if (creds_->MatchBearer(ctx.Header("Authorization")).empty()) co_return false;
+  auto body = co_await ctx.ReadJson(1 << 20);
+  if (!body.ok()) {
+    co_await ctx.SendError(body.error());
+    co_return true;
+  }
+  std::string affinity, tpl;
+  if (body->is_object()) {
+    if (auto it = body->find("node"); it != body->end()) {
+      if (!it->is_string()) {
+        const Error e = MakeError(Code::kInvalidRequest, "'node' must be a string");
+        co_await ctx.SendError(e);
+        co_return true;
+      }
+      affinity = it->get<std::string>();
+      body->erase(it);
+    }
+    if (auto it = body->find("template"); it != body->end() && it->is_string())
+      tpl = it->get<std::string>();
+  }
+  auto place = co_await cluster_->Place(tpl, affinity);
+  if (!place.ok()) {
+    co_await ctx.SendError(place.error());
+    co_return true;
+  }
+  // Even a create placed here goes through the node's own front door once
+  // more (marked relayed): the body is read already, and the route then
+  // treats it as any create.
+  auto req = CopyRequest(ctx, body->dump());
+  req.set(kRelayedHeader, cluster_->node());
+  auto res = co_await CallNode(place->node.name, place->node.advertise, std::move(req));
+  co_await cluster_->Release(place->reservation);
+  if (!res.ok()) {
+    co_await ctx.SendError(res.error());
+    co_return true;
+  }
+  co_await SendAnswer(ctx, *res);
+  co_return true;
+}
+
+asio::awaitable<bool> ClusterRelay::ListCluster(HttpContext& ctx) {
+  const auth::Principal who = creds_->MatchBearer(ctx.Header("Authorization"));
+  if (who.empty()) co_return false;
+  nlohmann::json items = nlohmann::json::array();
+  nlohmann::json unreachable = nlohmann::json::array();
+  // (Copied: the map may be refreshed while a call is out.)
+  const auto nodes = cluster_->nodes();
+  // Not joined (etcd out of reach since the start): this node's own list.
+  if (!nodes.count(cluster_->node())) co_return false;
+  for (const auto& [name, n] : nodes) {
+    auto req = CopyRequest(ctx, "");
+    req.set(kRelayedHeader, cluster_->node());
+    auto res = co_await CallNode(name, n.advertise, std::move(req));
+    if (!res.ok()) {
+      unreachable.push_back(name);
+      continue;
+    }
+    if (res->result_int() != 200) {
+      // The same request every node judges alike (a bad query): its answer.
+      co_await SendAnswer(ctx, *res);
+      co_return true;
+    }
+    auto j = nlohmann::json::parse(res->body(), nullptr, false);
+    if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) continue;
+    for (auto& item : j["items"]) items.push_back(std::move(item));
+  }
+  auto lost = co_await cluster_->Orphans();
+  if (lost.ok()) {
+    const auto status = ctx.Query("status");
+    for (const auto& [id, home] : *lost) {
+      if (!who.Owns(home.owner) || (status && *status != "failed")) continue;
+      items.push_back({{"id", id},
+                       {"status", "failed"},
+                       {"node", home.node},
+                       {"reason", "node " + home.node +
+                                      " left the cluster (its etcd lease expired); the sandbox "
+                                      "is lost"}});
+    }
+  }
+  nlohmann::json out = {{"items", items}, {"next_cursor", nullptr}};
+  if (!unreachable.empty()) out["unreachable_nodes"] = unreachable;
+  co_await ctx.SendJson(200, out);
+  co_return true;
+}
+
+asio::awaitable<void> ClusterRelay::ListNodes(HttpContext& ctx) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& [name, n] : cluster_->nodes()) items.push_back(n.record);
+  const nlohmann::json out = {
+      {"node", cluster_->node()}, {"etcd_reachable", cluster_->etcd_reachable()}, {"items", items}};
+  co_await ctx.SendJson(200, out);
+}
+
+}  // namespace hutch::api

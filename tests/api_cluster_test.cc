@@ -1,0 +1,311 @@
+// Nodes of hutchd as one service through a real etcd (issue 27): two
+// nodes on loopback, each its own state dir and network pool. Through one
+// node: nodes listed, a create placed on the other by affinity and on the
+// emptier one by capacity, exec, an exec stream, a file upload and
+// download of several MiB for a sandbox the other node holds, the list of
+// the whole cluster; then kill -9 of a node: the survivor reports its
+// sandbox failed naming it, creates go on, and the node that comes back
+// deletes the sandbox instead of resurrecting it.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <thread>
+
+#include "client/http_client.h"
+#include "tests/support/etcd_process.h"
+#include "tests/support/test_server.h"
+
+namespace hutch::testing {
+namespace {
+
+using client::SseEvent;
+
+std::vector<std::string> NodeArgs(const EtcdProcess& etcd, const std::string& name) {
+  return {"--cluster-etcd", etcd.url(), "--node-name", name, "--cluster-lease-ttl", "3"};
+}
+
+// The node names GET /v1/nodes lists on `s`.
+std::set<std::string> NodesOf(const TestServer& s) {
+  auto c = s.Client();
+  auto r = c.Request("GET", "/v1/nodes");
+  std::set<std::string> out;
+  auto j = r.json();
+  if (r.status != 200 || !j.contains("items")) return out;
+  for (const auto& n : j["items"]) out.insert(n.value("name", ""));
+  return out;
+}
+
+bool WaitFor(const std::function<bool()>& f, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// Opens the sandbox's terminal on `port` (a WebSocket), types a line and
+// returns what the terminal printed until the answer showed (or 200
+// messages went by).
+std::string TerminalAnswer(int port, const std::string& key, const std::string& id) {
+  namespace beast = boost::beast;
+  namespace websocket = beast::websocket;
+  boost::asio::io_context io;
+  websocket::stream<beast::tcp_stream> ws(io);
+  beast::get_lowest_layer(ws).connect(
+      {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(30));
+  ws.set_option(websocket::stream_base::decorator([key](websocket::request_type& req) {
+    req.set(beast::http::field::authorization, "Bearer " + key);
+  }));
+  ws.handshake("127.0.0.1", "/v1/sandboxes/" + id + "/pty?cols=80&rows=24");
+  ws.binary(true);
+  ws.write(boost::asio::buffer(std::string("echo pty-$((6*7))\n")));
+  std::string out;
+  beast::flat_buffer buf;
+  for (int i = 0; i < 200 && out.find("pty-42\r\n") == std::string::npos; ++i) {
+    ws.read(buf);
+    out += beast::buffers_to_string(buf.data());
+    buf.consume(buf.size());
+  }
+  beast::error_code ec;
+  ws.close(websocket::close_code::normal, ec);
+  return out;
+}
+
+// Every server up and listing exactly `names` as the cluster's nodes.
+::testing::AssertionResult Joined(const std::vector<TestServer*>& servers,
+                                  const std::set<std::string>& names) {
+  for (TestServer* s : servers)
+    if (!s->ok()) return ::testing::AssertionFailure() << "a node did not start: " << s->Log();
+  const bool joined = WaitFor(
+      [&] {
+        for (TestServer* s : servers)
+          if (NodesOf(*s) != names) return false;
+        return true;
+      },
+      15);
+  if (!joined)
+    return ::testing::AssertionFailure() << "not every node joined: " << servers[0]->Log();
+  return ::testing::AssertionSuccess();
+}
+
+std::string Fs(const std::string& id, const std::string& path) {
+  return "/v1/sandboxes/" + id + "/fs?path=" + path;
+}
+
+TEST(ApiCluster, OneServiceThroughAnyNode) {
+  if (!EtcdProcess::Available())
+    GTEST_SKIP() << "no /usr/bin/etcd (scripts/setup installs etcd-server)";
+  EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  const std::set<std::string> both = {"node-a", "node-b"};
+  ASSERT_TRUE(Joined({&a, &b}, both));
+  {
+    auto c = a.Client();
+    auto nodes = c.Request("GET", "/v1/nodes").json();
+    for (const auto& n : nodes["items"]) {
+      EXPECT_TRUE(n.contains("advertise")) << n.dump();
+      EXPECT_GT(n["capacity"].value("sandboxes", 0), 0) << n.dump();
+      EXPECT_TRUE(n["templates"].is_array()) << n.dump();
+      EXPECT_EQ(n.value("state", ""), "ready");
+    }
+  }
+
+  auto ca = a.Client();
+  // Affinity: asked of A, made on B.
+  auto made = ca.Json("POST", "/v1/sandboxes", {{"node", "node-b"}, {"ttl_seconds", 600}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json().value("id", "");
+  EXPECT_EQ(made.json().value("node", ""), "node-b");
+  // B holds it; A does not.
+  EXPECT_EQ(b.Client().Request("GET", "/v1/sandboxes/" + id, "", {{"X-Hutch-Relayed", "t"}}).status,
+            200);
+  EXPECT_EQ(ca.Request("GET", "/v1/sandboxes/" + id, "", {{"X-Hutch-Relayed", "t"}}).status, 404);
+
+  // Unary exec through A.
+  auto r = a.Exec(id, "echo on-$((40+2))");
+  EXPECT_EQ(r["_status"], 200) << r.dump();
+  EXPECT_EQ(r.value("stdout", ""), "on-42\n");
+
+  // An exec stream through A: events arrive, the last is the exit.
+  std::string out, last;
+  auto sse = ca.Sse("/v1/sandboxes/" + id + "/exec/stream",
+                    {{"cmd", "for i in 1 2 3; do echo line$i; done"}}, [&](const SseEvent& e) {
+                      last = e.event;
+                      if (e.event == "stdout") {
+                        auto j = nlohmann::json::parse(e.data, nullptr, false);
+                        if (j.is_object()) out += j.value("text", "");
+                      }
+                      return true;
+                    });
+  EXPECT_EQ(sse.status, 200) << sse.body;
+  EXPECT_EQ(out, "line1\nline2\nline3\n");
+  EXPECT_EQ(last, "exit");
+
+  // A file of 5 MiB up and down through A.
+  const uint64_t total = 5 << 20;
+  uint64_t sent = 0;
+  auto up = ca.Upload(Fs(id, "/tmp/big.bin"), total, [&](char* buf, size_t n) {
+    const size_t k = std::min<uint64_t>(n, total - sent);
+    for (size_t i = 0; i < k; ++i) buf[i] = static_cast<char>((sent + i) % 251);
+    sent += k;
+    return k;
+  });
+  EXPECT_EQ(up.status, 201) << up.body;
+  uint64_t got = 0;
+  bool same = true;
+  auto down = ca.Download(Fs(id, "/tmp/big.bin"), [&](const char* d, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (d[i] != static_cast<char>((got + i) % 251)) same = false;
+    got += n;
+  });
+  EXPECT_EQ(down.status, 200);
+  EXPECT_EQ(got, total);
+  EXPECT_TRUE(same);
+
+  // The terminal (a WebSocket upgrade, then a byte pipe) through A.
+  std::string term;
+  EXPECT_NO_THROW(term = TerminalAnswer(a.port(), a.key(), id));
+  EXPECT_NE(term.find("pty-42\r\n"), std::string::npos) << term;
+
+  // etcd restarted mid-run: B keeps serving its own sandbox meanwhile;
+  // afterwards the relay through A finds it again, nothing lost.
+  etcd.Stop();
+  auto own = b.Exec(id, "echo still");
+  EXPECT_EQ(own.value("stdout", ""), "still\n") << own.dump();
+  ASSERT_TRUE(etcd.Start());
+  nlohmann::json again;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = a.Exec(id, "echo back");
+        return again.value("stdout", "") == "back\n";
+      },
+      20))
+      << again.dump();
+
+  // Capacity: B holds one, A none: a create without affinity goes to A.
+  auto placed = ca.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}});
+  ASSERT_EQ(placed.status, 201) << placed.body;
+  EXPECT_EQ(placed.json().value("node", ""), "node-a");
+  // An unknown node is refused.
+  auto nowhere = ca.Json("POST", "/v1/sandboxes", {{"node", "node-z"}});
+  EXPECT_EQ(nowhere.status, 400) << nowhere.body;
+
+  // Each node lists the cluster.
+  for (TestServer* s : {&a, &b}) {
+    auto list = s->Client().Request("GET", "/v1/sandboxes").json();
+    std::map<std::string, std::string> where;
+    for (const auto& it : list["items"]) where[it.value("id", "")] = it.value("node", "");
+    EXPECT_EQ(where[id], "node-b") << list.dump();
+    EXPECT_EQ(where[placed.json().value("id", "")], "node-a") << list.dump();
+  }
+
+  // The other dialects through the same hook: E2B's and OpenSandbox's
+  // routes for the sandbox, asked of A, are answered by B.
+  auto e2b = ca.Request("GET", "/e2b/sandboxes/" + id, "", {{"X-API-Key", a.key()}});
+  EXPECT_EQ(e2b.status, 200) << e2b.body;
+  auto osb =
+      ca.Request("GET", "/opensandbox/v1/sandboxes/" + id, "", {{"OPEN-SANDBOX-API-KEY", a.key()}});
+  EXPECT_EQ(osb.status, 200) << osb.body;
+
+  // B dies: A reports its sandbox failed, naming it, once its lease ran
+  // out (3 s here); creates keep working on A.
+  b.Kill9();
+  nlohmann::json seen;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        seen = ca.Request("GET", "/v1/sandboxes/" + id).json();
+        return seen.value("status", "") == "failed";
+      },
+      20))
+      << seen.dump();
+  EXPECT_NE(seen.value("reason", "").find("node-b"), std::string::npos) << seen.dump();
+  auto exec_lost = ca.Json("POST", "/v1/sandboxes/" + id + "/exec", {{"cmd", "true"}});
+  EXPECT_EQ(exec_lost.status, 409) << exec_lost.body;
+  auto after = ca.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 600}});
+  EXPECT_EQ(after.status, 201) << after.body;
+  EXPECT_EQ(after.json().value("node", ""), "node-a");
+
+  // B comes back: it deletes what the cluster failed while it was gone.
+  b.Restart();
+  ASSERT_TRUE(b.ok()) << b.Log();
+  EXPECT_TRUE(WaitFor([&] { return NodesOf(a) == both; }, 15));
+  auto on_b = b.Client().Request("GET", "/v1/sandboxes/" + id, "", {{"X-Hutch-Relayed", "t"}});
+  EXPECT_TRUE(on_b.status == 404 || on_b.json().value("status", "") == "stopped") << on_b.body;
+  auto via_a = ca.Request("GET", "/v1/sandboxes/" + id);
+  EXPECT_TRUE(via_a.status == 404 || via_a.json().value("status", "") == "stopped") << via_a.body;
+}
+
+// 30 creates through one node of three, none naming a node: placement by
+// free slots spreads them over all three; each node lists all 30.
+TEST(ApiCluster, CreatesThroughOneNodeSpreadOverThree) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  TestServer c(NodeArgs(etcd, "node-c"));
+  const std::set<std::string> all = {"node-a", "node-b", "node-c"};
+  ASSERT_TRUE(Joined({&a, &b, &c}, all));
+  auto ca = a.Client();
+  std::map<std::string, int> per_node;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    auto r = ca.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 300}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    ++per_node[r.json().value("node", "")];
+    ids.push_back(r.json().value("id", ""));
+  }
+  for (const auto& n : all) EXPECT_GE(per_node[n], 5) << n;
+  for (TestServer* s : {&a, &b, &c}) {
+    auto list = s->Client().Request("GET", "/v1/sandboxes?limit=1000").json();
+    std::set<std::string> listed;
+    for (const auto& it : list["items"]) listed.insert(it.value("id", ""));
+    for (const auto& id : ids) EXPECT_TRUE(listed.count(id)) << id;
+  }
+  for (const auto& id : ids) EXPECT_EQ(ca.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
+}
+
+// Three etcd members, one of them lost: the nodes pass over it (the client
+// tries the next URL) and the quorum of two keeps the cluster working.
+TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd(3);
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  const std::set<std::string> both = {"node-a", "node-b"};
+  ASSERT_TRUE(Joined({&a, &b}, both));
+  // The first URL every node tries is gone.
+  etcd.StopMember(0);
+  auto ca = a.Client();
+  auto made = ca.Json("POST", "/v1/sandboxes", {{"node", "node-b"}, {"ttl_seconds", 600}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json().value("id", "");
+  auto r = a.Exec(id, "echo quorum");
+  EXPECT_EQ(r.value("stdout", ""), "quorum\n") << r.dump();
+  // Both nodes stay members (their leases kept alive through the others).
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  EXPECT_EQ(NodesOf(a), both);
+  EXPECT_EQ(NodesOf(b), both);
+}
+
+TEST(ApiCluster, SingleHutchdIsUnchanged) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  auto c = s.Client();
+  EXPECT_EQ(c.Request("GET", "/v1/nodes").status, 501);
+  auto made = c.Json("POST", "/v1/sandboxes", {{"node", "x"}});
+  EXPECT_EQ(made.status, 400) << made.body;
+  auto ok = c.Json("POST", "/v1/sandboxes", {{"ttl_seconds", 60}});
+  ASSERT_EQ(ok.status, 201);
+  EXPECT_FALSE(ok.json().contains("node"));
+}
+
+}  // namespace
+}  // namespace hutch::testing
