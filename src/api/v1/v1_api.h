@@ -50,6 +50,9 @@ class V1Api {
  private:
   // /v1 handlers (v1_*.cc)
   asio::awaitable<void> CreateSandbox(HttpContext& ctx);
+  // The create's `vault` (none when absent), and the trust-store variables
+  // it adds to `o`'s environment (v1_sandboxes.cc).
+  Result<std::optional<vault::Vault>> CreateVault(const nlohmann::json& j, CreateOptions* o);
   asio::awaitable<void> ListSandboxes(HttpContext& ctx);
   asio::awaitable<void> GetSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> DeleteSandbox(HttpContext& ctx, const std::string& id);
@@ -66,6 +69,13 @@ class V1Api {
   asio::awaitable<void> FollowEvents(HttpContext& ctx, const std::string& id, EventFilter filter);
   asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
+  // /vault, /vault/{credentials|bindings}/{name} (v1_vault.cc): `kind` ""
+  // for the whole vault.
+  asio::awaitable<void> RouteVault(HttpContext& ctx, const std::string& id, std::string kind,
+                                   std::string name);
+  // A JSON object body whose parse error does not quote it (it may hold a
+  // secret).
+  asio::awaitable<Result<nlohmann::json>> ReadSecretJson(HttpContext& ctx);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   // /code and /code/contexts[/{ctx}[/restart|interrupt]] (v1_code.cc); the
   // context and action by value: the route passes temporaries.
