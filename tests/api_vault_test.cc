@@ -4,6 +4,7 @@
 // from the state database's bytes, the vault gone with its sandbox, and
 // kept across a restart that adopts the sandbox.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>

@@ -65,7 +65,7 @@ Result<std::string> SecretBox::Seal(std::string_view plain, std::string_view con
       EVP_EncryptUpdate(c.get(), Bytes(out) + kNonceBytes, &n, Bytes(plain),
                         static_cast<int>(plain.size())) != 1 ||
       EVP_EncryptFinal_ex(c.get(), Bytes(out) + kNonceBytes + n, &n) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes,
+      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes),
                           Bytes(out) + kNonceBytes + plain.size()) != 1)
     return SealError("encryption failed");
   return Base64Encode(out);
@@ -84,7 +84,7 @@ Result<std::string> SecretBox::Open(std::string_view sealed, std::string_view co
           1 ||
       EVP_DecryptUpdate(c.get(), Bytes(plain), &n, Bytes(raw) + kNonceBytes,
                         static_cast<int>(len)) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes,
+      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes),
                           Bytes(raw) + kNonceBytes + len) != 1 ||
       EVP_DecryptFinal_ex(c.get(), Bytes(plain) + n, &n) != 1)
     return SealError("sealed value does not open under this key (altered, or another key)");

@@ -783,6 +783,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
       &mgr, &vaults);
   if (auto st = vault_proxy.Init(); !st.ok()) return st.error();
   vaults.SetOnChange([&vault_proxy](const std::string& id) { vault_proxy.OnVaultChange(id); });
+  o.acfg.vault_settled = [&vault_proxy](std::string id) {
+    return vault_proxy.Settled(std::move(id));
+  };
   TemplateBuildOptions topts;
   topts.apt_dir = o.apt_dir;
   TemplateBuilder template_builder(topts, driver->get(), templates->get());

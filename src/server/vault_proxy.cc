@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 
@@ -121,9 +122,24 @@ asio::awaitable<void> VaultProxy::SyncLoop(std::string id) {
   do {
     dirty_.erase(id);
     auto st = co_await Sync(id);
-    if (!st.ok()) spdlog::error("sandbox={} vault_proxy_failed err=\"{}\"", id, st.error().message);
+    failed_.erase(id);
+    if (!st.ok()) {
+      spdlog::error("sandbox={} vault_proxy_failed err=\"{}\"", id, st.error().message);
+      if (mgr_->Get(id).ok()) failed_[id] = st.error();
+    }
   } while (dirty_.count(id));
   syncing_.erase(id);
+}
+
+asio::awaitable<Status> VaultProxy::Settled(std::string id) {
+  asio::steady_timer t(io_);
+  while (syncing_.count(id)) {
+    t.expires_after(std::chrono::milliseconds(2));
+    error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (auto it = failed_.find(id); it != failed_.end()) co_return it->second;
+  co_return Status{};
 }
 
 asio::awaitable<Status> VaultProxy::Sync(const std::string& id) {

@@ -58,6 +58,9 @@ class VaultProxy {
   // removes CA files of sandboxes that are gone.
   void ArmAll();
   size_t armed() const { return armed_.size(); }
+  // Returns once the sandbox's changes so far are applied, with the error
+  // of the last attempt.
+  asio::awaitable<Status> Settled(std::string id);
 
  private:
   struct Armed {
@@ -85,6 +88,7 @@ class VaultProxy {
   std::map<std::string, Armed> armed_;
   std::map<std::string, std::string> netns_of_;  // armed sandbox -> its namespace path
   std::set<std::string> syncing_, dirty_;
+  std::map<std::string, Error> failed_;  // the last sync's error, per sandbox
 };
 
 }  // namespace hutch::server

@@ -83,7 +83,7 @@ asio::awaitable<Result<tcp::socket>> ConnectUpstream(const VaultRelayEnv& env, t
   if (ec)
     co_return MakeError(Code::kUnavailable,
                         "connect " + dst.address().to_string() + ": " + ec.message());
-  co_return up;
+  co_return std::move(up);
 }
 
 template <class From, class To>

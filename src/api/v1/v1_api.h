@@ -6,6 +6,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct V1Config {
   // What all blocking execs' answers may hold at once (0: no bound).
   size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
+  // Waits until the egress side follows a sandbox's vault as it now is
+  // (its proxy armed or disarmed, its CA in its trust store), so a request
+  // the sandbox makes after the answer is served as the vault says; its
+  // error is the answer's. Unset: nothing to wait for.
+  std::function<asio::awaitable<Status>(std::string)> vault_settled;
 };
 
 class V1Api {
@@ -76,6 +82,8 @@ class V1Api {
   // A JSON object body whose parse error does not quote it (it may hold a
   // secret).
   asio::awaitable<Result<nlohmann::json>> ReadSecretJson(HttpContext& ctx);
+  // cfg_.vault_settled, when set.
+  asio::awaitable<Status> Settled(const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   // /code and /code/contexts[/{ctx}[/restart|interrupt]] (v1_code.cc); the
   // context and action by value: the route passes temporaries.

@@ -58,8 +58,8 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     }
   }
   o.network = std::move(network);
-  auto vault = CreateVault(j, &o);
-  if (!vault.ok()) co_return co_await ctx.SendError(vault.error());
+  auto vault_spec = CreateVault(j, &o);
+  if (!vault_spec.ok()) co_return co_await ctx.SendError(vault_spec.error());
   if (*tpl) o.template_name = **tpl;
   if (*auto_pause) o.auto_pause_seconds = **auto_pause;
   if (*ttl) o.ttl_seconds = **ttl;
@@ -92,12 +92,16 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     ++metrics_.sandbox_create_failures;
     co_return co_await ctx.SendError(rec.error());
   }
-  if (*vault && !replayed) {
-    if (auto st = mgr_->vaults()->Replace(rec->id, std::move(**vault)); !st.ok()) {
+  if (*vault_spec && !replayed) {
+    if (auto st = mgr_->vaults()->Replace(rec->id, std::move(**vault_spec)); !st.ok()) {
       // A sandbox without the vault it asked for is not what was created.
-      co_await mgr_->Delete(rec->id, "vault not stored");
+      auto gone = co_await mgr_->Delete(rec->id, "vault not stored");
+      (void)gone;
       co_return co_await ctx.SendError(st.error());
     }
+    // Armed before the answer: the sandbox's first request is served.
+    if (auto settled = co_await Settled(rec->id); !settled.ok())
+      co_return co_await ctx.SendError(settled.error());
   }
   if (!replayed) {
     ++metrics_.sandboxes_created;

@@ -26,6 +26,11 @@ asio::awaitable<Result<nlohmann::json>> V1Api::ReadSecretJson(HttpContext& ctx) 
   co_return j;
 }
 
+asio::awaitable<Status> V1Api::Settled(const std::string& id) {
+  if (!cfg_.vault_settled) co_return Status{};
+  co_return co_await cfg_.vault_settled(id);
+}
+
 asio::awaitable<void> V1Api::RouteVault(HttpContext& ctx, const std::string& id, std::string kind,
                                         std::string name) {
   VaultBook* book = mgr_->vaults();
@@ -38,6 +43,8 @@ asio::awaitable<void> V1Api::RouteVault(HttpContext& ctx, const std::string& id,
     const Status st =
         kind == "credentials" ? book->DeleteCredential(id, name) : book->DeleteBinding(id, name);
     if (!st.ok()) co_return co_await ctx.SendError(st.error());
+    if (auto settled = co_await Settled(id); !settled.ok())
+      co_return co_await ctx.SendError(settled.error());
     co_return co_await ctx.SendEmpty(204);
   }
   auto body = co_await ReadSecretJson(ctx);
@@ -57,6 +64,8 @@ asio::awaitable<void> V1Api::RouteVault(HttpContext& ctx, const std::string& id,
     }
   }
   if (!st.ok()) co_return co_await ctx.SendError(st.error());
+  if (auto settled = co_await Settled(id); !settled.ok())
+    co_return co_await ctx.SendError(settled.error());
   co_await ctx.SendJson(200, book->View(id));
 }
 
