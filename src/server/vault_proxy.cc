@@ -214,8 +214,10 @@ asio::awaitable<void> VaultProxy::Disarm(const std::string& id, bool gone) {
 
 asio::awaitable<Status> VaultProxy::ApplyRedirect(const std::string& netns_path,
                                                   const std::string& script) {
-  co_return co_await RunToolWithInput({opts_.nsenter, "--net=" + netns_path, opts_.nft, "-f", "-"},
-                                      &script, kNftTimeout);
+  // (Named before the co_await: GCC 12 miscompiles the braced temporary.)
+  const std::vector<std::string> argv = {opts_.nsenter, "--net=" + netns_path, opts_.nft, "-f",
+                                         "-"};
+  co_return co_await RunToolWithInput(argv, &script, kNftTimeout);
 }
 
 asio::awaitable<Status> VaultProxy::InstallCa(const std::string& id, const std::string& pem) {

@@ -11,6 +11,7 @@ Listens on 0.0.0.0:443 and answers:
   /redirect  302 to https://other.vault.test/echo
 Exits when its parent test kills it.
 """
+
 import http.server
 import json
 import ssl
