@@ -106,7 +106,10 @@ void VaultProxy::ArmAll() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(opts_.ca_dir, ec)) {
     const std::string id = e.path().stem().string();
-    if (!mgr_->Get(id).ok()) VaultCa::Remove(opts_.ca_dir, id);
+    auto rec = mgr_->Get(id);
+    if (!rec.ok() || rec->status == SandboxStatus::kStopped ||
+        rec->status == SandboxStatus::kFailed)
+      VaultCa::Remove(opts_.ca_dir, id);
   }
   ListFilter f;
   for (;;) {
@@ -144,7 +147,8 @@ asio::awaitable<Status> VaultProxy::Settled(std::string id) {
 
 asio::awaitable<Status> VaultProxy::Sync(const std::string& id) {
   auto rec = mgr_->Get(id);
-  if (!rec.ok()) {
+  if (!rec.ok() || rec->status == SandboxStatus::kStopped ||
+      rec->status == SandboxStatus::kFailed) {
     co_await Disarm(id, true);
     co_return Status{};
   }

@@ -35,7 +35,11 @@ asio::awaitable<void> V1Api::RouteVault(HttpContext& ctx, const std::string& id,
                                         std::string name) {
   VaultBook* book = mgr_->vaults();
   if (!book) co_return co_await ctx.SendError(NoVaults());
-  if (auto rec = mgr_->Get(id); !rec.ok()) co_return co_await ctx.SendError(rec.error());
+  auto rec = mgr_->Get(id);
+  if (!rec.ok()) co_return co_await ctx.SendError(rec.error());
+  if (rec->status == SandboxStatus::kStopped || rec->status == SandboxStatus::kFailed)
+    co_return co_await ctx.SendError(
+        MakeError(Code::kSandboxNotFound, "sandbox " + id + " is " + StatusName(rec->status)));
   const auto method = ctx.method();
   if (kind.empty() && method == http::verb::get)
     co_return co_await ctx.SendJson(200, book->View(id));
