@@ -44,7 +44,8 @@ Result<vault::Vault> VaultBook::FromStoreJson(const std::string& id,
   for (const auto& bj : j.value("bindings", nlohmann::json::array())) {
     auto b = vault::ParseBinding(bj);
     if (!b.ok()) return b.error();
-    v.bindings[b->name] = std::move(b).value();
+    const std::string name = b->name;
+    v.bindings[name] = std::move(b).value();
   }
   return v;
 }
