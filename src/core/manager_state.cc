@@ -30,6 +30,8 @@ Status ManagerState::PersistSnapshot(const SnapshotRecord& snap) {
 void ManagerState::Forget(const std::string& id) {
   sandboxes.erase(id);
   events.Forget(id);
+  // The vault first in memory: no request matches it from here on.
+  if (vaults) vaults->Forget(id);
   if (!store) return;
   if (auto st = store->DeleteSandbox(id); !st.ok())
     spdlog::error("sandbox={} forget_failed err=\"{}\"", id, st.error().message);

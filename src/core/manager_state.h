@@ -20,6 +20,7 @@
 #include "core/template_builder.h"
 #include "core/templates.h"
 #include "core/tenant_quotas.h"
+#include "core/vault_book.h"
 #include "core/volume_manager.h"
 #include "driver/driver.h"
 #include "store/state_store.h"
@@ -78,6 +79,7 @@ struct ManagerState {
   TemplateRegistry* templates;
   store::StateStore* store;
   VolumeManager* volumes = nullptr;
+  VaultBook* vaults = nullptr;  // null: no sandbox has a vault
   TemplateBuilder* builder = nullptr;
   net::NetworkManager* net_manager = nullptr;  // what the API reads; null in tests
   NetSlots* net = nullptr;                     // what core uses (null: mode none only)

@@ -550,6 +550,9 @@ asio::awaitable<Status> SandboxLifecycle::Delete(const std::string& id, const st
   // Record the deletion first: if hutchd dies while destroying, the next
   // run must not adopt this sandbox (it removes what is left instead).
   (void)s_.Persist(*sb);
+  // Its credentials go now, not with the tombstone: no request of its
+  // processes still running is matched from here on.
+  if (s_.vaults) s_.vaults->Forget(id);
   NoteStopped(*sb, sb->rec.reason);
   if (!was_starting) co_await s_.Teardown(std::move(inst), slot);
   if (auto done = std::exchange(sb->teardown, nullptr)) {

@@ -81,6 +81,10 @@ class SandboxManager {
   // Volumes sandboxes may mount (null: a create asking for one fails).
   void SetVolumes(VolumeManager* v) { state_.volumes = v; }
   VolumeManager* volumes() const { return state_.volumes; }
+  // Credential vaults (null: the vault routes answer not_supported);
+  // forgetting a sandbox drops its vault.
+  void SetVaults(VaultBook* v) { state_.vaults = v; }
+  VaultBook* vaults() const { return state_.vaults; }
   // Sandbox networking (null: only mode none is available; `why` says why
   // in errors).
   void SetNetwork(net::NetworkManager* n, std::string why) {

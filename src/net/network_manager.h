@@ -119,6 +119,10 @@ class NetworkManager {
   };
   SlotCounters Counters(int slot) const;
   size_t in_use() const { return leased_.size(); }
+  // The slot's namespace (a bind mount under netns_dir) and the nft
+  // binary: the vault's egress proxy works inside a sandbox's namespace.
+  std::string NetnsPath(int slot) const { return opts_.netns_dir + "/" + NetnsName(slot); }
+  const std::string& nft_bin() const { return nft_bin_; }
   size_t warm() const { return warm_.size(); }
 
  private:

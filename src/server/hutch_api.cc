@@ -10,7 +10,7 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       creds_(cfg_.api_keys, cfg_.server_secret, cfg_.rate_limit_rps, cfg_.rate_limit_burst),
       ports_(mgr),
       v1_(V1Config{cfg_.json_body_limit, cfg_.exec_output_cap, cfg_.exec_buffer_budget,
-                   cfg_.sse_ping_interval, cfg_.node},
+                   cfg_.sse_ping_interval, cfg_.node, cfg_.vault_settled},
           mgr, &creds_, &router_.metrics(), &ports_),
       e2b_(mgr, cfg_.json_body_limit, &creds_, &ports_, cfg_.domain),
       osb_(mgr, cfg_.json_body_limit, &creds_),

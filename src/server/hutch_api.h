@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,8 @@ struct ApiConfig {
   size_t exec_output_cap = 16 << 20;
   size_t exec_buffer_budget = 64 << 20;
   std::chrono::seconds sse_ping_interval{15};
+  // The vault's egress proxy, for /v1 (V1Config::vault_settled).
+  std::function<asio::awaitable<Status>(std::string)> vault_settled;
   // Per-key token bucket, every dialect (0 = off): requests a second, bucket size.
   double rate_limit_rps = auth::kDefaultKeyRate;
   double rate_limit_burst = auth::kDefaultKeyBurst;

@@ -33,6 +33,7 @@
 #include "common/unique_fd.h"
 #include "core/sandbox_manager.h"
 #include "core/templates.h"
+#include "core/vault_book.h"
 #include "driver/agent_connection.h"
 #include "driver/jail/jail_driver.h"
 #include "driver/vm/vm_driver.h"
@@ -42,6 +43,7 @@
 #include "server/console_ui.h"
 #include "server/hutch_api.h"
 #include "server/tls_setup.h"
+#include "server/vault_proxy.h"
 #include "store/state_store.h"
 
 namespace fs = std::filesystem;
@@ -111,6 +113,10 @@ struct Options {
   // kernel is up) when the template is built; nothing is kept otherwise.
   std::vector<std::string> warm_pool{"code-interpreter=1"};
   std::vector<std::string> net_allow_private;
+  // Credential vaults: host sources the API may name (NAME=file:P|env:V).
+  std::vector<std::string> vault_sources;
+  std::string vault_upstream_ca;  // trusted for upstreams besides the system's
+  vault::HostSources vault_source_map;
   std::string apt_dir = "/etc/apt";
   int net_max_connections = 4096, net_new_connections = 500;
   std::string default_driver = "jail", vm_guest_dir = "/var/cache/hutch/vm-guest",
@@ -170,6 +176,13 @@ void AddOptions(CLI::App& app, Options& o) {
   app.add_option("--secret-file", o.secret_file,
                  "The server secret per-sandbox tokens derive from (default: "
                  "<state-dir>/server.secret, made at first start, mode 0600; never in state.db)");
+  app.add_option("--vault-source", o.vault_sources,
+                 "NAME=file:PATH or NAME=env:VAR: a host secret a credential vault may take by "
+                 "name (\"source\": NAME) instead of a value; API callers can name no other host "
+                 "file or variable (repeatable)");
+  app.add_option("--vault-upstream-ca", o.vault_upstream_ca,
+                 "PEM file of CAs the vault's egress proxy trusts for bound hosts besides the "
+                 "system's trust store (a private service's CA; tests)");
   app.add_flag("--new-key", o.new_key,
                "Generate an API key, store its hash, print it, and exit (SIGHUP a running hutchd "
                "to load it)");
@@ -449,8 +462,23 @@ Status ConfigureApi(Options& o, store::StateStore* db) {
       o.secret_file.empty() ? o.state_dir + "/server.secret" : o.secret_file);
   if (!secret.ok()) return secret.error().Context("--secret-file");
   o.acfg.server_secret = *secret;
+  for (const auto& spec : o.vault_sources) {
+    auto src = vault::ParseHostSource(spec);
+    if (!src.ok()) return src.error().Context("--vault-source");
+    o.vault_source_map.insert(std::move(src).value());
+  }
   LoadConsole(o);
   return {};
+}
+
+// The key credential vaults are sealed with: its own 0600 file beside
+// state.db, never inside it (made at first start, as the server secret is).
+Result<SecretBox> OpenVaultKey(const Options& o) {
+  auto hex = auth::LoadOrCreateServerSecret(o.state_dir + "/vault.key");
+  if (!hex.ok()) return hex.error().Context("vault key");
+  auto box = SecretBox::FromHexKey(*hex);
+  if (!box.ok()) return box.error().Context("vault key " + o.state_dir + "/vault.key");
+  return box;
 }
 
 // The templates, the base one built on first start.
@@ -821,6 +849,20 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   o.vopts.uid_base = o.uid_base;
   VolumeManager volumes(o.vopts, db);
   mgr.SetVolumes(&volumes);
+  auto vault_box = OpenVaultKey(o);
+  if (!vault_box.ok()) return vault_box.error();
+  VaultBook vaults(std::move(vault_box).value(), db, o.vault_source_map);
+  mgr.SetVaults(&vaults);
+  server::VaultProxy vault_proxy(
+      io,
+      {o.state_dir + "/vault-ca", o.vault_upstream_ca,
+       network->manager ? network->manager->nft_bin() : "", FindTool("nsenter")},
+      &mgr, &vaults);
+  if (auto st = vault_proxy.Init(); !st.ok()) return st.error();
+  vaults.SetOnChange([&vault_proxy](const std::string& id) { vault_proxy.OnVaultChange(id); });
+  o.acfg.vault_settled = [&vault_proxy](std::string id) {
+    return vault_proxy.Settled(std::move(id));
+  };
   TemplateBuildOptions topts;
   topts.apt_dir = o.apt_dir;
   TemplateBuilder template_builder(topts, driver->get(), templates->get());
@@ -866,6 +908,15 @@ Result<int> Serve(Options& o, store::StateStore* db) {
         }
         spdlog::info("recovered adopted={} lost={} expired={} forgotten={} removed={}",
                      rep->adopted, rep->lost, rep->expired, rep->forgotten, rep->removed);
+        auto vrec = vaults.Load([&mgr](const std::string& id) { return mgr.Get(id).ok(); });
+        if (!vrec.ok()) {
+          std::cerr << "hutchd: vaults: " << vrec.error().message << "\n";
+          exit_code = 2;
+          io.stop();
+          co_return;
+        }
+        spdlog::info("vaults_loaded count={}", *vrec);
+        vault_proxy.ArmAll();
         // Joined before serving: the node is listed, and what the cluster
         // failed while it was away is gone, before its first request.
         if (cluster) co_await cluster->Start();

@@ -66,6 +66,18 @@ Status RunWrite(sqlite3* db, Stmt& st, const char* what) {
   return Status{};
 }
 
+// Every row of a two-text-column query (the key -> JSON record tables).
+Result<std::vector<std::pair<std::string, std::string>>> LoadPairs(sqlite3* db, const char* sql,
+                                                                   const std::string& what) {
+  Stmt st(db, sql);
+  if (!st.ok()) return DbError(db, "prepare load " + what);
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
+  if (rc != SQLITE_DONE) return DbError(db, "load " + what);
+  return out;
+}
+
 // Schema versions, applied in order; PRAGMA user_version records how many
 // ran. Never edit a released step: append a new one.
 const char* const kMigrations[] = {
@@ -128,6 +140,13 @@ const char* const kMigrations[] = {
       fields TEXT NOT NULL,
       PRIMARY KEY (sandbox_id, seq)
     ) WITHOUT ROWID;
+    )sql",
+    // Credential vaults (issue 26): one row per sandbox that has one.
+    R"sql(
+    CREATE TABLE vaults (
+      sandbox_id TEXT PRIMARY KEY,
+      record TEXT NOT NULL
+    );
     )sql",
 };
 
@@ -266,13 +285,7 @@ Status StateStore::DeleteSnapshot(const std::string& id) {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadSnapshots() {
-  Stmt st(db_, "SELECT id, record FROM snapshots ORDER BY id");
-  if (!st.ok()) return DbError(db_, "prepare load snapshots");
-  std::vector<std::pair<std::string, std::string>> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
-  if (rc != SQLITE_DONE) return DbError(db_, "load snapshots");
-  return out;
+  return LoadPairs(db_, "SELECT id, record FROM snapshots ORDER BY id", "snapshots");
 }
 
 Status StateStore::PutVolume(const std::string& name, const std::string& record) {
@@ -289,13 +302,7 @@ Status StateStore::DeleteVolume(const std::string& name) {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadVolumes() {
-  Stmt st(db_, "SELECT name, record FROM volumes ORDER BY name");
-  if (!st.ok()) return DbError(db_, "prepare load volumes");
-  std::vector<std::pair<std::string, std::string>> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
-  if (rc != SQLITE_DONE) return DbError(db_, "load volumes");
-  return out;
+  return LoadPairs(db_, "SELECT name, record FROM volumes ORDER BY name", "volumes");
 }
 
 Status StateStore::PutTemplate(const std::string& name, const std::string& record) {
@@ -312,13 +319,7 @@ Status StateStore::DeleteTemplate(const std::string& name) {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadTemplates() {
-  Stmt st(db_, "SELECT name, record FROM templates ORDER BY name");
-  if (!st.ok()) return DbError(db_, "prepare load templates");
-  std::vector<std::pair<std::string, std::string>> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Text(1));
-  if (rc != SQLITE_DONE) return DbError(db_, "load templates");
-  return out;
+  return LoadPairs(db_, "SELECT name, record FROM templates ORDER BY name", "templates");
 }
 
 Status StateStore::AppendEvents(const std::vector<EventRow>& rows, int64_t keep) {
@@ -399,6 +400,23 @@ Result<std::vector<std::pair<std::string, int64_t>>> StateStore::LoadEventHeads(
   while ((rc = st.Step()) == SQLITE_ROW) out.emplace_back(st.Text(0), st.Int(1));
   if (rc != SQLITE_DONE) return DbError(db_, "load event heads");
   return out;
+}
+
+Status StateStore::PutVault(const std::string& sandbox_id, const std::string& record) {
+  Stmt st(db_, "INSERT OR REPLACE INTO vaults (sandbox_id, record) VALUES (?,?)");
+  st.Bind(1, sandbox_id);
+  st.Bind(2, record);
+  return RunWrite(db_, st, "put vault");
+}
+
+Status StateStore::DeleteVault(const std::string& sandbox_id) {
+  Stmt st(db_, "DELETE FROM vaults WHERE sandbox_id = ?");
+  st.Bind(1, sandbox_id);
+  return RunWrite(db_, st, "delete vault");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> StateStore::LoadVaults() {
+  return LoadPairs(db_, "SELECT sandbox_id, record FROM vaults ORDER BY sandbox_id", "vaults");
 }
 
 Status StateStore::AddApiKey(const ApiKeyRow& row) {

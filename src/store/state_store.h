@@ -117,6 +117,12 @@ class StateStore {
   // of sandboxes the store no longer has (a crash between the two deletes).
   Result<std::vector<std::pair<std::string, int64_t>>> LoadEventHeads();
 
+  // Credential vaults: sandbox id -> JSON record (core's VaultBook: the
+  // bindings, and each credential's value sealed, never in plain text).
+  Status PutVault(const std::string& sandbox_id, const std::string& record);
+  Status DeleteVault(const std::string& sandbox_id);
+  Result<std::vector<std::pair<std::string, std::string>>> LoadVaults();
+
   // API keys, by SHA-256 hex of the key (the key itself is never stored),
   // with their tenant and role (auth/principal.h).
   Status AddApiKey(const ApiKeyRow& row);

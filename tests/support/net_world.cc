@@ -52,7 +52,9 @@ NetWorld::NetWorld(int n) : n_(n) {
          dir_ + "/private"});
   const char* src = getenv("HUTCH_SOURCE_DIR");
   Spawn({"python3", std::string(src ? src : ".") + "/tests/support/world_dns.py", net_ + "2",
-         "allowed.test=" + net_ + "2", "denied.test=" + net_ + "3"});
+         "allowed.test=" + net_ + "2", "denied.test=" + net_ + "3",
+         // The credential vault's hosts (tests/support/world_https.py).
+         "api.vault.test=" + net_ + "2", "other.vault.test=" + net_ + "3"});
   // Ready once the host reaches every server.
   for (int i = 0; i < 100; ++i) {
     if (HostSh("curl -s -m 1 http://" + net_ + "2:8080/ http://" + net_ +

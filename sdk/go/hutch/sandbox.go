@@ -55,6 +55,9 @@ type CreateOptions struct {
 	// AutoPause pauses the sandbox after this long without a request or
 	// an open stream; the next request resumes it (0: never; whole seconds).
 	AutoPause time.Duration
+	// Vault gives the sandbox credentials it never sees, added to its
+	// matching HTTPS requests on their way out (see Vault).
+	Vault *Vault
 	// IdempotencyKey identifies this logical create across retries. Empty:
 	// a random key is generated per Create call.
 	IdempotencyKey string
@@ -72,6 +75,7 @@ type createBody struct {
 	Snapshot   string            `json:"snapshot,omitempty"`
 	Volumes    []VolumeMount     `json:"volumes,omitempty"`
 	AutoPause  int64             `json:"auto_pause_seconds,omitempty"`
+	Vault      *Vault            `json:"vault,omitempty"`
 }
 
 // SandboxInfo is a sandbox's state as last reported by the server.
@@ -139,6 +143,7 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 		Snapshot:   opts.Snapshot,
 		Volumes:    opts.Volumes,
 		AutoPause:  ceilSeconds(opts.AutoPause),
+		Vault:      opts.Vault,
 	}
 	key := opts.IdempotencyKey
 	if key == "" {

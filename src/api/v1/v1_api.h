@@ -6,6 +6,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct V1Config {
   // This node's name in a cluster (--node-name): sandbox objects say
   // "node": it. Empty: a single hutchd, no such field.
   std::string node;
+  // Waits until the egress side follows a sandbox's vault as it now is
+  // (its proxy armed or disarmed, its CA in its trust store), so a request
+  // the sandbox makes after the answer is served as the vault says; its
+  // error is the answer's. Unset: nothing to wait for.
+  std::function<asio::awaitable<Status>(std::string)> vault_settled;
 };
 
 class V1Api {
@@ -55,6 +61,9 @@ class V1Api {
   nlohmann::json SandboxOut(const SandboxRecord& r) const;
   // /v1 handlers (v1_*.cc)
   asio::awaitable<void> CreateSandbox(HttpContext& ctx);
+  // The create's `vault` (none when absent), and the trust-store variables
+  // it adds to `o`'s environment (v1_sandboxes.cc).
+  Result<std::optional<vault::Vault>> CreateVault(const nlohmann::json& j, CreateOptions* o);
   asio::awaitable<void> ListSandboxes(HttpContext& ctx);
   asio::awaitable<void> GetSandbox(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> DeleteSandbox(HttpContext& ctx, const std::string& id);
@@ -71,6 +80,15 @@ class V1Api {
   asio::awaitable<void> FollowEvents(HttpContext& ctx, const std::string& id, EventFilter filter);
   asio::awaitable<void> GetNetwork(HttpContext& ctx, const std::string& id);
   asio::awaitable<void> PutNetwork(HttpContext& ctx, const std::string& id);
+  // /vault, /vault/{credentials|bindings}/{name} (v1_vault.cc): `kind` ""
+  // for the whole vault.
+  asio::awaitable<void> RouteVault(HttpContext& ctx, const std::string& id, std::string kind,
+                                   std::string name);
+  // A JSON object body whose parse error does not quote it (it may hold a
+  // secret).
+  asio::awaitable<Result<nlohmann::json>> ReadSecretJson(HttpContext& ctx);
+  // cfg_.vault_settled, when set.
+  asio::awaitable<Status> Settled(const std::string& id);
   asio::awaitable<void> Exec(HttpContext& ctx, const std::string& id, bool stream);
   // /code and /code/contexts[/{ctx}[/restart|interrupt]] (v1_code.cc); the
   // context and action by value: the route passes temporaries.

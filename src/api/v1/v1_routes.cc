@@ -143,6 +143,17 @@ void V1Api::Register(Router& r) {
       [this](HttpContext& c, const RouteMatch& m) { return GetNetwork(c, m["id"]); });
   add(V::put, "/v1/sandboxes/{id}/network",
       [this](HttpContext& c, const RouteMatch& m) { return PutNetwork(c, m["id"]); });
+  auto vault = [this](HttpContext& c, const RouteMatch& m) {
+    // /v1/sandboxes/{id}/vault[/{kind}/{name}]
+    return RouteVault(c, m["id"], m.seg.size() > 4 ? m.seg[4] : "",
+                      m.seg.size() > 5 ? m.seg[5] : "");
+  };
+  add(V::get, "/v1/sandboxes/{id}/vault", vault);
+  add(V::put, "/v1/sandboxes/{id}/vault", vault);
+  add(V::put, "/v1/sandboxes/{id}/vault/credentials/{name}", vault);
+  add(V::delete_, "/v1/sandboxes/{id}/vault/credentials/{name}", vault);
+  add(V::put, "/v1/sandboxes/{id}/vault/bindings/{name}", vault);
+  add(V::delete_, "/v1/sandboxes/{id}/vault/bindings/{name}", vault);
 
   auto snapshots = [this](HttpContext& c, const RouteMatch& m) { return RouteSnapshots(c, m.seg); };
   add(V::get, "/v1/snapshots", snapshots);

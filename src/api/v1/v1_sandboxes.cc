@@ -6,12 +6,14 @@
 namespace hutch::api {
 
 asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
-  auto body = co_await ctx.ReadJson(cfg_.json_body_limit);
+  // (Not ReadJson: a create may carry a vault, and a parse error would
+  // quote the body.)
+  auto body = co_await ReadSecretJson(ctx);
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   const auto& j = *body;
   if (auto st = RejectUnknownFields(
           j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
-              "network", "snapshot", "volumes", "auto_pause_seconds", "driver"});
+              "network", "snapshot", "volumes", "auto_pause_seconds", "driver", "vault"});
       !st.ok())
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
@@ -56,10 +58,13 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     }
   }
   o.network = std::move(network);
+  auto vault_spec = CreateVault(j, &o);
+  if (!vault_spec.ok()) co_return co_await ctx.SendError(vault_spec.error());
   if (*tpl) o.template_name = **tpl;
   if (*auto_pause) o.auto_pause_seconds = **auto_pause;
   if (*ttl) o.ttl_seconds = **ttl;
-  if (*env) o.env = **env;
+  if (*env)
+    for (const auto& [k, v] : **env) o.env[k] = v;
   if (*meta) o.metadata = **meta;
   if (*cpu) o.cpu = **cpu;
   if (*mem) o.memory_mb = **mem;
@@ -87,12 +92,38 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     ++metrics_.sandbox_create_failures;
     co_return co_await ctx.SendError(rec.error());
   }
+  if (*vault_spec && !replayed) {
+    if (auto st = mgr_->vaults()->Replace(rec->id, std::move(**vault_spec)); !st.ok()) {
+      // A sandbox without the vault it asked for is not what was created.
+      auto gone = co_await mgr_->Delete(rec->id, "vault not stored");
+      (void)gone;
+      co_return co_await ctx.SendError(st.error());
+    }
+    // Armed before the answer: the sandbox's first request is served.
+    if (auto settled = co_await Settled(rec->id); !settled.ok())
+      co_return co_await ctx.SendError(settled.error());
+  }
   if (!replayed) {
     ++metrics_.sandboxes_created;
     metrics_.sandbox_create_seconds.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   co_await ctx.SendJson(replayed ? 200 : 201, SandboxOut(*rec));
+}
+
+Result<std::optional<vault::Vault>> V1Api::CreateVault(const nlohmann::json& j, CreateOptions* o) {
+  auto it = j.find("vault");
+  if (it == j.end() || it->is_null()) return std::optional<vault::Vault>();
+  if (!mgr_->vaults())
+    return MakeError(Code::kNotSupported, "credential vaults are not configured on this server");
+  auto v = vault::ParseVault(*it, mgr_->vaults()->sources());
+  if (!v.ok()) return v.error().Context("vault");
+  // The sandbox CA goes into the system bundle; these point the runtimes
+  // with their own store at it (a variable the caller set wins).
+  for (const char* var :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"})
+    o->env.emplace(var, "/etc/ssl/certs/ca-certificates.crt");
+  return std::optional<vault::Vault>(std::move(v).value());
 }
 
 asio::awaitable<void> V1Api::ListSandboxes(HttpContext& ctx) {
