@@ -354,3 +354,54 @@ TEST(Image, CorruptedLayerOrBlobGoneMidPullRegistersNothing) {
   EXPECT_EQ(BuildDirCount(s), dirs);
   EXPECT_EQ(Metric(s, "hutch_image_pulls"), 2);
 }
+
+TEST(Image, RegistryGoneMidLayerLeavesNoHalfTemplate) {
+  LocalRegistry reg;
+  ASSERT_TRUE(reg.Up());
+  ASSERT_EQ(reg.Push("hutch/cut:1", "cut"), "");
+  // The pull goes through a proxy that stops half-way through the first
+  // layer; once it has, the proxy and the registry are killed.
+  const std::string port_file = reg.dir() + "/proxy.port";
+  const std::string status_file = reg.dir() + "/proxy.status";
+  const std::string port = reg.addr().substr(reg.addr().rfind(':') + 1);
+  pid_t proxy = fork();
+  if (proxy == 0) {
+    const std::string script =
+        std::string(getenv("HUTCH_SOURCE_DIR")) + "/tests/support/stalling_registry_proxy.py";
+    execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(), port_file.c_str(),
+          status_file.c_str(), nullptr);
+    _exit(127);
+  }
+  std::string proxy_port;
+  for (int i = 0; i < 100 && proxy_port.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream(port_file) >> proxy_port;
+  }
+  ASSERT_FALSE(proxy_port.empty());
+  const std::string via = "127.0.0.1:" + proxy_port;
+  TestServer s({"--image-insecure-registry", via});
+  ASSERT_TRUE(s.ok());
+  const size_t dirs = BuildDirCount(s);
+
+  hutch::client::Response created;
+  std::thread create([&] {
+    created = s.Client().Json("POST", "/v1/sandboxes", {{"image", via + "/hutch/cut:1"}});
+  });
+  bool stalled = false;
+  for (int i = 0; i < 600 && !stalled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stalled = fs::exists(status_file);
+  }
+  // Mid-pull: the temp dir is there, nothing is registered.
+  EXPECT_TRUE(stalled);
+  EXPECT_EQ(TempBuildDirs(s).size(), 1u);
+  EXPECT_TRUE(ImageTemplates(s).empty());
+  kill(proxy, SIGKILL);
+  waitpid(proxy, nullptr, 0);
+  reg.Stop();
+  create.join();
+  EXPECT_EQ(created.status, 503) << created.body;
+  EXPECT_TRUE(ImageTemplates(s).empty());
+  EXPECT_TRUE(TempBuildDirs(s).empty());
+  EXPECT_EQ(BuildDirCount(s), dirs);
+}

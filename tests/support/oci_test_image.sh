@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Makes a small OCI image with umoci and pushes it with skopeo to a
-# loopback registry, for oci_image_test. No debootstrap and no download:
-# the root is a few of the host's own binaries (sh, cat, id, env, ls, test,
+# loopback registry, for api_image_test. No debootstrap and no download:
+# the root is a few of the host's own binaries (sh, cat, id, env, ls,
 # stat) with their libraries, plus test files.
 #   oci_test_image.sh WORKDIR REGISTRY REPO:TAG [MARK]
-# The image has two layers: the first holds the root, /etc/first.txt,
+# The image has three layers: the first holds the root, /etc/first.txt,
 # /etc/deleted.txt and /etc/mark.txt (MARK, so images with different marks
-# share no layer); the second is a whiteout of /etc/deleted.txt and adds
+# share no layer); the second is a whiteout of /etc/deleted.txt, the third adds
 # /etc/second.txt. Its config: User app (uid 1000), WorkingDir /home/app,
 # Env GREETING=hello and PATH, Cmd ["/bin/sh"].
 set -euo pipefail
@@ -16,7 +16,7 @@ layout=$work/layout-$mark
 rm -rf "$root" "$layout"
 mkdir -p "$root"/{bin,etc,home/app,tmp,proc,sys,dev,root}
 chmod 1777 "$root/tmp"
-for b in sh cat id env ls test stat; do
+for b in sh cat id env ls stat; do
   p=$(command -v "$b")
   cp -L "$p" "$root/bin/$b"
   ldd "$p" | grep -o '/[^ ]*' | while read -r lib; do
