@@ -17,16 +17,23 @@ using namespace hutch;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+namespace {
+std::string Canon(const std::string& ref, const std::string& reg) {
+  auto r = CanonicalImageRef(ref, reg);
+  return r.ok() ? *r : "error: " + r.error().message;
+}
+}  // namespace
+
 TEST(OciRef, CanonicalFormAndDefaultRegistry) {
-  EXPECT_EQ(*CanonicalImageRef("python:3.12", ""), "python:3.12");
-  EXPECT_EQ(*CanonicalImageRef("alpine", ""), "alpine:latest");
-  EXPECT_EQ(*CanonicalImageRef("team/tool", ""), "team/tool:latest");
-  EXPECT_EQ(*CanonicalImageRef("127.0.0.1:5000/team/tool", ""), "127.0.0.1:5000/team/tool:latest");
-  EXPECT_EQ(*CanonicalImageRef("localhost/x:2", "reg.local:5000"), "localhost/x:2");
-  EXPECT_EQ(*CanonicalImageRef("python:3.12", "reg.local:5000"), "reg.local:5000/python:3.12");
-  EXPECT_EQ(*CanonicalImageRef("team/tool:1", "reg.local"), "reg.local/team/tool:1");
+  EXPECT_EQ(Canon("python:3.12", ""), "python:3.12");
+  EXPECT_EQ(Canon("alpine", ""), "alpine:latest");
+  EXPECT_EQ(Canon("team/tool", ""), "team/tool:latest");
+  EXPECT_EQ(Canon("127.0.0.1:5000/team/tool", ""), "127.0.0.1:5000/team/tool:latest");
+  EXPECT_EQ(Canon("localhost/x:2", "reg.local:5000"), "localhost/x:2");
+  EXPECT_EQ(Canon("python:3.12", "reg.local:5000"), "reg.local:5000/python:3.12");
+  EXPECT_EQ(Canon("team/tool:1", "reg.local"), "reg.local/team/tool:1");
   const std::string digest = "x@sha256:" + std::string(64, 'a');
-  EXPECT_EQ(*CanonicalImageRef(digest, ""), digest);
+  EXPECT_EQ(Canon(digest, ""), digest);
   EXPECT_EQ(ImageRegistryOf("127.0.0.1:5000/team/tool:1"), "127.0.0.1:5000");
   EXPECT_EQ(ImageRegistryOf("python:3.12"), "");
   EXPECT_EQ(ImageRegistryOf("team/tool:1"), "");
@@ -34,7 +41,9 @@ TEST(OciRef, CanonicalFormAndDefaultRegistry) {
                           "/abs", "docker://x"}) {
     auto r = CanonicalImageRef(bad, "");
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_EQ(r.error().code, Code::kInvalidRequest) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code, Code::kInvalidRequest) << bad;
+    }
   }
 }
 

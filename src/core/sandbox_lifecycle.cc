@@ -158,7 +158,8 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
     if (!s_.images)
       co_return MakeError(Code::kNotSupported,
                           "this server has no image puller for '" + o.template_name + "'");
-    auto img = co_await s_.images->Ensure(o.template_name);
+    const ImagePullSink no_progress;
+    auto img = co_await s_.images->Ensure(o.template_name, no_progress);
     if (!img.ok()) co_return img.error();
     o.template_name = img->name;
   }
