@@ -36,9 +36,12 @@ class Relay(BaseHTTPRequestHandler):
 
     def relay(self, method):
         up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=30)
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in ("host", "connection")}
-        up.request(method, self.path, headers=headers)
+        # Every header as sent: skopeo sends several Accept lines.
+        up.putrequest(method, self.path, skip_host=True, skip_accept_encoding=True)
+        for k, v in self.headers.items():
+            if k.lower() != "connection":
+                up.putheader(k, v)
+        up.endheaders()
         resp = up.getresponse()
         body = resp.read()
         self.send_response(resp.status)
