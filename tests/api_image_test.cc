@@ -25,9 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/build_dirs.h"
 #include "tests/support/test_server.h"
 
 using hutch::testing::HostSh;
+using hutch::testing::TempBuildDirs;
 using hutch::testing::TempDir;
 using hutch::testing::TestServer;
 using nlohmann::json;
@@ -129,14 +131,6 @@ double Metric(const TestServer& s, const std::string& name) {
   while (std::getline(in, line))
     if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
   return -1;
-}
-
-std::vector<std::string> TempBuildDirs(const TestServer& s) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(s.state_dir() + "/state/builds", ec))
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) out.push_back(e.path().string());
-  return out;
 }
 
 size_t BuildDirCount(const TestServer& s) {
