@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/build_dirs.h"
 #include "tests/support/test_server.h"
 
+using hutch::testing::TempBuildDirs;
 using hutch::testing::TestServer;
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -41,14 +43,6 @@ BuildResult Build(const TestServer& s, const std::string& spec) {
   b.status = r.status;
   b.body = r.body;
   return b;
-}
-
-std::vector<std::string> TempBuildDirs(const TestServer& s) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(s.state_dir() + "/state/builds", ec))
-    if (e.path().filename().string().rfind(".tmp-", 0) == 0) out.push_back(e.path().string());
-  return out;
 }
 
 bool Listed(const TestServer& s, const std::string& name) {

@@ -14,6 +14,7 @@
 #include "core/admission.h"
 #include "core/event_log.h"
 #include "core/idempotency.h"
+#include "core/image_puller.h"
 #include "core/net_slots.h"
 #include "core/sandbox.h"
 #include "core/snapshot.h"
@@ -81,6 +82,7 @@ struct ManagerState {
   VolumeManager* volumes = nullptr;
   VaultBook* vaults = nullptr;  // null: no sandbox has a vault
   TemplateBuilder* builder = nullptr;
+  ImagePuller* images = nullptr;               // null: image templates are refused
   net::NetworkManager* net_manager = nullptr;  // what the API reads; null in tests
   NetSlots* net = nullptr;                     // what core uses (null: mode none only)
   std::unique_ptr<NetSlots> owned_net;

@@ -153,6 +153,16 @@ asio::awaitable<Result<SandboxRecord>> SandboxLifecycle::CreateIn(CreateSteps& s
   }
   auto drv = s_.PickDriver(o.driver);
   if (!drv.ok()) co_return drv.error();
+  // An image's template is pulled on first use (a cache hit afterwards).
+  if (IsImageTemplateName(o.template_name) && !from_layers) {
+    if (!s_.images)
+      co_return MakeError(Code::kNotSupported,
+                          "this server has no image puller for '" + o.template_name + "'");
+    const ImagePullSink no_progress;
+    auto img = co_await s_.images->Ensure(o.template_name, no_progress);
+    if (!img.ok()) co_return img.error();
+    o.template_name = img->name;
+  }
   auto tpl = s_.templates->Resolve(o.template_name);
   if (!tpl.ok()) co_return tpl.error();
   if (!o.scope.empty() && !tpl->owner.empty() && tpl->owner != o.scope)

@@ -67,6 +67,9 @@ class SandboxManager {
   TemplateRegistry* templates() const { return state_.templates; }
   void SetTemplateBuilder(TemplateBuilder* b) { state_.builder = b; }
   TemplateBuilder* template_builder() const { return state_.builder; }
+  // Templates from OCI images (null: "image:..." names are refused).
+  void SetImagePuller(ImagePuller* p) { state_.images = p; }
+  ImagePuller* image_puller() const { return state_.images; }
   // Removes a built template's name; its build dir goes once no sandbox
   // or snapshot stands on it.
   Status DeleteTemplate(const std::string& name);

@@ -629,7 +629,19 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Run(const TemplateSpec&
                                                              TemplateBuildSink& sink,
                                                              bool* cached) {
   const auto t0 = std::chrono::steady_clock::now();
-  BuildRun run(*this, spec, sink);
+  // An image parent is pulled (or found cached) first; the spec then names
+  // its template, so the build hash covers the canonical reference.
+  TemplateSpec from_image;
+  if (IsImageTemplateName(spec.from)) {
+    if (!images_)
+      co_return MakeError(Code::kNotSupported,
+                          "this server does not pull images ('from' " + spec.from + ")");
+    auto img = co_await images_->Ensure(spec.from, sink);
+    if (!img.ok()) co_return Fail(img.error(), TemplateBuildFailure{0, "pull", -1, ""});
+    from_image = spec;
+    from_image.from = img->name;
+  }
+  BuildRun run(*this, from_image.name.empty() ? spec : from_image, sink);
   if (auto st = run.ResolveBottom(); !st.ok()) co_return st.error();
   if (auto st = run.CheckPackagesHaveApt(); !st.ok()) co_return st.error();
   if (auto r = run.RegisterCachedBuild()) {

@@ -1,7 +1,9 @@
 // Building a template from its spec (core/template_spec.h).
 //
 // The steps: (1) the bottom: the parent template's overlay stack, or a
-// fresh debootstrap root for `from = "debian:<suite>"`; (2) a build
+// fresh debootstrap root for `from = "debian:<suite>"`, or an OCI image's
+// root for `from = "image:<ref>"` (pulled first if not cached, its
+// progress reported as the build's first steps: core/image_puller.h); (2) a build
 // sandbox on that stack — the jail driver, as for any sandbox, with its
 // own network slot in mode `all` (the internet through NAT; the host,
 // link-local and other sandboxes stay unreachable, as for API sandboxes)
@@ -31,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/image_puller.h"
 #include "core/template_spec.h"
 #include "core/templates.h"
 #include "core/tenant_quotas.h"
@@ -87,6 +90,8 @@ class TemplateBuilder {
     net_ = n;
     net_unavailable_ = std::move(why);
   }
+  // `from = "image:..."` pulls through `p` (null: refused).
+  void SetImagePuller(ImagePuller* p) { images_ = p; }
   bool building(const std::string& name) const { return active_.count(name) > 0; }
   // Where the last failed build stopped.
   const TemplateBuildFailure& last_failure() const { return failure_; }
@@ -105,6 +110,7 @@ class TemplateBuilder {
   Driver* driver_;
   TemplateRegistry* reg_;
   net::NetworkManager* net_ = nullptr;
+  ImagePuller* images_ = nullptr;
   std::string net_unavailable_ = "networking is not configured";
   std::map<std::string, std::string> active_;  // name -> owner id of builds under way
   TemplateBuildFailure failure_;

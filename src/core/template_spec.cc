@@ -7,6 +7,7 @@
 
 #include "common/base64.h"
 #include "common/sha256.h"
+#include "core/oci_layout.h"
 
 namespace hutch {
 namespace {
@@ -108,8 +109,13 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
     if (!ValidDebianSuite(s.DebianSuite()))
       return Bad(
           "'from' debian:<suite> needs a suite name matching [a-z][a-z0-9-]* such as bookworm");
+  } else if (IsImageTemplateName(s.from)) {
+    // Checked again, with the server's default registry, when pulled.
+    if (auto ref = CanonicalImageRef(s.from.substr(6), ""); !ref.ok())
+      return Bad("'from' image:<reference>: " + ref.error().message);
   } else if (!ValidTemplateName(s.from)) {
-    return Bad("'from' must be debian:<suite> or a template name (got '" + s.from + "')");
+    return Bad("'from' must be debian:<suite>, image:<reference> or a template name (got '" +
+               s.from + "')");
   }
   // base.toml names base itself: hutchd assembles base, building it only
   // reports it.

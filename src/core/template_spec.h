@@ -29,7 +29,8 @@ struct TemplateFile {
 struct TemplateSpec {
   std::string name;
   // "debian:<suite>" (debootstrap from the host's configured Debian
-  // mirror) or the name of another template ("base", "python", ...).
+  // mirror), "image:<reference>" (an OCI image, pulled if not cached:
+  // core/image_puller.h) or the name of another template ("base", ...).
   std::string from = "base";
   std::vector<std::string> packages;  // Debian packages (apt-get install)
   std::vector<TemplateFile> files;    // copied in after the packages

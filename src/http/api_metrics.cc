@@ -53,6 +53,12 @@ ApiMetrics::ApiMetrics()
           "Jail sandbox disk images the pool aims to hold now (follows recent creates).")),
       rate_limit_buckets(registry.AddGauge("hutch_rate_limit_buckets",
                                            "API keys with a partly used rate-limit bucket.")),
+      image_pulls(registry.AddGauge(
+          "hutch_image_pulls",
+          "OCI images pulled from a registry since hutchd started (failed pulls included).")),
+      image_cache_hits(registry.AddGauge(
+          "hutch_image_cache_hits",
+          "Uses of an OCI image template since hutchd started that needed no pull.")),
       connections(registry.AddGaugeFamily(
           "hutch_http_connections",
           "Client connections open, by state: authenticated (a request passed a credential "

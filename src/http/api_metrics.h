@@ -43,6 +43,8 @@ struct ApiMetrics {
   Gauge& disk_pool_ready;
   Gauge& disk_pool_target;
   Gauge& rate_limit_buckets;
+  Gauge& image_pulls;                    // since start: images pulled from a registry
+  Gauge& image_cache_hits;               // since start: image creates that needed no pull
   Family<Gauge>& connections;            // {state}: authenticated, unauthenticated
   Family<Counter>& connections_evicted;  // {reason}: EvictReasonName
   Counter& connections_refused;

@@ -80,6 +80,10 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
   }
   metrics.disk_pool_ready.Set(static_cast<double>(pools.disks_ready));
   metrics.disk_pool_target.Set(static_cast<double>(pools.disks_wanted));
+  if (const auto* images = mgr_->image_puller()) {
+    metrics.image_pulls.Set(static_cast<double>(images->pulls()));
+    metrics.image_cache_hits.Set(static_cast<double>(images->cache_hits()));
+  }
   metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
   metrics.exec_output_held.Set(static_cast<double>(v1_.exec_output_held()));
   auto up = std::chrono::steady_clock::now() - metrics.started;

@@ -130,6 +130,11 @@ struct Options {
   double unauthenticated_timeout_s = 10, unauthenticated_idle_s = 5;
   std::string log_format = "text";
   std::string osb_images;
+  // Templates from OCI images (core/image_puller.h).
+  std::string image_registries_conf;  // "": <state>/registries.conf if present
+  std::string image_auth_file;        // "": <state>/image-auth.json if present
+  std::string image_default_registry;
+  std::vector<std::string> image_insecure_registries;
   // HTTPS: listeners, the operator's certificate (else hutchd's own CA),
   // and the DNS suffix under which {port}-{id}.D names a sandbox's port.
   std::vector<std::string> tls_listen;
@@ -354,6 +359,19 @@ void AddOptions(CLI::App& app, Options& o) {
                  "Domain sandboxes are reached under as {port}-{id}.DOMAIN (wildcard DNS to this "
                  "host): E2B's create, connect and get answer it as `domain`; the own CA's "
                  "certificate for --tls-listen covers DOMAIN and *.DOMAIN");
+  app.add_option("--image-registries-conf", o.image_registries_conf,
+                 "containers-registries.conf(5) file skopeo pulls images with: mirrors, "
+                 "per-registry TLS (insecure = true), prefix rewrites (default: "
+                 "<state-dir>/registries.conf if it exists, else the system's)");
+  app.add_option("--image-auth-file", o.image_auth_file,
+                 "containers-auth.json(5) file of per-registry credentials for image pulls "
+                 "(default: <state-dir>/image-auth.json if it exists)");
+  app.add_option("--image-default-registry", o.image_default_registry,
+                 "Registry host[:port] put in front of image names that name none (default: "
+                 "skopeo's own normalization)");
+  app.add_option("--image-insecure-registry", o.image_insecure_registries,
+                 "Registry host[:port] pulled from without TLS verification (plain HTTP allowed); "
+                 "repeatable");
   app.add_option("--opensandbox-images", o.osb_images,
                  "JSON file {\"<image>\": \"<template>\"} mapping OpenSandbox image URIs to "
                  "templates (over the defaults)");
@@ -479,6 +497,22 @@ Result<SecretBox> OpenVaultKey(const Options& o) {
   auto box = SecretBox::FromHexKey(*hex);
   if (!box.ok()) return box.error().Context("vault key " + o.state_dir + "/vault.key");
   return box;
+}
+
+// Where image pulls take registries, credentials and TLS settings from:
+// the flags, else the files an operator put into the state dir.
+ImagePullOptions ImagePullerOptions(const Options& o) {
+  ImagePullOptions p;
+  auto state_file = [&](const std::string& flag, const char* name) {
+    if (!flag.empty()) return flag;
+    const std::string f = o.state_dir + "/" + name;
+    return access(f.c_str(), R_OK) == 0 ? f : std::string();
+  };
+  p.registries_conf = state_file(o.image_registries_conf, "registries.conf");
+  p.auth_file = state_file(o.image_auth_file, "image-auth.json");
+  p.default_registry = o.image_default_registry;
+  p.insecure_registries = {o.image_insecure_registries.begin(), o.image_insecure_registries.end()};
+  return p;
 }
 
 // The templates, the base one built on first start.
@@ -868,6 +902,9 @@ Result<int> Serve(Options& o, store::StateStore* db) {
   TemplateBuilder template_builder(topts, driver->get(), templates->get());
   template_builder.SetNetwork(network->manager.get(), network->why);
   mgr.SetTemplateBuilder(&template_builder);
+  ImagePuller images(ImagePullerOptions(o), templates->get());
+  mgr.SetImagePuller(&images);
+  template_builder.SetImagePuller(&images);
   api::HutchApi api(o.acfg, &mgr);
   api::HttpServer server(io, &api.router());
   SetConnectionLimits(server, o);

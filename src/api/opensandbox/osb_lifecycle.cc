@@ -102,6 +102,8 @@ Json OpenSandboxApi::SandboxJson(const SandboxRecord& r) const {
             {"createdAt", FormatRfc3339(r.created_at)},
             {"expiresAt", FormatRfc3339(r.expires_at)}};
   if (!r.snapshot.empty()) j["snapshotId"] = r.snapshot;
+  else if (IsImageTemplateName(r.template_name))
+    j["image"] = Json{{"uri", r.template_name.substr(6)}};  // the image it was pulled from
   else j["image"] = Json{{"uri", r.template_name}};
   return j;
 }
@@ -132,9 +134,14 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
       Error e = MakeError(Code::kInvalidRequest, "'image.uri' must be a string");
       co_return co_await SendError(ctx, e);
     }
-    auto tpl = images_.Resolve(img["uri"].get<std::string>());
-    if (!tpl.ok()) co_return co_await SendError(ctx, tpl.error());
-    o.template_name = *tpl;
+    // The operator's table first (an override: python:3.12 on hutch's own
+    // python template); any other URI is the OCI image it names, pulled on
+    // first use.
+    const std::string uri = img["uri"].get<std::string>();
+    auto tpl = images_.Resolve(uri);
+    if (tpl.ok()) o.template_name = *tpl;
+    else if (mgr_->image_puller()) o.template_name = kImageTemplatePrefix + uri;
+    else co_return co_await SendError(ctx, tpl.error());
   } else {
     o.snapshot = **snap;
   }
@@ -187,8 +194,16 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     if (e) co_return co_await SendError(ctx, *e);
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
+  const bool pulled = IsImageTemplateName(o.template_name);
   auto rec = co_await mgr_->Create(std::move(o));
-  if (!rec.ok()) co_return co_await SendError(ctx, rec.error());
+  if (!rec.ok()) {
+    Error e = rec.error();
+    if (pulled && (e.code == kImageNotFound || e.code == kImagePullFailed))
+      e.message +=
+          " (or map the image to a hutch template: hutchd --opensandbox-images, "
+          "docs/compat-opensandbox.md)";
+    co_return co_await SendError(ctx, e);
+  }
   // A sandbox needs no process to stay up; an entrypoint other than the
   // SDK's "keep alive" default runs as a background process.
   if (*entry && !(*entry)->empty() && **entry != kDefaultEntrypoint) {

@@ -12,11 +12,12 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
   if (!body.ok()) co_return co_await ctx.SendError(body.error());
   const auto& j = *body;
   if (auto st = RejectUnknownFields(
-          j, {"template", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
+          j, {"template", "image", "ttl_seconds", "env", "metadata", "cpu", "memory_mb", "disk_mb",
               "network", "snapshot", "volumes", "auto_pause_seconds", "driver", "vault"});
       !st.ok())
     co_return co_await ctx.SendError(st.error());
   HUTCH_FIELD(tpl, OptString(j, "template"));
+  HUTCH_FIELD(image, OptString(j, "image"));
   HUTCH_FIELD(ttl, OptInt(j, "ttl_seconds", 1, INT32_MAX));
   HUTCH_FIELD(env, OptEnvMap(j, "env"));
   HUTCH_FIELD(meta, OptStringMap(j, "metadata"));
@@ -30,6 +31,12 @@ asio::awaitable<void> V1Api::CreateSandbox(HttpContext& ctx) {
     co_return co_await ctx.SendError(
         MakeError(Code::kInvalidRequest,
                   "give 'template' or 'snapshot', not both (a snapshot knows its template)"));
+  if (*image && (*tpl || *snapshot))
+    co_return co_await ctx.SendError(
+        MakeError(Code::kInvalidRequest, "give one of 'image', 'template' and 'snapshot'"));
+  // An OCI image reference: its template ("image:<ref>") is pulled on
+  // first use (core/image_puller.h).
+  if (*image) *tpl = kImageTemplatePrefix + **image;
   net::NetworkPolicy network;
   if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
     auto p = net::ParseNetworkPolicy(*it);
