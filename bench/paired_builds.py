@@ -39,7 +39,7 @@ KEY = "bench-key-0123456789"
 
 
 class Server:
-    def __init__(self, build, templates):
+    def __init__(self, build, templates, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="hutch-paired-")
         env = dict(os.environ, HUTCH_API_KEY=KEY)
         with open(os.path.join(self.dir, "hutchd.log"), "w") as log:
@@ -59,6 +59,7 @@ class Server:
                     "0",
                     "--agent",
                     os.path.join(build, "hutch-agent"),
+                    *extra_args,
                 ],
                 stdout=log,
                 stderr=log,
