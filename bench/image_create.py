@@ -63,9 +63,9 @@ class Registry:
         self.stop()
         raise SystemExit("docker-registry did not start")
 
-    def push_test_image(self, ref):
+    def push_test_image(self, repo_tag):
         script = os.path.join(SOURCE, "tests", "support", "oci_test_image.sh")
-        subprocess.run(["bash", script, self.dir, self.addr, ref, "bench"], check=True)
+        subprocess.run(["bash", script, self.dir, self.addr, repo_tag, "bench"], check=True)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -100,8 +100,8 @@ def main():
 
     registry = Registry()
     try:
+        registry.push_test_image("bench/image:1")
         ref = f"{registry.addr}/bench/image:1"
-        registry.push_test_image(ref)
         server = Server(args.build, args.templates, ["--image-insecure-registry", registry.addr])
         try:
             conn = server.conn()
