@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/scoped_tree.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
 #include "core/debootstrap.h"
@@ -28,17 +29,6 @@ constexpr int kImageLayout = 1;
 // The bytes of a failed tool's output kept for its error.
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kPolicy = "/etc/containers/policy.json";
-
-// A temp dir under the builds dir, removed unless renamed into place.
-struct PullDir {
-  std::string dir;
-  bool keep = false;
-  ~PullDir() {
-    if (keep || dir.empty()) return;
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 // A tool's output as "log" events, line by line, and its last bytes.
 class ToolLog {
@@ -184,7 +174,7 @@ asio::awaitable<Result<TemplateRecord>> ImagePuller::Pull(const std::string& can
         Code::kNotSupported,
         "templates from images need skopeo and umoci (scripts/setup installs them)");
   ++pulls_;
-  PullDir tmp{reg_->builds_dir() + "/.tmp-" + RandomHex(8)};
+  ScopedTree tmp{reg_->builds_dir() + "/.tmp-" + RandomHex(8)};
   std::error_code ec;
   fs::create_directories(tmp.dir, ec);
   if (ec) co_return MakeError(Code::kInternal, "create " + tmp.dir + ": " + ec.message());

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/scoped_tree.h"
 #include "common/sha256.h"
 #include "core/debootstrap.h"
 #include "core/exec_session.h"
@@ -113,17 +114,6 @@ uint64_t TreeBytes(const std::string& dir) {
   nftw(dir.c_str(), AddSize, 64, FTW_PHYS);
   return g_tree_bytes;
 }
-
-// A temp build dir, removed unless the build kept it (renamed it into place).
-struct TmpDir {
-  std::string dir;
-  bool keep = false;
-  ~TmpDir() {
-    if (keep) return;
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 }  // namespace
 
@@ -389,7 +379,7 @@ class TemplateBuilder::BuildRun {
       co_await log.Feed(msg, kOut);
     } else {
       const std::string rtmp = b_.reg_->builds_dir() + "/.tmp-" + RandomHex(8);
-      TmpDir rguard{rtmp};
+      ScopedTree rguard{rtmp};
       std::error_code ec;
       fs::create_directories(rtmp, ec);
       std::function<asio::awaitable<void>(std::string_view)> on_out =
@@ -615,7 +605,7 @@ class TemplateBuilder::BuildRun {
   TemplateInfo info_;
   std::vector<Step> plan_;
   std::string tmp_;
-  std::optional<TmpDir> tmp_guard_;
+  std::optional<ScopedTree> tmp_guard_;
   // The build sandbox (once started) and its network slot.
   std::shared_ptr<Instance> inst_;
   int net_slot_ = -1;
