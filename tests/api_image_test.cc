@@ -20,15 +20,16 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/build_dirs.h"
+#include "tests/support/exposition.h"
 #include "tests/support/test_server.h"
 
 using hutch::testing::HostSh;
+using hutch::testing::ParseExposition;
 using hutch::testing::TempBuildDirs;
 using hutch::testing::TempDir;
 using hutch::testing::TestServer;
@@ -123,14 +124,9 @@ class LocalRegistry {
   pid_t pid_ = -1;
 };
 
-// A number from hutchd's /metrics.
+// A number from hutchd's /metrics (-1: not there).
 double Metric(const TestServer& s, const std::string& name) {
-  auto r = s.Client().Request("GET", "/metrics");
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  return -1;
+  return ParseExposition(s.Client().Request("GET", "/metrics").body).Value(name).value_or(-1);
 }
 
 size_t BuildDirCount(const TestServer& s) {
