@@ -8,10 +8,7 @@
 // hit (hutch_image_pulls does not move). A corrupted layer, an unknown
 // image and a blob that vanishes from the registry mid-pull register
 // nothing and leave no temp dir.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,9 +23,11 @@
 
 #include "tests/support/build_dirs.h"
 #include "tests/support/exposition.h"
+#include "tests/support/local_registry.h"
 #include "tests/support/test_server.h"
 
 using hutch::testing::HostSh;
+using hutch::testing::LocalRegistry;
 using hutch::testing::ParseExposition;
 using hutch::testing::TempBuildDirs;
 using hutch::testing::TempDir;
@@ -37,92 +36,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A free loopback port now (the registry binds it right after).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-// Debian's docker-registry on 127.0.0.1, storage in a temp dir; stopped
-// (by its pid) and removed with the object.
-class LocalRegistry {
- public:
-  LocalRegistry() {
-    dir_ = TempDir("hutch-registry");
-    port_ = FreePort();
-    const std::string conf = dir_ + "/config.yml";
-    std::ofstream(conf) << "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                        << "    rootdirectory: " << dir_ << "/data\n  delete:\n    enabled: true\n"
-                        << "http:\n  addr: 127.0.0.1:" << port_ << "\n  secret: hutch-test\n";
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string log = dir_ + "/registry.log";
-      FILE* f = freopen(log.c_str(), "w", stdout);
-      (void)f;
-      dup2(STDOUT_FILENO, STDERR_FILENO);
-      execl("/usr/bin/docker-registry", "docker-registry", "serve", conf.c_str(), nullptr);
-      _exit(127);
-    }
-    for (int i = 0; i < 100 && !Up(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ~LocalRegistry() {
-    Stop();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  bool Up() const {
-    return HostSh("curl -s -o /dev/null -w '%{http_code}' http://" + addr() + "/v2/") == "200";
-  }
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string addr() const { return "127.0.0.1:" + std::to_string(port_); }
-  const std::string& dir() const { return dir_; }
-  // Builds and pushes REPO:TAG (oci_test_image.sh); "" on success, else
-  // the script's output.
-  std::string Push(const std::string& ref, const std::string& mark) const {
-    const std::string script =
-        std::string(getenv("HUTCH_SOURCE_DIR")) + "/tests/support/oci_test_image.sh";
-    std::string out = HostSh("bash " + script + " " + dir_ + " " + addr() + " " + ref + " " + mark +
-                             " 2>&1 && echo PUSHED");
-    return out.find("PUSHED") != std::string::npos ? "" : out;
-  }
-  // The registry's file of a blob.
-  std::string BlobFile(const std::string& digest_hex) const {
-    return dir_ + "/data/docker/registry/v2/blobs/sha256/" + digest_hex.substr(0, 2) + "/" +
-           digest_hex + "/data";
-  }
-  // The digests (hex) of an image's layers, from its manifest.
-  std::vector<std::string> Layers(const std::string& repo, const std::string& tag) const {
-    const std::string m =
-        HostSh("curl -s -H 'Accept: application/vnd.oci.image.manifest.v1+json' http://" + addr() +
-               "/v2/" + repo + "/manifests/" + tag);
-    std::vector<std::string> out;
-    auto j = json::parse(m, nullptr, false);
-    if (j.is_object() && j.contains("layers"))
-      for (const auto& l : j["layers"]) out.push_back(l.value("digest", "").substr(7));
-    return out;
-  }
-
- private:
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
 
 // A number from hutchd's /metrics (-1: not there).
 double Metric(const TestServer& s, const std::string& name) {

@@ -20,19 +20,6 @@ namespace {
 
 constexpr const char* kEtcd = "/usr/bin/etcd";
 
-// A loopback port free now (the kernel's pick; etcd binds it right after).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 bool Answers(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -53,8 +40,8 @@ EtcdProcess::EtcdProcess(int members) {
   dir_ = TempDir("hutch-etcd");
   members_.resize(static_cast<size_t>(members));
   for (auto& m : members_) {
-    m.client_port = FreePort();
-    m.peer_port = FreePort();
+    m.client_port = FreeLoopbackPort();
+    m.peer_port = FreeLoopbackPort();
   }
   Start();
 }

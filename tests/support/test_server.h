@@ -111,6 +111,9 @@ inline bool RssWithinBound(size_t before, size_t peak) {
 std::string HostSh(const std::string& cmd);
 // Directory for test temp files.
 std::string TempDir(const std::string& prefix);
+// A loopback TCP port free now (the kernel's pick), for a helper process
+// the test starts right after (etcd, a registry); 0 when none was found.
+int FreeLoopbackPort();
 // A new file /tmp/<prefix>-XXXXXX holding `text` (a keys file, a config);
 // its path, or "" when it could not be made. The caller removes it.
 std::string WriteTempFile(const std::string& prefix, const std::string& text);
