@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -143,6 +145,18 @@ TEST(Image, CreateByNameThroughEveryDialectSeesTheImageAndSecondCreateIsCached) 
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_EQ(listed[0].value("hash", ""), hash);
   EXPECT_EQ(listed[1].value("hash", ""), hash);
+
+  // An image sharing its three layers with the first plus one of its own:
+  // the three are not unpacked again (one new layer dir and the record).
+  ASSERT_EQ(reg.Push("hutch/files:top", "files", "topmost"), "");
+  auto top = c.Json("POST", "/v1/sandboxes", {{"image", reg.addr() + "/hutch/files:top"}});
+  ASSERT_EQ(top.status, 201) << top.body;
+  EXPECT_EQ(Metric(s, "hutch_image_pulls"), 3);
+  EXPECT_EQ(Metric(s, "hutch_image_layers_reused"), 3);
+  EXPECT_EQ(BuildDirCount(s), dirs + 2);
+  EXPECT_EQ(
+      s.Exec(top.json()["id"], std::string(kProbe) + "; cat /etc/top.txt").value("stdout", ""),
+      "one\ntwo\nfiles\ndeleted-gone\n1000\n/home/app\nhello\ntopmost\n");
 
   // A template built on the image: hutch's steps on top of its root.
   auto built = c.Request("POST", "/v1/templates",
@@ -311,4 +325,32 @@ TEST(Image, RegistryGoneMidLayerLeavesNoHalfTemplate) {
   EXPECT_TRUE(ImageTemplates(s).empty());
   EXPECT_TRUE(TempBuildDirs(s).empty());
   EXPECT_EQ(BuildDirCount(s), dirs);
+}
+
+// A huge image (a 256 MiB layer of random bytes): hutchd's memory stays
+// bounded while it is pulled and unpacked (skopeo and umoci stream it in
+// their own processes), and the sandbox sees the whole file.
+TEST(Image, HugeImagePullKeepsHutchdMemoryBounded) {
+  constexpr int kMiB = 256;
+  LocalRegistry reg;
+  ASSERT_TRUE(reg.Up());
+  ASSERT_EQ(reg.PushBig("hutch/huge:1", kMiB), "");
+  TestServer s(ServerArgs(reg));
+  ASSERT_TRUE(s.ok());
+  const size_t before = s.RssBytes();
+  std::atomic<size_t> peak{before};
+  std::atomic<bool> done{false};
+  std::thread watch([&] {
+    while (!done) {
+      peak = std::max<size_t>(peak, s.RssBytes());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  auto r = s.Client().Json("POST", "/v1/sandboxes", {{"image", reg.addr() + "/hutch/huge:1"}});
+  done = true;
+  watch.join();
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(hutch::testing::RssWithinBound(before, peak)) << before << " -> " << peak;
+  EXPECT_EQ(s.Exec(r.json()["id"], "stat -c %s /big.bin").value("stdout", ""),
+            std::to_string(size_t{kMiB} << 20) + "\n");
 }

@@ -66,13 +66,23 @@ class Layout {
   void Index(const json& manifests) {
     std::ofstream(dir_ / "index.json") << json{{"schemaVersion", 2}, {"manifests", manifests}};
   }
-  // A whole image of this config; returns the manifest's digest.
-  std::string Image(const json& config) {
+  // A whole image of this config and `layers` layers (descriptors of
+  // made-up blobs; the config's diff ids added when it has none); returns
+  // the manifest's digest.
+  std::string Image(json config, int layers = 1) {
+    json descs = json::array(), diffs = json::array();
+    for (int i = 0; i < layers; ++i) {
+      descs.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"},
+                       {"digest", "sha256:" + Sha256Hex("gz" + std::to_string(i))},
+                       {"size", 10 + i}});
+      diffs.push_back("sha256:" + Sha256Hex("tar" + std::to_string(i)));
+    }
+    if (!config.contains("rootfs")) config["rootfs"] = {{"type", "layers"}, {"diff_ids", diffs}};
     const std::string cd = Blob(config.dump());
     const std::string md = Blob(json{
         {"schemaVersion", 2},
         {"config", {{"digest", cd}, {"size", 1}}},
-        {"layers", json::array()}}.dump());
+        {"layers", descs}}.dump());
     Index(json::array({{{"digest", md}, {"size", 1}}}));
     return md;
   }
@@ -132,4 +142,46 @@ TEST(OciLayout, MalformedLayoutsAreRefused) {
   l.Index(json::array({{{"digest", "sha256:" + std::string(64, '0')}}}));
   EXPECT_FALSE(ReadOciLayout(l.dir()).ok());
   EXPECT_FALSE(ReadOciLayout(l.dir() + "/nowhere").ok());
+
+  // The config's layer digests must match the manifest's layers, and be
+  // digests (they key directories).
+  l.Image({{"os", "linux"}, {"rootfs", {{"diff_ids", json::array()}}}}, 2);
+  auto count = ReadOciLayout(l.dir());
+  ASSERT_FALSE(count.ok());
+  EXPECT_NE(count.error().message.find("0 layer digests for 2 layers"), std::string::npos)
+      << count.error().message;
+  l.Image({{"os", "linux"}, {"rootfs", {{"diff_ids", {"sha256:../x"}}}}}, 1);
+  EXPECT_FALSE(ReadOciLayout(l.dir()).ok());
+  l.Image({{"os", "linux"}}, 0);
+  EXPECT_TRUE(ReadOciLayout(l.dir()).ok());  // no layers: refused when unpacked
+}
+
+// A run of an image's layers as an image of its own, for umoci to apply:
+// the manifest names those layers, the config those diff ids, the index
+// that image alone under the tag; written blobs are content addressed.
+TEST(OciLayout, LayerRunIsAnImageOfThoseLayers) {
+  Layout l;
+  l.Image({{"os", "linux"}, {"config", {{"User", "app"}}}, {"history", json::array({1, 2, 3})}}, 3);
+  auto img = ReadOciLayout(l.dir());
+  ASSERT_TRUE(img.ok()) << img.error().message;
+  ASSERT_EQ(img->diff_ids.size(), 3u);
+  ASSERT_TRUE(WriteOciLayerRun(l.dir(), *img, 1, 2, "run-1").ok());
+  std::ifstream in(l.dir() + "/index.json");
+  const json index = json::parse(in);
+  ASSERT_EQ(index["manifests"].size(), 1u);
+  EXPECT_EQ(index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"], "run-1");
+  auto run = ReadOciLayout(l.dir());
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->diff_ids, (std::vector<std::string>{img->diff_ids[1], img->diff_ids[2]}));
+  EXPECT_EQ(run->manifest["layers"],
+            (json{img->manifest["layers"][1], img->manifest["layers"][2]}));
+  EXPECT_EQ(run->defaults.user, "app");
+  EXPECT_FALSE(run->config.contains("history"));
+  for (const std::string& d : {run->manifest_digest, run->config_digest}) {
+    std::ifstream b(l.dir() + "/blobs/sha256/" + d.substr(7), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+    EXPECT_EQ("sha256:" + Sha256Hex(bytes), d);
+  }
+  EXPECT_FALSE(WriteOciLayerRun(l.dir(), *img, 2, 2, "x").ok());
+  EXPECT_FALSE(WriteOciLayerRun(l.dir(), *img, 0, 0, "x").ok());
 }

@@ -168,7 +168,8 @@ bool WriteWhole(const char* path, const std::string& text) {
 // The child's side of ToolUserNamespace, then execve. Everything it needs
 // was formatted before the fork.
 [[noreturn]] void ExecInUserNamespace(char* const* args, char* const* envp,
-                                      const std::string& workdir, const std::string& id_map) {
+                                      const ToolUserNamespace& ns, const std::string& id_map) {
+  const std::string& workdir = ns.workdir;
   // Still the host's root: a private mount namespace, /tmp fresh, the
   // workdir where the tool can reach it once it is no longer root.
   if (unshare(CLONE_NEWNS) != 0) ChildFail("unshare(CLONE_NEWNS)");
@@ -178,12 +179,17 @@ bool WriteWhole(const char* path, const std::string& text) {
   // tmpfs, which hides a workdir under /tmp.
   const int wd = open(workdir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (wd < 0) ChildFail("open the workdir");
+  // Also before the tmpfs: the layers may lie under /tmp (a test's state
+  // dir). The bind below is recursive, so the tool sees this mount.
+  if (!ns.overlay_target.empty() && mount("overlay", ns.overlay_target.c_str(), "overlay",
+                                          MS_NOSUID | MS_NODEV, ns.overlay_options.c_str()) != 0)
+    ChildFail("mount the overlay");
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
     ChildFail("mount tmpfs on /tmp");
   if (mkdir(kToolWorkdir, 0755) != 0) ChildFail("mkdir workdir");
   ChildText wd_path;
   wd_path.Add("/proc/self/fd/").Add(static_cast<long>(wd));
-  if (mount(wd_path.buf, kToolWorkdir, nullptr, MS_BIND, nullptr) != 0)
+  if (mount(wd_path.buf, kToolWorkdir, nullptr, MS_BIND | MS_REC, nullptr) != 0)
     ChildFail("bind the workdir");
   close(wd);
   // Only a process with CAP_SETUID over the parent namespace may map a
@@ -252,7 +258,7 @@ asio::awaitable<Result<int>> RunToolStreaming(
     if (pid == 0) {
       setpgid(0, 0);  // its own process group, as below
       if (dup2(devnull.get(), 0) < 0 || dup2(wr.get(), 1) < 0 || dup2(wr.get(), 2) < 0) _exit(125);
-      ExecInUserNamespace(args.data(), envp.data(), userns->workdir, id_map);
+      ExecInUserNamespace(args.data(), envp.data(), *userns, id_map);
     }
     setpgid(pid, pid);  // either side may run first
   } else {

@@ -45,10 +45,20 @@ asio::awaitable<Status> RunToolWithInput(const std::vector<std::string>& argv,
 // lie under directories only the host's root may enter (the state dir).
 // It keeps the host's network (it downloads). The caller gives `workdir`
 // to uid_base first.
+//
+// With `overlay_target` (a directory under `workdir`), an overlayfs with
+// `overlay_options` (lowerdir=…,upperdir=…,workdir=…) is mounted there by
+// the host's root before the namespace is entered, so the tool sees it
+// under kToolWorkdir: it writes into the upper directory through the
+// merged view (how an image layer is applied onto the layers below it as
+// an overlay diff, whiteouts made by overlayfs itself). The mount lives
+// and dies with the tool's mount namespace.
 struct ToolUserNamespace {
   uint32_t uid_base = 0;
   uint32_t count = 65536;
   std::string workdir;
+  std::string overlay_target;
+  std::string overlay_options;
 };
 inline constexpr const char* kToolWorkdir = "/tmp/work";
 

@@ -24,39 +24,16 @@ using nlohmann::json;
 
 namespace {
 
-// Bumped when what an image's build dir holds changes.
-constexpr int kImageLayout = 1;
+// Bumped when what an image's build dirs hold changes (2: a dir per layer).
+constexpr int kImageLayout = 2;
+// An image's layers become at most this many directories: every layer
+// above the last one is applied into that last one together. A sandbox's
+// overlay names each directory in one mount option string (a page), and
+// images of more layers than this are rare.
+constexpr size_t kMaxLayerDirs = 24;
 // The bytes of a failed tool's output kept for its error.
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kPolicy = "/etc/containers/policy.json";
-
-// A tool's output as "log" events, line by line, and its last bytes.
-class ToolLog {
- public:
-  ToolLog(const ImagePullSink& sink, std::string step) : sink_(sink), step_(std::move(step)) {}
-  asio::awaitable<void> Feed(std::string_view data) {
-    tail_.append(data);
-    if (tail_.size() > 2 * kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
-    if (!sink_) co_return;
-    partial_.append(data);
-    size_t nl;
-    while ((nl = partial_.find('\n')) != std::string::npos) {
-      json ev = {{"step", step_}, {"stream", "stdout"}, {"text", partial_.substr(0, nl)}};
-      partial_.erase(0, nl + 1);
-      const std::string kind = "log";
-      co_await sink_(kind, ev);
-    }
-  }
-  std::string Tail() const {
-    return tail_.size() > kTailBytes ? tail_.substr(tail_.size() - kTailBytes) : tail_;
-  }
-
- private:
-  const ImagePullSink& sink_;
-  std::string step_;
-  std::string partial_;
-  std::string tail_;
-};
 
 asio::awaitable<void> Announce(const ImagePullSink& sink, int index, const char* name,
                                const std::string& detail) {
@@ -112,7 +89,57 @@ uint64_t TreeBytes(const std::string& dir) {
   return n;
 }
 
+// Whether a recorded stack's directories are all still there (a template
+// removed and collected leaves its record dir only while in use).
+bool StackOnDisk(const TemplateInfo& info) {
+  if (access(info.rootfs.c_str(), F_OK) != 0) return false;
+  for (const auto& l : info.layers)
+    if (access(l.c_str(), F_OK) != 0) return false;
+  return true;
+}
+
 }  // namespace
+
+// A tool's output as "log" events, line by line, and its last bytes.
+class ImageToolLog {
+ public:
+  ImageToolLog(const ImagePullSink& sink, std::string step) : sink_(sink), step_(std::move(step)) {}
+  asio::awaitable<void> Feed(std::string_view data) {
+    tail_.append(data);
+    if (tail_.size() > 2 * kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+    if (!sink_) co_return;
+    partial_.append(data);
+    size_t nl;
+    while ((nl = partial_.find('\n')) != std::string::npos) {
+      json ev = {{"step", step_}, {"stream", "stdout"}, {"text", partial_.substr(0, nl)}};
+      partial_.erase(0, nl + 1);
+      const std::string kind = "log";
+      co_await sink_(kind, ev);
+    }
+  }
+  std::string Tail() const {
+    return tail_.size() > kTailBytes ? tail_.substr(tail_.size() - kTailBytes) : tail_;
+  }
+
+ private:
+  const ImagePullSink& sink_;
+  std::string step_;
+  std::string partial_;
+  std::string tail_;
+};
+
+// Keeps a layer's build dir from TemplateRegistry::Collect until the
+// template standing on it is registered.
+struct ImagePuller::HeldBuild {
+  HeldBuild(TemplateRegistry* reg, std::string hash) : reg(reg), hash(std::move(hash)) {
+    reg->Hold(this->hash);
+  }
+  ~HeldBuild() { reg->Release(hash); }
+  HeldBuild(const HeldBuild&) = delete;
+  HeldBuild& operator=(const HeldBuild&) = delete;
+  TemplateRegistry* reg;
+  std::string hash;
+};
 
 Result<std::string> ImagePuller::TemplateName(const std::string& ref) const {
   const std::string bare = IsImageTemplateName(ref) ? ref.substr(6) : ref;
@@ -166,6 +193,86 @@ asio::awaitable<Result<TemplateRecord>> ImagePuller::Ensure(const std::string& r
   co_return r;
 }
 
+asio::awaitable<Result<std::vector<std::string>>> ImagePuller::UnpackLayers(
+    const OciLayoutImage& img, const std::string& tmp, ImageToolLog& log,
+    std::vector<std::unique_ptr<HeldBuild>>& held, uint64_t& bytes) {
+  const size_t n = img.diff_ids.size();
+  if (n == 0) co_return MakeError(kImagePullFailed, "the image has no layers");
+  const uint32_t base = reg_->uid_base();
+  const std::string work = kToolWorkdir;
+  std::vector<std::string> stack;  // bottom first
+  // A directory's key is the chain of layers from the bottom up to its
+  // own (as Docker's chain ids are): the same layer over different layers
+  // is a different tree.
+  std::string chain = Sha256Hex(json{{"image_layers", base}, {"layout", kImageLayout}}.dump());
+  const size_t runs = std::min(n, kMaxLayerDirs);
+  for (size_t i = 0; i < runs; ++i) {
+    const size_t count = i + 1 == runs ? n - i : 1;
+    for (size_t k = i; k < i + count; ++k) chain = Sha256Hex(chain + "\n" + img.diff_ids[k]);
+    held.push_back(std::make_unique<HeldBuild>(reg_, chain));
+    const std::string sub = i == 0 ? "rootfs" : "layer";
+    const std::string final_dir = reg_->BuildDir(chain);
+    if (access((final_dir + "/" + sub).c_str(), F_OK) == 0) {
+      ++layers_reused_;
+      stack.push_back(final_dir + "/" + sub);
+      continue;
+    }
+    const std::string run = "run-" + std::to_string(i);
+    const std::string out = tmp + "/" + run;
+    if (mkdir(out.c_str(), 0755) != 0 || mkdir((out + "/" + sub).c_str(), 0755) != 0 ||
+        chown((out + "/" + sub).c_str(), base, base) != 0)
+      co_return ErrnoError("create " + out);
+    if (auto st = WriteOciLayerRun(tmp + "/layout", img, i, count, run); !st.ok())
+      co_return st.error();
+    ToolUserNamespace userns{base, 65536, tmp};
+    std::string target = work + "/" + run + "/" + sub;
+    if (i > 0) {
+      // Applied through an overlay of the layers below: what the layer
+      // adds lands in the upper dir, what it deletes becomes overlayfs's
+      // own whiteouts there, so the dir is an overlay layer as it is.
+      std::string lowers;
+      for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+        if (it->find_first_of(":,\\") != std::string::npos)
+          co_return MakeError(Code::kInternal, "layer path " + *it + " cannot be an overlay lower");
+        lowers += (lowers.empty() ? "" : ":") + *it;
+      }
+      if (mkdir((out + "/.work").c_str(), 0700) != 0 || mkdir((out + "/merged").c_str(), 0755) != 0)
+        co_return ErrnoError("create " + out + " overlay dirs");
+      userns.overlay_target = out + "/merged";
+      userns.overlay_options =
+          "lowerdir=" + lowers + ",upperdir=" + out + "/layer,workdir=" + out + "/.work";
+      target = work + "/" + run + "/merged";
+    }
+    std::vector<std::string> argv = {o_.umoci, "raw", "unpack", "--image", work + "/layout:" + run,
+                                     target};
+    std::vector<std::string> uenv = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"};
+    std::function<asio::awaitable<void>(std::string_view)> on_unpack =
+        [&log](std::string_view d) -> asio::awaitable<void> { co_await log.Feed(d); };
+    auto urc = co_await RunToolStreaming(argv, uenv, o_.timeout, on_unpack, &userns);
+    if (!urc.ok()) co_return urc.error();
+    if (*urc != 0)
+      co_return MakeError(kImagePullFailed, "umoci exited with " + std::to_string(*urc) +
+                                                " on layer " + std::to_string(i + 1) + ": " +
+                                                log.Tail());
+    std::error_code ec;
+    fs::remove_all(out + "/.work", ec);
+    fs::remove(out + "/merged", ec);
+    const std::string layer = out + "/" + sub;
+    // No setuid bits, no device nodes; owners stay in the sandbox range.
+    if (auto st = ShiftRootOwners(layer, base); !st.ok()) co_return st.error();
+    if (i == 0)
+      if (auto st = AddMountPoints(layer, base); !st.ok()) co_return st.error();
+    bytes += TreeBytes(layer);
+    // Another pull may have made the same dir meanwhile: then it is used
+    // and ours goes with the temp dir.
+    if (rename(out.c_str(), final_dir.c_str()) != 0 &&
+        access((final_dir + "/" + sub).c_str(), F_OK) != 0)
+      co_return ErrnoError("rename " + out + " to " + final_dir);
+    stack.push_back(final_dir + "/" + sub);
+  }
+  co_return stack;
+}
+
 asio::awaitable<Result<TemplateRecord>> ImagePuller::Pull(const std::string& canonical,
                                                           const ImagePullSink& sink) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -181,7 +288,7 @@ asio::awaitable<Result<TemplateRecord>> ImagePuller::Pull(const std::string& can
 
   // 1. skopeo: registry → OCI layout on disk, digests verified.
   co_await Announce(sink, 1, "pull", canonical);
-  ToolLog pull_log(sink, "pull");
+  ImageToolLog pull_log(sink, "pull");
   std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + tmp.dir};
   if (!o_.registries_conf.empty())
     env.push_back("CONTAINERS_REGISTRIES_CONF=" + o_.registries_conf);
@@ -199,47 +306,35 @@ asio::awaitable<Result<TemplateRecord>> ImagePuller::Pull(const std::string& can
   auto img = ReadOciLayout(tmp.dir + "/layout");
   if (!img.ok()) co_return img.error().Context("pull " + canonical);
 
-  // One build dir per image (manifest digest): another name of the same
-  // image, pulled before, is registered at once.
+  // The image's record (template.json) has a build dir of its own, keyed
+  // by the manifest digest: another name of the same image, pulled before,
+  // is registered at once.
   const json key = {{"oci_image", img->manifest_digest},
                     {"uid_base", reg_->uid_base()},
                     {"layout", kImageLayout}};
   const std::string hash = Sha256Hex(key.dump());
   const std::string dest = reg_->BuildDir(hash);
   TemplateRecord r;
-  if (auto found = reg_->FindBuild(hash); found.ok()) {
+  std::vector<std::unique_ptr<HeldBuild>> held;
+  if (auto found = reg_->FindBuild(hash); found.ok() && StackOnDisk(found->info)) {
     r = *found;
   } else {
-    // 2. umoci: layers in order, whiteouts applied, as root of a user
-    // namespace on the sandbox range (the tree is the sandbox's).
+    // 2. umoci, one layer at a time: each into a build dir of its own,
+    // shared by every image with the same layers below it.
     co_await Announce(sink, 2, "unpack", img->manifest_digest);
-    ToolLog unpack_log(sink, "unpack");
+    ImageToolLog unpack_log(sink, "unpack");
     if (chown(tmp.dir.c_str(), reg_->uid_base(), reg_->uid_base()) != 0)
       co_return ErrnoError("give " + tmp.dir + " to the sandbox range");
-    const std::string work = kToolWorkdir;
-    std::vector<std::string> argv = {
-        o_.umoci, "raw", "unpack", "--image", work + "/layout:image", work + "/rootfs"};
-    std::vector<std::string> uenv = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp"};
-    const ToolUserNamespace userns{reg_->uid_base(), 65536, tmp.dir};
-    std::function<asio::awaitable<void>(std::string_view)> on_unpack =
-        [&unpack_log](std::string_view d) -> asio::awaitable<void> { co_await unpack_log.Feed(d); };
-    auto urc = co_await RunToolStreaming(argv, uenv, o_.timeout, on_unpack, &userns);
-    if (!urc.ok()) co_return urc.error().Context("unpack " + canonical);
-    if (*urc != 0)
-      co_return MakeError(kImagePullFailed, "unpack " + canonical + ": umoci exited with " +
-                                                std::to_string(*urc) + ": " + unpack_log.Tail());
+    uint64_t bytes = 0;
+    auto stack = co_await UnpackLayers(*img, tmp.dir, unpack_log, held, bytes);
+    if (!stack.ok()) co_return stack.error().Context("unpack " + canonical);
     fs::remove_all(tmp.dir + "/layout", ec);
-    const std::string rootfs = tmp.dir + "/rootfs";
-    // No setuid bits, no device nodes; owners stay in the sandbox range.
-    if (auto st = ShiftRootOwners(rootfs, reg_->uid_base()); !st.ok()) co_return st.error();
-    if (auto st = AddMountPoints(rootfs, reg_->uid_base()); !st.ok()) co_return st.error();
-    chown(tmp.dir.c_str(), 0, 0);
-    chmod(tmp.dir.c_str(), 0755);
 
     r.hash = hash;
     r.from = kImageTemplatePrefix + canonical;
     r.info.hash = hash;
-    r.info.rootfs = dest + "/rootfs";
+    r.info.rootfs = stack->front();
+    r.info.layers.assign(stack->rbegin(), stack->rend() - 1);  // topmost first
     r.info.env = img->defaults.env;
     // "user:group": the agent takes a user (its group is the user's own).
     r.info.user = img->defaults.user.substr(0, img->defaults.user.find(':'));
@@ -249,25 +344,26 @@ asio::awaitable<Result<TemplateRecord>> ImagePuller::Pull(const std::string& can
     r.build_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
             .count();
-    r.size_bytes = TreeBytes(rootfs);
+    r.size_bytes = bytes;
     // The image's own start command is kept for clients to read; hutch's
     // agent stays PID 1 and starts nothing a create did not ask for.
     r.spec = {{"image", canonical},
               {"digest", img->manifest_digest},
+              {"layers", stack->size()},
               {"entrypoint", img->defaults.entrypoint},
               {"cmd", img->defaults.cmd}};
+    const std::string rec_dir = tmp.dir + "/record";
+    if (mkdir(rec_dir.c_str(), 0755) != 0) co_return ErrnoError("create " + rec_dir);
     {
-      std::ofstream out(tmp.dir + "/template.json");
+      std::ofstream out(rec_dir + "/template.json");
       out << r.ToStoreJson() << "\n";
       out.flush();
-      if (!out) co_return MakeError(Code::kStorageFull, "write " + tmp.dir + "/template.json");
+      if (!out) co_return MakeError(Code::kStorageFull, "write " + rec_dir + "/template.json");
     }
-    if (rename(tmp.dir.c_str(), dest.c_str()) == 0) {
-      tmp.keep = true;
-    } else {
+    if (rename(rec_dir.c_str(), dest.c_str()) != 0) {
       // The same image finished meanwhile under another name: use that one.
       auto found = reg_->FindBuild(hash);
-      if (!found.ok()) co_return ErrnoError("rename " + tmp.dir + " to " + dest);
+      if (!found.ok()) co_return ErrnoError("rename " + rec_dir + " to " + dest);
       r = *found;
     }
   }

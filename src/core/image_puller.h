@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,6 +62,8 @@ struct ImagePullOptions {
 using ImagePullSink =
     std::function<asio::awaitable<void>(const std::string& event, const nlohmann::json& data)>;
 
+class ImageToolLog;  // a tool's output as progress events (image_puller.cc)
+
 class ImagePuller {
  public:
   ImagePuller(ImagePullOptions o, TemplateRegistry* reg) : o_(std::move(o)), reg_(reg) {}
@@ -77,18 +80,29 @@ class ImagePuller {
 
   uint64_t pulls() const { return pulls_; }
   uint64_t cache_hits() const { return cache_hits_; }
+  // Layer directories an unpack found made already (by another image).
+  uint64_t layers_reused() const { return layers_reused_; }
   const ImagePullOptions& options() const { return o_; }
 
  private:
   asio::awaitable<Result<TemplateRecord>> Pull(const std::string& canonical,
                                                const ImagePullSink& sink);
   std::vector<std::string> SkopeoArgv(const std::string& canonical, const std::string& tmp) const;
+  struct HeldBuild;
+  // Applies the layers of the pulled layout in `tmp`/layout one after the
+  // other, each into its own build dir (made, or found made by another
+  // image's pull); the stack of dirs, bottom first. `held` keeps them from
+  // collection until the caller registers the template.
+  asio::awaitable<Result<std::vector<std::string>>> UnpackLayers(
+      const OciLayoutImage& img, const std::string& tmp, ImageToolLog& log,
+      std::vector<std::unique_ptr<HeldBuild>>& held, uint64_t& bytes);
 
   ImagePullOptions o_;
   TemplateRegistry* reg_;
   std::set<std::string> active_;  // canonical refs being pulled
   uint64_t pulls_ = 0;
   uint64_t cache_hits_ = 0;
+  uint64_t layers_reused_ = 0;
 };
 
 }  // namespace hutch

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
+
 namespace hutch {
 using nlohmann::json;
 
@@ -126,7 +128,70 @@ Result<OciLayoutImage> ReadOciLayout(const std::string& layout_dir) {
   if (auto it = c.find("WorkingDir"); it != c.end() && it->is_string()) img.defaults.workdir = *it;
   img.defaults.entrypoint = StringArray(c, "Entrypoint");
   img.defaults.cmd = StringArray(c, "Cmd");
+  const json& layers = (*manifest)["layers"];
+  const json& rootfs = (*config)["rootfs"];
+  if (!layers.is_array() || !rootfs.is_object())
+    return MakeError(kImagePullFailed, "the image names no layers");
+  img.diff_ids = StringArray(rootfs, "diff_ids");
+  if (img.diff_ids.size() != layers.size())
+    return MakeError(kImagePullFailed,
+                     "the image's config lists " + std::to_string(img.diff_ids.size()) +
+                         " layer digests for " + std::to_string(layers.size()) + " layers");
+  for (const auto& d : img.diff_ids) {
+    auto p = BlobPath(layout_dir, json{{"digest", d}});  // the same form check
+    if (!p.ok()) return p.error().Context("layer diff id");
+  }
+  img.manifest = std::move(*manifest);
+  img.config = std::move(*config);
   return img;
+}
+
+namespace {
+
+// Writes `text` as a blob; its descriptor.
+Result<json> PutBlob(const std::string& layout, const std::string& media_type,
+                     const std::string& text) {
+  const std::string hex = Sha256Hex(text);
+  const std::string path = layout + "/blobs/sha256/" + hex;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) return MakeError(Code::kStorageFull, "write " + path);
+  return json{{"mediaType", media_type}, {"digest", "sha256:" + hex}, {"size", text.size()}};
+}
+
+}  // namespace
+
+Status WriteOciLayerRun(const std::string& layout_dir, const OciLayoutImage& img, size_t first,
+                        size_t count, const std::string& tag) {
+  const json& layers = img.manifest["layers"];
+  if (count == 0 || first + count > layers.size())
+    return MakeError(Code::kInternal, "layer run out of the image's range");
+  using Diff = std::vector<std::string>::difference_type;
+  json config = img.config;
+  config["rootfs"]["diff_ids"] =
+      std::vector<std::string>(img.diff_ids.begin() + static_cast<Diff>(first),
+                               img.diff_ids.begin() + static_cast<Diff>(first + count));
+  config.erase("history");  // describes every layer; umoci does not need it
+  auto cdesc = PutBlob(layout_dir, "application/vnd.oci.image.config.v1+json", config.dump());
+  if (!cdesc.ok()) return cdesc.error();
+  json manifest = img.manifest;
+  manifest["config"] = *cdesc;
+  manifest["layers"] = json::array();
+  for (size_t i = first; i < first + count; ++i) manifest["layers"].push_back(layers[i]);
+  // The layers keep their media types (Docker's or OCI's); the manifest is
+  // written as OCI's, which umoci reads either way.
+  manifest["mediaType"] = "application/vnd.oci.image.manifest.v1+json";
+  auto mdesc = PutBlob(layout_dir, "application/vnd.oci.image.manifest.v1+json", manifest.dump());
+  if (!mdesc.ok()) return mdesc.error();
+  (*mdesc)["annotations"] = {{"org.opencontainers.image.ref.name", tag}};
+  const json index = {{"schemaVersion", 2}, {"manifests", json::array({*mdesc})}};
+  const std::string path = layout_dir + "/index.json";
+  std::ofstream out(path, std::ios::trunc);
+  out << index.dump();
+  out.flush();
+  if (!out) return MakeError(Code::kStorageFull, "write " + path);
+  return Status{};
 }
 
 }  // namespace hutch

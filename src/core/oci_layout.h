@@ -4,13 +4,18 @@
 // (index.json, blobs/sha256/...; every blob checked against its digest on
 // the way); umoci unpacks that layout into a root tree. hutch itself reads
 // only three small JSON files of the layout: the index (which manifest),
-// the manifest (which config) and the config (the image's Env, WorkingDir,
-// User, Entrypoint, Cmd), never a layer.
+// the manifest (which config and layers) and the config (the image's Env,
+// WorkingDir, User, Entrypoint, Cmd, the layers' diff ids), never a layer.
+// To unpack layers one at a time (each its own shared directory, see
+// core/image_puller.h) it writes a manifest and config naming a run of the
+// image's layers, which umoci then unpacks like any image.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 
@@ -57,10 +62,23 @@ struct OciLayoutImage {
   std::string manifest_digest;  // "sha256:<hex>": the image's identity
   std::string config_digest;
   ImageDefaults defaults;
+  // The uncompressed digests of the layers, bottom first (the config's
+  // rootfs.diff_ids; as many as the manifest has layers): a layer's
+  // identity whatever compression the registry served it with.
+  std::vector<std::string> diff_ids;
+  nlohmann::json manifest;  // as read, for WriteOciLayerRun
+  nlohmann::json config;
 };
 
 // Reads `layout_dir`'s index.json (its one manifest), that manifest and
 // its config (each at most a few MiB). Only linux images are accepted.
 Result<OciLayoutImage> ReadOciLayout(const std::string& layout_dir);
+
+// Adds to `layout_dir` an image made of layers [first, first+count) of
+// `img` (same config otherwise) and points index.json at it alone, under
+// `tag`: `umoci raw unpack --image layout:tag` then applies just those
+// layers onto whatever tree it is given.
+Status WriteOciLayerRun(const std::string& layout_dir, const OciLayoutImage& img, size_t first,
+                        size_t count, const std::string& tag);
 
 }  // namespace hutch

@@ -304,7 +304,9 @@ int TemplateRegistry::Collect(const std::set<std::string>& used) {
     std::string rest = dir.substr(o_.builds_dir.size() + 1);
     keep.insert(rest.substr(0, rest.find('/')));
   };
+  for (const auto& [h, n] : held_) keep.insert(h);
   for (const auto& [n, r] : records_) {
+    if (!r.hash.empty()) keep.insert(r.hash);
     note(r.info.rootfs);
     for (const auto& l : r.info.layers) note(l);
   }

@@ -96,8 +96,16 @@ class TemplateRegistry {
   Status Remove(const std::string& name);
   // Build dirs (with their files) that no template row and no entry of
   // `used` (overlay dirs sandboxes and snapshots stand on) refers to are
-  // removed. Returns how many.
+  // removed. Returns how many. A registered template's own build dir
+  // (its hash) stays too, and so do held ones.
   int Collect(const std::set<std::string>& used);
+  // A build dir being assembled across awaits (an image's layers, renamed
+  // into place one by one before the template naming them is registered):
+  // Collect leaves it alone while held. Counted: two pulls may share one.
+  void Hold(const std::string& hash) { ++held_[hash]; }
+  void Release(const std::string& hash) {
+    if (auto it = held_.find(hash); it != held_.end() && --it->second == 0) held_.erase(it);
+  }
 
   // The cache identity of a parent template (for a child's build hash).
   Result<std::string> Identity(const std::string& name) const;
@@ -120,6 +128,7 @@ class TemplateRegistry {
   store::StateStore* store_;
   std::map<std::string, TemplateRecord> records_;
   std::map<std::string, std::string> aliases_;
+  std::map<std::string, int> held_;
 };
 
 // The aliases a new aliases file starts with.

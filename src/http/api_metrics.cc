@@ -59,6 +59,10 @@ ApiMetrics::ApiMetrics()
       image_cache_hits(registry.AddGauge(
           "hutch_image_cache_hits",
           "Uses of an OCI image template since hutchd started that needed no pull.")),
+      image_layers_reused(registry.AddGauge(
+          "hutch_image_layers_reused",
+          "Image layers since hutchd started that a pull found unpacked already (shared with "
+          "another image) and did not unpack again.")),
       connections(registry.AddGaugeFamily(
           "hutch_http_connections",
           "Client connections open, by state: authenticated (a request passed a credential "

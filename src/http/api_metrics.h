@@ -45,6 +45,7 @@ struct ApiMetrics {
   Gauge& rate_limit_buckets;
   Gauge& image_pulls;                    // since start: images pulled from a registry
   Gauge& image_cache_hits;               // since start: image creates that needed no pull
+  Gauge& image_layers_reused;            // since start: layers found unpacked already
   Family<Gauge>& connections;            // {state}: authenticated, unauthenticated
   Family<Counter>& connections_evicted;  // {reason}: EvictReasonName
   Counter& connections_refused;

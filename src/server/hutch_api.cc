@@ -83,6 +83,7 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
   if (const auto* images = mgr_->image_puller()) {
     metrics.image_pulls.Set(static_cast<double>(images->pulls()));
     metrics.image_cache_hits.Set(static_cast<double>(images->cache_hits()));
+    metrics.image_layers_reused.Set(static_cast<double>(images->layers_reused()));
   }
   metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
   metrics.exec_output_held.Set(static_cast<double>(v1_.exec_output_held()));

@@ -54,11 +54,26 @@ void LocalRegistry::Stop() {
   pid_ = -1;
 }
 
-std::string LocalRegistry::Push(const std::string& ref, const std::string& mark) const {
+namespace {
+
+std::string Script() {
   const char* src = getenv("HUTCH_SOURCE_DIR");
-  const std::string script = std::string(src ? src : ".") + "/tests/support/oci_test_image.sh";
-  const std::string out = HostSh("bash " + script + " " + dir_ + " " + addr() + " " + ref + " " +
-                                 mark + " 2>&1 && echo PUSHED");
+  return std::string(src ? src : ".") + "/tests/support/oci_test_image.sh";
+}
+
+}  // namespace
+
+std::string LocalRegistry::PushBig(const std::string& ref, int mb) const {
+  const std::string out =
+      HostSh("OCI_TEST_BIG_MB=" + std::to_string(mb) + " bash " + Script() + " " + dir_ + " " +
+             addr() + " " + ref + " big 2>&1 && echo PUSHED");
+  return out.find("PUSHED") != std::string::npos ? "" : out;
+}
+
+std::string LocalRegistry::Push(const std::string& ref, const std::string& mark,
+                                const std::string& top) const {
+  const std::string out = HostSh("bash " + Script() + " " + dir_ + " " + addr() + " " + ref + " " +
+                                 mark + " " + top + " 2>&1 && echo PUSHED");
   return out.find("PUSHED") != std::string::npos ? "" : out;
 }
 

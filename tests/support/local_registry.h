@@ -27,7 +27,13 @@ class LocalRegistry {
   // Builds and pushes REPO:TAG with oci_test_image.sh (MARK makes its
   // first layer differ from other marks'); "" on success, else the
   // script's output.
-  std::string Push(const std::string& ref, const std::string& mark) const;
+  // With `top`, the image of `mark` pushed before plus a layer adding
+  // /etc/top.txt: the two share every layer below it.
+  std::string Push(const std::string& ref, const std::string& mark,
+                   const std::string& top = "") const;
+  // The test image with a first layer `mb` MiB larger (random bytes in
+  // /big.bin): a huge image.
+  std::string PushBig(const std::string& ref, int mb) const;
   // The registry's file of a blob (hex digest).
   std::string BlobFile(const std::string& digest_hex) const;
   // The hex digests of an image's layers, from its manifest.
