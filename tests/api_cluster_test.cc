@@ -295,6 +295,61 @@ TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
   EXPECT_EQ(NodesOf(b), both);
 }
 
+// A template built on one node is usable on another: a create of it with
+// affinity to a node that lacks it makes that node copy the build (a tar
+// stream of its build dirs from the node that has it), then the sandbox
+// runs from the copy, files and defaults as built.
+TEST(ApiCluster, TemplateBuiltOnOneNodeRunsOnAnother) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+  const std::string spec = R"(
+name = "copied"
+from = "base"
+run = ["mkdir -p /opt/c && echo built-on-a > /opt/c/where.txt"]
+workdir = "/opt/c"
+
+[env]
+COPIED = "yes"
+)";
+  auto built =
+      a.Client().SseRequest("POST", "/v1/templates", spec,
+                            {{"Content-Type", "application/toml"}, {"Accept", "text/event-stream"}},
+                            [](const client::SseEvent&) { return true; });
+  ASSERT_EQ(built.status, 200) << built.body;
+  // A's record lists it (republished each tick); B has none of it.
+  auto lists = [](const TestServer& s, const std::string& node) {
+    auto j = s.Client().Request("GET", "/v1/nodes").json();
+    for (const auto& n : j["items"])
+      if (n.value("name", "") == node)
+        for (const auto& t : n["templates"])
+          if (t == "copied") return true;
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return lists(a, "node-a"); }, 10));
+  EXPECT_FALSE(lists(a, "node-b"));
+
+  auto ca = a.Client();
+  auto made = ca.Json("POST", "/v1/sandboxes",
+                      {{"template", "copied"}, {"node", "node-b"}, {"ttl_seconds", 300}});
+  ASSERT_EQ(made.status, 201) << made.body << b.Log();
+  const std::string id = made.json().value("id", "");
+  EXPECT_EQ(made.json().value("node", ""), "node-b");
+  auto r = a.Exec(id, "cat where.txt; echo $COPIED");
+  EXPECT_EQ(r.value("stdout", ""), "built-on-a\nyes\n") << r.dump();
+  // B now lists the template as its own; a second create needs no copy.
+  EXPECT_TRUE(WaitFor([&] { return lists(b, "node-b"); }, 10));
+  auto again = b.Client().Json("POST", "/v1/sandboxes",
+                               {{"template", "copied"}, {"node", "node-b"}, {"ttl_seconds", 300}});
+  EXPECT_EQ(again.status, 201) << again.body;
+  // The copy routes want a key, as every route.
+  client::HttpClient wrong("127.0.0.1", a.port(), "wrong-key");
+  EXPECT_EQ(wrong.Request("GET", "/v1/cluster/templates/copied/export").status, 401);
+}
+
 TEST(ApiCluster, SingleHutchdIsUnchanged) {
   TestServer s;
   ASSERT_TRUE(s.ok());

@@ -7,73 +7,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "api/common/http_relay.h"
+#include "server/node_call.h"
 
 namespace hutch::api {
 
 namespace {
-
-using tcp = asio::ip::tcp;
-
-constexpr const char* kRelayedHeader = "X-Hutch-Relayed";
-constexpr auto kConnectTimeout = std::chrono::seconds(5);
-// A create's or a list's answer from another node, read whole.
-constexpr uint64_t kAnswerLimit = 64 << 20;
-
-struct HostPort {
-  std::string host, port;
-};
-
-Result<HostPort> SplitAdvertise(const std::string& url) {
-  std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
-    return MakeError(Code::kInternal, "node advertise URL " + url + " is not http://HOST:PORT");
-  std::string host = rest.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return HostPort{host, rest.substr(colon + 1)};
-}
-
-asio::awaitable<Result<beast::tcp_stream>> DialNode(const std::string& node,
-                                                    const std::string& advertise) {
-  auto hp = SplitAdvertise(advertise);
-  if (!hp.ok()) co_return hp.error();
-  auto ex = co_await asio::this_coro::executor;
-  boost::system::error_code ec;
-  tcp::resolver resolver(ex);
-  auto addrs = co_await resolver.async_resolve(hp->host, hp->port,
-                                               asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
-  beast::tcp_stream s(ex);
-  s.expires_after(kConnectTimeout);
-  co_await s.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec)
-    co_return MakeError(Code::kUnavailable,
-                        "node " + node + " (" + advertise + ") is unreachable: " + ec.message());
-  s.expires_never();
-  co_return s;
-}
-
-// One whole request to a node, its whole answer (creates and lists: JSON
-// of bounded size).
-asio::awaitable<Result<http::response<http::string_body>>> CallNode(
-    const std::string& node, const std::string& advertise, http::request<http::string_body> req) {
-  auto s = co_await DialNode(node, advertise);
-  if (!s.ok()) co_return s.error();
-  req.set(http::field::connection, "close");
-  req.prepare_payload();
-  s->expires_after(std::chrono::minutes(10));  // a create may build its disk, boot a VM
-  boost::system::error_code ec;
-  co_await http::async_write(*s, req, asio::redirect_error(asio::use_awaitable, ec));
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> rp;
-  rp.body_limit(kAnswerLimit);
-  if (!ec) co_await http::async_read(*s, buf, rp, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
-  co_return rp.release();
-}
 
 // The client's request header as the other node gets it: its own fields
 // (credentials included), minus hop-by-hop ones and the framing.
@@ -131,6 +69,7 @@ asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string&
 }
 
 asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<std::string>& seg) {
+  if (co_await templates_.Serve(ctx, seg)) co_return true;
   if (!ctx.Header(kRelayedHeader).empty()) co_return false;
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "sandboxes") {
     if (ctx.method() == http::verb::post) co_return co_await PlaceCreate(ctx);
@@ -211,6 +150,14 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
     co_await ctx.SendError(place.error());
     co_return true;
   }
+  auto copied = co_await CopyTemplate(ctx, place->node, tpl);
+  if (!copied.ok() || *copied) {
+    // The node could not get the template: its answer (or why not).
+    co_await cluster_->Release(place->reservation);
+    if (!copied.ok()) co_await ctx.SendError(copied.error());
+    else co_await SendAnswer(ctx, **copied);
+    co_return true;
+  }
   // Even a create placed here goes through the node's own front door once
   // more (marked relayed): the body is read already, and the route then
   // treats it as any create.
@@ -224,6 +171,22 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
   }
   co_await SendAnswer(ctx, *res);
   co_return true;
+}
+
+asio::awaitable<Result<std::optional<http::response<http::string_body>>>>
+ClusterRelay::CopyTemplate(HttpContext& ctx, const cluster::NodeInfo& node,
+                           const std::string& tpl) {
+  const std::string from = templates_.SourceFor(tpl, node.name);
+  if (from.empty()) co_return std::optional<http::response<http::string_body>>();
+  http::request<http::string_body> req{http::verb::post,
+                                       "/v1/cluster/templates/" + tpl + "/fetch?from=" + from, 11};
+  req.set(http::field::authorization, std::string(ctx.Header("Authorization")));
+  req.set(kRelayedHeader, cluster_->node());
+  auto res = co_await CallNode(node.name, node.advertise, std::move(req));
+  if (!res.ok()) co_return res.error();
+  using Answer = std::optional<http::response<http::string_body>>;
+  if (res->result_int() >= 300) co_return Answer(std::move(*res));
+  co_return Answer();
 }
 
 asio::awaitable<bool> ClusterRelay::ListCluster(HttpContext& ctx) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "cluster/cluster.h"
 #include "core/sandbox_manager.h"
 #include "http/router.h"
+#include "server/cluster_templates.h"
 
 namespace hutch::api {
 
@@ -27,7 +29,11 @@ class ClusterRelay {
  public:
   ClusterRelay(cluster::Cluster* cluster, SandboxManager* mgr, auth::Credentials* creds,
                Router* router)
-      : cluster_(cluster), mgr_(mgr), creds_(creds), router_(router) {}
+      : cluster_(cluster),
+        mgr_(mgr),
+        creds_(creds),
+        router_(router),
+        templates_(cluster, mgr->templates(), creds) {}
 
   // The router's forwarder: true when the request was answered here.
   asio::awaitable<bool> Forward(HttpContext& ctx, const std::vector<std::string>& seg);
@@ -38,6 +44,11 @@ class ClusterRelay {
   asio::awaitable<void> RelayTo(HttpContext& ctx, const std::string& node,
                                 const std::string& advertise);
   asio::awaitable<bool> PlaceCreate(HttpContext& ctx);
+  // The placed node lacks the template: it copies it from a node that has
+  // it first (server/cluster_templates.h). The node's error answer if
+  // that failed (an error: it did not answer).
+  asio::awaitable<Result<std::optional<http::response<http::string_body>>>> CopyTemplate(
+      HttpContext& ctx, const cluster::NodeInfo& node, const std::string& tpl);
   asio::awaitable<bool> ListCluster(HttpContext& ctx);
   // A request for a sandbox whose node left: a failed sandbox (GET) or a
   // sandbox_not_running error naming the node.
@@ -48,6 +59,7 @@ class ClusterRelay {
   SandboxManager* mgr_;
   auth::Credentials* creds_;
   Router* router_;
+  ClusterTemplates templates_;
 };
 
 }  // namespace hutch::api
