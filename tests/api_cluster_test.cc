@@ -350,6 +350,58 @@ COPIED = "yes"
   EXPECT_EQ(wrong.Request("GET", "/v1/cluster/templates/copied/export").status, 401);
 }
 
+// One service for what a create refers to: a volume made on B pins the
+// sandboxes that mount it to B (a create through A lands there; affinity
+// elsewhere is refused; the volume's routes answer through A); its name is
+// one cluster-wide; a create retried with the same Idempotency-Key
+// through the other node returns the same sandbox; E2B creates through
+// one node are placed over both.
+TEST(ApiCluster, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd;
+  ASSERT_TRUE(etcd.ok());
+  TestServer a(NodeArgs(etcd, "node-a"));
+  TestServer b(NodeArgs(etcd, "node-b"));
+  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+  auto ca = a.Client();
+  auto cb = b.Client();
+
+  auto vol = cb.Json("POST", "/v1/volumes", {{"name", "shared"}, {"size_mb", 64}});
+  ASSERT_EQ(vol.status, 201) << vol.body;
+  EXPECT_EQ(ca.Json("POST", "/v1/volumes", {{"name", "shared"}}).status, 409);
+  const nlohmann::json mounts = {{{"name", "shared"}, {"path", "/data"}}};
+  auto pinned = ca.Json("POST", "/v1/sandboxes", {{"volumes", mounts}, {"ttl_seconds", 300}});
+  ASSERT_EQ(pinned.status, 201) << pinned.body;
+  EXPECT_EQ(pinned.json().value("node", ""), "node-b");
+  auto w = a.Exec(pinned.json().value("id", ""), "echo kept > /data/f && cat /data/f");
+  EXPECT_EQ(w.value("stdout", ""), "kept\n") << w.dump();
+  auto elsewhere = ca.Json("POST", "/v1/sandboxes",
+                           {{"volumes", mounts}, {"node", "node-a"}, {"ttl_seconds", 300}});
+  EXPECT_EQ(elsewhere.status, 409) << elsewhere.body;
+  EXPECT_NE(elsewhere.body.find("node-b"), std::string::npos) << elsewhere.body;
+  auto got = ca.Request("GET", "/v1/volumes/shared");
+  EXPECT_EQ(got.status, 200) << got.body;
+
+  const std::string body = nlohmann::json{{"ttl_seconds", 300}}.dump();
+  const std::map<std::string, std::string> idem = {{"Content-Type", "application/json"},
+                                                   {"Idempotency-Key", "retry-1"}};
+  auto first = ca.Request("POST", "/v1/sandboxes", body, idem);
+  ASSERT_EQ(first.status, 201) << first.body;
+  auto again = cb.Request("POST", "/v1/sandboxes", body, idem);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json().value("id", ""), first.json().value("id", ""));
+
+  std::set<std::string> e2b_nodes;
+  for (int i = 0; i < 4; ++i) {
+    auto r = ca.Request("POST", "/e2b/sandboxes", nlohmann::json{{"templateID", "base"}}.dump(),
+                        {{"X-API-Key", a.key()}, {"Content-Type", "application/json"}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    const std::string id = r.json().value("sandboxID", "");
+    e2b_nodes.insert(ca.Request("GET", "/v1/sandboxes/" + id).json().value("node", ""));
+  }
+  EXPECT_EQ(e2b_nodes, (std::set<std::string>{"node-a", "node-b"}));
+}
+
 TEST(ApiCluster, SingleHutchdIsUnchanged) {
   TestServer s;
   ASSERT_TRUE(s.ok());

@@ -19,6 +19,19 @@ const std::string kSandboxes = "/hutch/sandboxes/";
 const std::string kNodeSandboxes = "/hutch/node-sandboxes/";
 const std::string kPlacement = "/hutch/placement/";
 const std::string kReservations = "/hutch/reservations/";
+const std::string kIdempotency = "/hutch/idempotency/";
+// Idempotency keys are kept a day on each node (core/idempotency.h); the
+// cluster's record of one lives between that and an hour longer.
+constexpr int64_t kIdempotencyLeaseS = 25 * 3600;
+constexpr auto kIdempotencyLeaseRenew = std::chrono::hours(1);
+
+bool Lists(const nlohmann::json& record, const char* field, const std::string& name) {
+  auto it = record.find(field);
+  if (it == record.end() || !it->is_array()) return false;
+  for (const auto& t : *it)
+    if (t.is_string() && t.get<std::string>() == name) return true;
+  return false;
+}
 
 std::string Tail(const std::string& key, const std::string& prefix) {
   return key.substr(prefix.size());
@@ -36,13 +49,10 @@ int64_t NodeInfo::free_slots() const {
 }
 
 bool NodeInfo::has_template(const std::string& name) const {
-  auto it = record.find("templates");
-  if (it == record.end() || !it->is_array()) return false;
-  const std::string want = name.empty() ? kBaseTemplate : name;
-  for (const auto& t : *it)
-    if (t.is_string() && t.get<std::string>() == want) return true;
-  return false;
+  return Lists(record, "templates", name.empty() ? kBaseTemplate : name);
 }
+
+bool NodeInfo::has_volume(const std::string& name) const { return Lists(record, "volumes", name); }
 
 Cluster::Cluster(asio::any_io_executor ex, ClusterOptions opts, Describe describe, LocalIds local,
                  DropLocal drop)
@@ -339,6 +349,45 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
 asio::awaitable<void> Cluster::Release(const std::string& reservation) {
   if (reservation.empty()) co_return;
   (void)co_await etcd_.Delete(reservation);
+}
+
+asio::awaitable<void> Cluster::PublishNow() {
+  if (lease_ == 0) co_return;
+  Note(co_await Publish(), "publish");
+  co_await RefreshNow();
+}
+
+asio::awaitable<void> Cluster::RefreshNow() { Note(co_await RefreshNodes(), "nodes"); }
+
+asio::awaitable<Result<std::string>> Cluster::ClaimIdempotency(const std::string& key,
+                                                               const std::string& node) {
+  const std::string k = kIdempotency + key;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto cur = co_await etcd_.Get(k);
+    if (!cur.ok()) co_return cur.error();
+    int64_t version = 0;
+    if (*cur) {
+      auto j = nlohmann::json::parse((*cur)->value, nullptr, false);
+      std::string held;
+      if (j.is_object()) held = j.value("node", "");
+      if (nodes_.count(held)) co_return held;
+      // Its node left (the sandbox was lost with it): the key is free.
+      version = (*cur)->version;
+    }
+    if (idem_lease_ == 0 ||
+        std::chrono::steady_clock::now() - idem_lease_at_ > kIdempotencyLeaseRenew) {
+      auto lease = co_await etcd_.Grant(kIdempotencyLeaseS);
+      if (!lease.ok()) co_return lease.error();
+      idem_lease_ = *lease;
+      idem_lease_at_ = std::chrono::steady_clock::now();
+    }
+    const std::string value = nlohmann::json{{"node", node}}.dump();
+    std::vector<TxnOp> ops = {{TxnOp::Kind::kPut, k, value, idem_lease_}};
+    auto won = co_await etcd_.TxnIfVersion(k, version, std::move(ops));
+    if (!won.ok()) co_return won.error();
+    if (*won) co_return node;
+  }
+  co_return MakeError(Code::kUnavailable, "idempotency key kept racing with other nodes; retry");
 }
 
 asio::awaitable<void> Cluster::Leave() {

@@ -19,6 +19,11 @@
 //   /hutch/reservations/<node>/<rid>    a create placed on the node and
 //                                       not recorded yet (under the
 //                                       placing node's lease)
+//   /hutch/idempotency/<hash>           {"node"}: the node a create with an
+//                                       Idempotency-Key went to (hash of
+//                                       the key's owner and the key), under
+//                                       a lease of a day and an hour: a
+//                                       retry through any node goes there
 //
 // A node whose lease expired is gone: the others report its sandboxes
 // failed (reason naming it). When it comes back (its record absent at
@@ -59,6 +64,8 @@ struct NodeInfo {
   // Free sandbox slots the record announces (capacity minus used).
   int64_t free_slots() const;
   bool has_template(const std::string& name) const;
+  // A volume lives on the node whose record lists it.
+  bool has_volume(const std::string& name) const;
 };
 
 // Where a sandbox lives, from its record.
@@ -119,6 +126,19 @@ class Cluster {
                                            const std::string& affinity);
   asio::awaitable<void> Release(const std::string& reservation);
 
+  // Rewrites this node's record now (a volume was made or deleted: other
+  // nodes place its sandboxes by it).
+  asio::awaitable<void> PublishNow();
+  // Reads the nodes again now (not at the next tick): what a request
+  // decides by must include what another node just published.
+  asio::awaitable<void> RefreshNow();
+
+  // The node a create under the idempotency key `key` (already hashed)
+  // goes to: the node recorded for it while that node is alive, else
+  // `node`, recorded now. Two nodes claiming at once agree (a txn).
+  asio::awaitable<Result<std::string>> ClaimIdempotency(const std::string& key,
+                                                        const std::string& node);
+
   // Stops the loop and revokes the lease (a clean shutdown leaves at once).
   asio::awaitable<void> Leave();
 
@@ -138,6 +158,9 @@ class Cluster {
   DropLocal drop_;
   EtcdClient etcd_;
   int64_t lease_ = 0;
+  // The lease idempotency records go under, granted anew every hour.
+  int64_t idem_lease_ = 0;
+  std::chrono::steady_clock::time_point idem_lease_at_;
   bool etcd_ok_ = false;
   bool stopping_ = false;
   std::map<std::string, NodeInfo> nodes_;

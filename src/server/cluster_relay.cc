@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "api/common/http_relay.h"
+#include "common/sha256.h"
 #include "server/node_call.h"
 
 namespace hutch::api {
@@ -51,7 +52,25 @@ asio::awaitable<void> SendAnswer(HttpContext& ctx, http::response<http::string_b
   co_await ctx.SendText(res.result_int(), type, std::move(body));
 }
 
+// The create routes placed cluster-wide, by dialect.
+std::optional<CreateDialect> CreateRoute(const std::vector<std::string>& seg) {
+  const auto is = [&](std::initializer_list<const char*> want) {
+    return std::equal(seg.begin(), seg.end(), want.begin(), want.end());
+  };
+  if (is({"v1", "sandboxes"})) return CreateDialect::kV1;
+  if (is({"e2b", "sandboxes"}) || is({"e2b", "v2", "sandboxes"})) return CreateDialect::kE2b;
+  if (is({"opensandbox", "sandboxes"}) || is({"opensandbox", "v1", "sandboxes"}))
+    return CreateDialect::kOpenSandbox;
+  return std::nullopt;
+}
+
 }  // namespace
+
+auth::Principal ClusterRelay::Caller(const HttpContext& ctx) const {
+  return creds_->MatchAnyKey({auth::BearerToken(ctx.Header("Authorization")),
+                              std::string(ctx.Header("X-API-Key")),
+                              std::string(ctx.Header("OPEN-SANDBOX-API-KEY"))});
+}
 
 asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string& node,
                                             const std::string& advertise) {
@@ -71,8 +90,10 @@ asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string&
 asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<std::string>& seg) {
   if (co_await templates_.Serve(ctx, seg)) co_return true;
   if (!ctx.Header(kRelayedHeader).empty()) co_return false;
+  if (const auto dialect = CreateRoute(seg); dialect && ctx.method() == http::verb::post)
+    co_return co_await PlaceCreate(ctx, *dialect);
+  if (co_await ServeVolume(ctx, seg)) co_return true;
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "sandboxes") {
-    if (ctx.method() == http::verb::post) co_return co_await PlaceCreate(ctx);
     if (ctx.method() == http::verb::get && !ctx.Query("watch")) co_return co_await ListCluster(ctx);
     co_return false;
   }
@@ -123,16 +144,18 @@ asio::awaitable<bool> ClusterRelay::AnswerLost(HttpContext& ctx,
   co_return true;
 }
 
-asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
-  // Unauthenticated: the /v1 guard answers (the body stays unread).
-  if (creds_->MatchBearer(ctx.Header("Authorization")).empty()) co_return false;
+asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx, CreateDialect dialect) {
+  // Unauthenticated: the dialect's guard answers (the body stays unread).
+  const auth::Principal who = Caller(ctx);
+  if (who.empty()) co_return false;
   auto body = co_await ctx.ReadJson(1 << 20);
   if (!body.ok()) {
     co_await ctx.SendError(body.error());
     co_return true;
   }
   std::string affinity, tpl;
-  if (body->is_object()) {
+  std::vector<std::string> volumes;
+  if (body->is_object() && dialect == CreateDialect::kV1) {
     if (auto it = body->find("node"); it != body->end()) {
       if (!it->is_string()) {
         const Error e = MakeError(Code::kInvalidRequest, "'node' must be a string");
@@ -144,13 +167,56 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
     }
     if (auto it = body->find("template"); it != body->end() && it->is_string())
       tpl = it->get<std::string>();
+    if (auto it = body->find("volumes"); it != body->end() && it->is_array())
+      for (const auto& v : *it)
+        if (v.is_object() && v.contains("name") && v["name"].is_string())
+          volumes.push_back(v["name"].get<std::string>());
+  } else if (body->is_object() && dialect == CreateDialect::kE2b) {
+    if (auto it = body->find("templateID"); it != body->end() && it->is_string())
+      tpl = it->get<std::string>();
+  }
+  // The other dialects' template names (E2B aliases, OpenSandbox images)
+  // resolve on the node: a name no node lists places by capacity alone.
+  if (dialect != CreateDialect::kV1 && !templates_.Listed(tpl)) tpl.clear();
+  // A volume lives on one node: a sandbox mounting it is made there.
+  if (!volumes.empty()) co_await cluster_->RefreshNow();
+  for (const auto& v : volumes) {
+    std::string holder;
+    for (const auto& [name, n] : cluster_->nodes())
+      if (n.has_volume(v)) holder = name;
+    if (holder.empty()) continue;  // the node placed answers volume_not_found
+    if (!affinity.empty() && affinity != holder) {
+      const Error e = MakeError(Code::kConflict, "volume '" + v + "' lives on node '" + holder +
+                                                     "': a sandbox mounting it is made there, "
+                                                     "not on '" +
+                                                     affinity + "'");
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    affinity = holder;
   }
   auto place = co_await cluster_->Place(tpl, affinity);
   if (!place.ok()) {
     co_await ctx.SendError(place.error());
     co_return true;
   }
-  auto copied = co_await CopyTemplate(ctx, place->node, tpl);
+  cluster::NodeInfo target = place->node;
+  // A retried create (same Idempotency-Key) goes where the first went,
+  // whichever node it comes through; that node's own cache replays it.
+  if (const std::string idem(ctx.Header("Idempotency-Key")); !idem.empty()) {
+    auto held =
+        co_await cluster_->ClaimIdempotency(Sha256Hex(who.owner + "\n" + idem), target.name);
+    auto node = held.ok() ? cluster_->nodes().find(*held) : cluster_->nodes().end();
+    if (!held.ok() || node == cluster_->nodes().end()) {
+      co_await cluster_->Release(place->reservation);
+      const Error e =
+          held.ok() ? MakeError(Code::kUnavailable, "node " + *held + " left") : held.error();
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    target = node->second;
+  }
+  auto copied = co_await CopyTemplate(ctx, target, tpl);
   if (!copied.ok() || *copied) {
     // The node could not get the template: its answer (or why not).
     co_await cluster_->Release(place->reservation);
@@ -163,13 +229,60 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
   // treats it as any create.
   auto req = CopyRequest(ctx, body->dump());
   req.set(kRelayedHeader, cluster_->node());
-  auto res = co_await CallNode(place->node.name, place->node.advertise, std::move(req));
+  auto res = co_await CallNode(target.name, target.advertise, std::move(req));
   co_await cluster_->Release(place->reservation);
   if (!res.ok()) {
     co_await ctx.SendError(res.error());
     co_return true;
   }
   co_await SendAnswer(ctx, *res);
+  co_return true;
+}
+
+asio::awaitable<bool> ClusterRelay::ServeVolume(HttpContext& ctx,
+                                                const std::vector<std::string>& seg) {
+  if (seg.size() < 2 || seg[0] != "v1" || seg[1] != "volumes") co_return false;
+  auto holder = [&](const std::string& v) -> const cluster::NodeInfo* {
+    for (const auto& [name, n] : cluster_->nodes())
+      if (name != cluster_->node() && n.has_volume(v)) return &n;
+    return nullptr;
+  };
+  if (seg.size() == 2 && ctx.method() == http::verb::post) {
+    if (creds_->MatchBearer(ctx.Header("Authorization")).empty()) co_return false;
+    auto body = co_await ctx.ReadJson(1 << 20);
+    if (!body.ok()) {
+      co_await ctx.SendError(body.error());
+      co_return true;
+    }
+    // One name, one volume, cluster-wide: creates place by it.
+    std::string name;
+    if (body->is_object() && body->contains("name") && (*body)["name"].is_string())
+      name = (*body)["name"].get<std::string>();
+    co_await cluster_->RefreshNow();
+    if (const cluster::NodeInfo* n = holder(name)) {
+      const Error e = MakeError(Code::kConflict,
+                                "volume '" + name + "' already exists (on node " + n->name + ")");
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    auto req = CopyRequest(ctx, body->dump());
+    req.set(kRelayedHeader, cluster_->node());
+    auto res = co_await CallNode(cluster_->node(), cluster_->advertise(), std::move(req));
+    if (!res.ok()) {
+      co_await ctx.SendError(res.error());
+      co_return true;
+    }
+    // Listed in this node's record before the answer: a create mounting
+    // it, through any node, is placed here.
+    if (res->result_int() < 300) co_await cluster_->PublishNow();
+    co_await SendAnswer(ctx, *res);
+    co_return true;
+  }
+  if (seg.size() < 3 || (mgr_->volumes() && mgr_->volumes()->Get(seg[2]).ok())) co_return false;
+  const cluster::NodeInfo* n = holder(seg[2]);
+  if (!n) co_return false;
+  const cluster::NodeInfo node = *n;
+  co_await RelayTo(ctx, node.name, node.advertise);
   co_return true;
 }
 

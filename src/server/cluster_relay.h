@@ -25,6 +25,8 @@
 
 namespace hutch::api {
 
+enum class CreateDialect { kV1, kE2b, kOpenSandbox };
+
 class ClusterRelay {
  public:
   ClusterRelay(cluster::Cluster* cluster, SandboxManager* mgr, auth::Credentials* creds,
@@ -43,7 +45,13 @@ class ClusterRelay {
  private:
   asio::awaitable<void> RelayTo(HttpContext& ctx, const std::string& node,
                                 const std::string& advertise);
-  asio::awaitable<bool> PlaceCreate(HttpContext& ctx);
+  // A create of any dialect (v1, E2B, OpenSandbox), placed on a node.
+  asio::awaitable<bool> PlaceCreate(HttpContext& ctx, CreateDialect dialect);
+  // /v1/volumes: a create checks the name cluster-wide and publishes it;
+  // a volume another node lists is served there.
+  asio::awaitable<bool> ServeVolume(HttpContext& ctx, const std::vector<std::string>& seg);
+  // Whoever a request speaks for, by any dialect's API key header.
+  auth::Principal Caller(const HttpContext& ctx) const;
   // The placed node lacks the template: it copies it from a node that has
   // it first (server/cluster_templates.h). The node's error answer if
   // that failed (an error: it did not answer).

@@ -66,6 +66,12 @@ std::string ClusterTemplates::SourceFor(const std::string& name, const std::stri
   return "";
 }
 
+bool ClusterTemplates::Listed(const std::string& name) const {
+  for (const auto& [n, info] : cluster_->nodes())
+    if (info.has_template(name)) return true;
+  return false;
+}
+
 asio::awaitable<bool> ClusterTemplates::Serve(HttpContext& ctx,
                                               const std::vector<std::string>& seg) {
   if (seg.size() != 5 || seg[0] != "v1" || seg[1] != "cluster" || seg[2] != "templates")

@@ -48,6 +48,8 @@ class ClusterTemplates {
   // The live node (other than `target`) that lists `name`, to fetch it
   // from; "" when none does or `target` lists it already.
   std::string SourceFor(const std::string& name, const std::string& target) const;
+  // Whether any live node lists `name`.
+  bool Listed(const std::string& name) const;
 
  private:
   asio::awaitable<void> Export(HttpContext& ctx, const std::string& name);

@@ -813,6 +813,10 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
   auto describe = [&mgr, &templates]() {
     nlohmann::json names = nlohmann::json::array();
     for (const auto& t : templates.List()) names.push_back(t.name);
+    // Volumes pin the sandboxes that mount them to this node.
+    nlohmann::json volumes = nlohmann::json::array();
+    if (mgr.volumes())
+      for (const auto& v : mgr.volumes()->List()) volumes.push_back(v.name);
     const auto& adm = mgr.admission();
     return nlohmann::json{{"capacity",
                            {{"sandboxes", adm.max_sandboxes},
@@ -820,6 +824,7 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
                             {"memory_committed_mb", mgr.committed_memory_mb()}}},
                           {"used_sandboxes", mgr.SandboxIds().size()},
                           {"templates", names},
+                          {"volumes", volumes},
                           {"drivers", mgr.driver_names()},
                           {"version", HUTCH_VERSION}};
   };
