@@ -16,6 +16,7 @@
 
 #include "client/http_client.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/exposition.h"
 #include "tests/support/test_server.h"
 
 namespace hutch::testing {
@@ -262,12 +263,35 @@ TEST(ApiCluster, CreatesThroughOneNodeSpreadOverThree) {
     ids.push_back(r.json().value("id", ""));
   }
   for (const auto& n : all) EXPECT_GE(per_node[n], 5) << n;
+  // Cluster totals, on any node: GET /v1/nodes and /metrics add up the
+  // records (each node republishes its count every tick).
+  auto total = [](const TestServer& s) {
+    return s.Client().Request("GET", "/v1/nodes").json()["totals"].value("sandboxes", -1);
+  };
+  EXPECT_TRUE(WaitFor([&] { return total(c) == 30; }, 10)) << total(c);
+  PromParse prom;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        prom = ParseExposition(b.Client().Request("GET", "/metrics").body);
+        return prom.Value("hutch_cluster_sandboxes") == 30;
+      },
+      10));
+  ASSERT_TRUE(prom.ok()) << prom.error;
+  EXPECT_EQ(prom.Value("hutch_cluster_nodes"), 3);
+  EXPECT_GT(prom.Value("hutch_cluster_capacity_sandboxes").value_or(0), 30);
   for (TestServer* s : {&a, &b, &c}) {
     auto list = s->Client().Request("GET", "/v1/sandboxes?limit=1000").json();
     std::set<std::string> listed;
     for (const auto& it : list["items"]) listed.insert(it.value("id", ""));
     for (const auto& id : ids) EXPECT_TRUE(listed.count(id)) << id;
   }
+  // Through a node that holds none of them: each owner is read from etcd
+  // once, then from the cache.
+  for (int round = 0; round < 2; ++round)
+    for (const auto& id : ids) c.Client().Request("GET", "/v1/sandboxes/" + id);
+  auto lookups = ParseExposition(c.Client().Request("GET", "/metrics").body);
+  EXPECT_GE(lookups.Value("hutch_cluster_owner_lookups_total", {{"source", "cache"}}).value_or(0),
+            per_node["node-a"] + per_node["node-b"]);
   for (const auto& id : ids) EXPECT_EQ(ca.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 

@@ -24,6 +24,8 @@ const std::string kIdempotency = "/hutch/idempotency/";
 // cluster's record of one lives between that and an hour longer.
 constexpr int64_t kIdempotencyLeaseS = 25 * 3600;
 constexpr auto kIdempotencyLeaseRenew = std::chrono::hours(1);
+// Owner lookups kept (about 100 bytes each).
+constexpr size_t kOwnerCacheMax = 100000;
 
 bool Lists(const nlohmann::json& record, const char* field, const std::string& name) {
   auto it = record.find(field);
@@ -245,19 +247,28 @@ asio::awaitable<void> Cluster::Record(const std::string& id, const std::string& 
 }
 
 asio::awaitable<Result<std::optional<SandboxHome>>> Cluster::Lookup(const std::string& id) {
-  auto kv = co_await etcd_.Get(kSandboxes + id);
-  if (!kv.ok()) co_return kv.error();
-  if (!*kv) co_return std::optional<SandboxHome>();
-  auto j = nlohmann::json::parse((*kv)->value, nullptr, false);
-  if (!j.is_object()) co_return std::optional<SandboxHome>();
   SandboxHome h;
-  h.node = j.value("node", "");
-  h.owner = j.value("owner", "");
+  if (auto c = owners_.find(id); c != owners_.end()) {
+    ++lookups_cached_;
+    h = c->second;
+  } else {
+    ++lookups_etcd_;
+    auto kv = co_await etcd_.Get(kSandboxes + id);
+    if (!kv.ok()) co_return kv.error();
+    if (!*kv) co_return std::optional<SandboxHome>();
+    auto j = nlohmann::json::parse((*kv)->value, nullptr, false);
+    if (!j.is_object()) co_return std::optional<SandboxHome>();
+    h.node = j.value("node", "");
+    h.owner = j.value("owner", "");
+    // Bounded: a full cache starts over (entries are one etcd read each).
+    if (owners_.size() >= kOwnerCacheMax) owners_.clear();
+    owners_[id] = h;
+  }
   if (auto it = nodes_.find(h.node); it != nodes_.end()) {
     h.node_alive = true;
     h.advertise = it->second.advertise;
   } else {
-    // A node that joined since the last tick.
+    // A node that joined since the last tick (or left: then it is absent).
     auto n = co_await etcd_.Get(kNodes + h.node);
     if (!n.ok()) co_return n.error();
     if (*n) {

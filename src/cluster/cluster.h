@@ -107,8 +107,16 @@ class Cluster {
   // Awaited before the create is answered; etcd not answering is logged
   // and the record is made by the next reconcile.
   asio::awaitable<void> Record(const std::string& id, const std::string& owner);
-  // Where `id` lives (nullopt: no record; etcd down: an error).
+  // Where `id` lives (nullopt: no record; etcd down: an error). A
+  // sandbox never moves, so its node is cached after the first read
+  // (whether that node is alive, and its URL, come from the current nodes
+  // view each time); `Forget` drops an entry that proved wrong (the node
+  // answered 404 or could not be reached, the sandbox was deleted).
   asio::awaitable<Result<std::optional<SandboxHome>>> Lookup(const std::string& id);
+  void Forget(const std::string& id) { owners_.erase(id); }
+  // Owner lookups answered from the cache / from etcd, since start.
+  uint64_t lookups_cached() const { return lookups_cached_; }
+  uint64_t lookups_etcd() const { return lookups_etcd_; }
   // Every sandbox record whose node is gone (they are reported failed).
   asio::awaitable<Result<std::vector<std::pair<std::string, SandboxHome>>>> Orphans();
 
@@ -164,6 +172,9 @@ class Cluster {
   bool etcd_ok_ = false;
   bool stopping_ = false;
   std::map<std::string, NodeInfo> nodes_;
+  // Sandbox id -> {node, owner} (SandboxHome without the liveness).
+  std::map<std::string, SandboxHome> owners_;
+  uint64_t lookups_cached_ = 0, lookups_etcd_ = 0;
 };
 
 }  // namespace hutch::cluster

@@ -52,6 +52,19 @@ asio::awaitable<void> SendAnswer(HttpContext& ctx, http::response<http::string_b
   co_await ctx.SendText(res.result_int(), type, std::move(body));
 }
 
+// What the live nodes' records add up to.
+struct Totals {
+  int64_t used = 0, capacity = 0;
+};
+Totals Sum(const std::map<std::string, cluster::NodeInfo>& nodes) {
+  Totals t;
+  for (const auto& [name, n] : nodes) {
+    t.used += n.record.value("used_sandboxes", int64_t{0});
+    t.capacity += n.record.value("/capacity/sandboxes"_json_pointer, int64_t{0});
+  }
+  return t;
+}
+
 // The create routes placed cluster-wide, by dialect.
 std::optional<CreateDialect> CreateRoute(const std::vector<std::string>& seg) {
   const auto is = [&](std::initializer_list<const char*> want) {
@@ -65,6 +78,37 @@ std::optional<CreateDialect> CreateRoute(const std::vector<std::string>& seg) {
 }
 
 }  // namespace
+
+ClusterRelay::ClusterRelay(cluster::Cluster* cluster, SandboxManager* mgr, auth::Credentials* creds,
+                           Router* router)
+    : cluster_(cluster),
+      mgr_(mgr),
+      creds_(creds),
+      router_(router),
+      templates_(cluster, mgr->templates(), creds),
+      nodes_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_nodes", "Live nodes of the cluster (records in etcd)")),
+      sandboxes_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_sandboxes", "Sandboxes on all live nodes, from their records")),
+      capacity_gauge_(router->metrics().registry.AddGauge("hutch_cluster_capacity_sandboxes",
+                                                          "Sandbox capacity of all live nodes")),
+      etcd_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_etcd_reachable", "1 if this node's last call to etcd succeeded")),
+      lookups_(router->metrics().registry.AddCounterFamily(
+          "hutch_cluster_owner_lookups_total",
+          "Lookups of the node holding a sandbox, by where the answer came from", {"source"})) {}
+
+void ClusterRelay::UpdateMetrics() {
+  const Totals t = Sum(cluster_->nodes());
+  nodes_gauge_.Set(static_cast<double>(cluster_->nodes().size()));
+  sandboxes_gauge_.Set(static_cast<double>(t.used));
+  capacity_gauge_.Set(static_cast<double>(t.capacity));
+  etcd_gauge_.Set(cluster_->etcd_reachable() ? 1 : 0);
+  lookups_.With({"cache"}).Inc(cluster_->lookups_cached() - lookups_cached_seen_);
+  lookups_.With({"etcd"}).Inc(cluster_->lookups_etcd() - lookups_etcd_seen_);
+  lookups_cached_seen_ = cluster_->lookups_cached();
+  lookups_etcd_seen_ = cluster_->lookups_etcd();
+}
 
 auth::Principal ClusterRelay::Caller(const HttpContext& ctx) const {
   return creds_->MatchAnyKey({auth::BearerToken(ctx.Header("Authorization")),
@@ -114,6 +158,12 @@ asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<
   if (!*home || (*home)->node == cluster_->node()) co_return false;
   if (!(*home)->node_alive) co_return co_await AnswerLost(ctx, seg, *id, **home);
   co_await RelayTo(ctx, (*home)->node, (*home)->advertise);
+  // The cached owner may be stale: the sandbox was deleted (404, or this
+  // was its DELETE) or its node is not reachable.
+  const int status = ctx.status_sent();
+  if (status == 404 || status == 409 || status >= 500 ||
+      (seg.size() == 3 && ctx.method() == http::verb::delete_))
+    cluster_->Forget(*id);
   co_return true;
 }
 
@@ -350,8 +400,13 @@ asio::awaitable<bool> ClusterRelay::ListCluster(HttpContext& ctx) {
 asio::awaitable<void> ClusterRelay::ListNodes(HttpContext& ctx) {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& [name, n] : cluster_->nodes()) items.push_back(n.record);
-  const nlohmann::json out = {
-      {"node", cluster_->node()}, {"etcd_reachable", cluster_->etcd_reachable()}, {"items", items}};
+  const Totals t = Sum(cluster_->nodes());
+  const nlohmann::json totals = {
+      {"nodes", items.size()}, {"sandboxes", t.used}, {"capacity_sandboxes", t.capacity}};
+  const nlohmann::json out = {{"node", cluster_->node()},
+                              {"etcd_reachable", cluster_->etcd_reachable()},
+                              {"totals", totals},
+                              {"items", items}};
   co_await ctx.SendJson(200, out);
 }
 

@@ -20,6 +20,7 @@
 #include "auth/credentials.h"
 #include "cluster/cluster.h"
 #include "core/sandbox_manager.h"
+#include "http/metrics.h"
 #include "http/router.h"
 #include "server/cluster_templates.h"
 
@@ -30,17 +31,14 @@ enum class CreateDialect { kV1, kE2b, kOpenSandbox };
 class ClusterRelay {
  public:
   ClusterRelay(cluster::Cluster* cluster, SandboxManager* mgr, auth::Credentials* creds,
-               Router* router)
-      : cluster_(cluster),
-        mgr_(mgr),
-        creds_(creds),
-        router_(router),
-        templates_(cluster, mgr->templates(), creds) {}
+               Router* router);
 
   // The router's forwarder: true when the request was answered here.
   asio::awaitable<bool> Forward(HttpContext& ctx, const std::vector<std::string>& seg);
   // GET /v1/nodes (behind the /v1 guard).
   asio::awaitable<void> ListNodes(HttpContext& ctx);
+  // The hutch_cluster_* gauges, from the node records (at scrape time).
+  void UpdateMetrics();
 
  private:
   asio::awaitable<void> RelayTo(HttpContext& ctx, const std::string& node,
@@ -68,6 +66,13 @@ class ClusterRelay {
   auth::Credentials* creds_;
   Router* router_;
   ClusterTemplates templates_;
+  // Cluster totals on this node's /metrics (docs/cluster.md).
+  Gauge& nodes_gauge_;
+  Gauge& sandboxes_gauge_;
+  Gauge& capacity_gauge_;
+  Gauge& etcd_gauge_;
+  Family<Counter>& lookups_;
+  uint64_t lookups_cached_seen_ = 0, lookups_etcd_seen_ = 0;
 };
 
 }  // namespace hutch::api
