@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "client/http_client.h"
@@ -319,17 +320,34 @@ TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
   EXPECT_EQ(NodesOf(b), both);
 }
 
+// One etcd and two joined nodes, node-a and node-b.
+class ApiClusterTwoNodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+    etcd_ = std::make_unique<EtcdProcess>();
+    ASSERT_TRUE(etcd_->ok());
+    a_ = std::make_unique<TestServer>(NodeArgs(*etcd_, "node-a"));
+    b_ = std::make_unique<TestServer>(NodeArgs(*etcd_, "node-b"));
+    ASSERT_TRUE(Joined({a_.get(), b_.get()}, {"node-a", "node-b"}));
+  }
+  // Nodes first, etcd last.
+  void TearDown() override {
+    b_.reset();
+    a_.reset();
+    etcd_.reset();
+  }
+  std::unique_ptr<EtcdProcess> etcd_;
+  std::unique_ptr<TestServer> a_, b_;
+};
+
 // A template built on one node is usable on another: a create of it with
 // affinity to a node that lacks it makes that node copy the build (a tar
 // stream of its build dirs from the node that has it), then the sandbox
 // runs from the copy, files and defaults as built.
-TEST(ApiCluster, TemplateBuiltOnOneNodeRunsOnAnother) {
-  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
-  EtcdProcess etcd;
-  ASSERT_TRUE(etcd.ok());
-  TestServer a(NodeArgs(etcd, "node-a"));
-  TestServer b(NodeArgs(etcd, "node-b"));
-  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+TEST_F(ApiClusterTwoNodes, TemplateBuiltOnOneNodeRunsOnAnother) {
+  TestServer& a = *a_;
+  TestServer& b = *b_;
   const std::string spec = R"(
 name = "copied"
 from = "base"
@@ -380,13 +398,9 @@ COPIED = "yes"
 // one cluster-wide; a create retried with the same Idempotency-Key
 // through the other node returns the same sandbox; E2B creates through
 // one node are placed over both.
-TEST(ApiCluster, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
-  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
-  EtcdProcess etcd;
-  ASSERT_TRUE(etcd.ok());
-  TestServer a(NodeArgs(etcd, "node-a"));
-  TestServer b(NodeArgs(etcd, "node-b"));
-  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+TEST_F(ApiClusterTwoNodes, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
+  TestServer& a = *a_;
+  TestServer& b = *b_;
   auto ca = a.Client();
   auto cb = b.Client();
 
