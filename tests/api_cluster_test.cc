@@ -327,7 +327,9 @@ class ApiClusterTwoNodes : public ::testing::Test {
     if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
     etcd_ = std::make_unique<EtcdProcess>();
     ASSERT_TRUE(etcd_->ok());
-    a_ = std::make_unique<TestServer>(NodeArgs(*etcd_, "node-a"));
+    auto args = NodeArgs(*etcd_, "node-a");
+    args.insert(args.end(), a_extra_.begin(), a_extra_.end());
+    a_ = std::make_unique<TestServer>(args);
     b_ = std::make_unique<TestServer>(NodeArgs(*etcd_, "node-b"));
     ASSERT_TRUE(Joined({a_.get(), b_.get()}, {"node-a", "node-b"}));
   }
@@ -337,15 +339,23 @@ class ApiClusterTwoNodes : public ::testing::Test {
     a_.reset();
     etcd_.reset();
   }
+  std::vector<std::string> a_extra_;  // more flags for node-a
   std::unique_ptr<EtcdProcess> etcd_;
   std::unique_ptr<TestServer> a_, b_;
 };
 
-// A template built on one node is usable on another: a create of it with
-// affinity to a node that lacks it makes that node copy the build (a tar
-// stream of its build dirs from the node that has it), then the sandbox
-// runs from the copy, files and defaults as built.
-TEST_F(ApiClusterTwoNodes, TemplateBuiltOnOneNodeRunsOnAnother) {
+// The same with room for one sandbox on node-a.
+class ApiClusterSmallA : public ApiClusterTwoNodes {
+ protected:
+  ApiClusterSmallA() { a_extra_ = {"--max-sandboxes", "1"}; }
+};
+
+// A template built on one node is usable on another: the first create of
+// it goes to the node that has it; with that node full, the next goes to
+// the other, which copies the build first (a tar stream of its build dirs
+// from the node that has it), and the sandbox runs from the copy, files
+// and defaults as built.
+TEST_F(ApiClusterSmallA, TemplateBuiltOnOneNodeRunsOnAnother) {
   TestServer& a = *a_;
   TestServer& b = *b_;
   const std::string spec = R"(
@@ -375,8 +385,11 @@ COPIED = "yes"
   EXPECT_FALSE(lists(a, "node-b"));
 
   auto ca = a.Client();
-  auto made = ca.Json("POST", "/v1/sandboxes",
-                      {{"template", "copied"}, {"node", "node-b"}, {"ttl_seconds", 300}});
+  const nlohmann::json create = {{"template", "copied"}, {"ttl_seconds", 300}};
+  auto first = ca.Json("POST", "/v1/sandboxes", create);
+  ASSERT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(first.json().value("node", ""), "node-a");
+  auto made = ca.Json("POST", "/v1/sandboxes", create);
   ASSERT_EQ(made.status, 201) << made.body << b.Log();
   const std::string id = made.json().value("id", "");
   EXPECT_EQ(made.json().value("node", ""), "node-b");

@@ -320,6 +320,7 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
   // Optimistic: read each candidate's placement version, count what it
   // holds and what is reserved on it, then reserve on the best under a
   // txn that fails if another placement on that node came in between.
+  bool widened = false;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const NodeInfo* best = nullptr;
     int64_t best_free = 0, best_version = 0;
@@ -340,6 +341,14 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
         best_free = free;
         best_version = version;
       }
+    }
+    if (best_free <= 0 && affinity.empty() && !widened) {
+      // Every node with the template is full: any node with room will do
+      // (it copies the template first: server/cluster_templates.h).
+      widened = true;
+      candidates.clear();
+      for (const auto& [name, n] : nodes_) candidates.push_back(n);
+      continue;
     }
     if (best_free <= 0) {
       std::string why = "every node of the cluster is full";

@@ -122,7 +122,8 @@ class Cluster {
 
   // The node a create goes to: `affinity` when given (it must be alive),
   // else the live node with the most free slots that has `template_name`
-  // (this node on a tie). The choice is taken under a txn on the node's
+  // (this node on a tie; when every node with it is full, any node with
+  // room, which then copies the template). The choice is taken under a txn on the node's
   // placement key, with a reservation that counts against the node until
   // `Release` (or the placing node's lease ends), so two nodes placing at
   // once never overbook one.
