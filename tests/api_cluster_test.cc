@@ -409,8 +409,8 @@ COPIED = "yes"
 // sandboxes that mount it to B (a create through A lands there; affinity
 // elsewhere is refused; the volume's routes answer through A); its name is
 // one cluster-wide; a create retried with the same Idempotency-Key
-// through the other node returns the same sandbox; E2B creates through
-// one node are placed over both.
+// through the other node returns the same sandbox; E2B and OpenSandbox
+// creates through one node are placed over both.
 TEST_F(ApiClusterTwoNodes, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
   TestServer& a = *a_;
   TestServer& b = *b_;
@@ -451,6 +451,19 @@ TEST_F(ApiClusterTwoNodes, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
     e2b_nodes.insert(ca.Request("GET", "/v1/sandboxes/" + id).json().value("node", ""));
   }
   EXPECT_EQ(e2b_nodes, (std::set<std::string>{"node-a", "node-b"}));
+  // OpenSandbox's creates through A likewise.
+  std::set<std::string> osb_nodes;
+  const nlohmann::json osb_body = {{"image", {{"uri", "ubuntu:22.04"}}},
+                                   {"entrypoint", nlohmann::json::array({"sleep", "600"})},
+                                   {"resourceLimits", {{"cpu", "500m"}, {"memory", "256Mi"}}}};
+  for (int i = 0; i < 4; ++i) {
+    auto r = ca.Request("POST", "/opensandbox/v1/sandboxes", osb_body.dump(),
+                        {{"OPEN-SANDBOX-API-KEY", a.key()}, {"Content-Type", "application/json"}});
+    ASSERT_TRUE(r.status == 200 || r.status == 201 || r.status == 202) << r.body;
+    const std::string id = r.json().value("id", "");
+    osb_nodes.insert(ca.Request("GET", "/v1/sandboxes/" + id).json().value("node", ""));
+  }
+  EXPECT_EQ(osb_nodes, (std::set<std::string>{"node-a", "node-b"}));
 }
 
 TEST(ApiCluster, SingleHutchdIsUnchanged) {
