@@ -63,7 +63,7 @@ Cluster::Cluster(asio::any_io_executor ex, ClusterOptions opts, Describe describ
       describe_(std::move(describe)),
       local_(std::move(local)),
       drop_(std::move(drop)),
-      etcd_(ex, opts_.etcd) {}
+      etcd_(ex, opts_.etcd, opts_.etcd_tls) {}
 
 void Cluster::Note(const Status& st, const char* what) {
   if (st.ok()) {

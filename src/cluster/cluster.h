@@ -51,6 +51,7 @@ namespace hutch::cluster {
 
 struct ClusterOptions {
   std::vector<std::string> etcd;  // endpoints
+  EtcdTls etcd_tls;               // for https:// endpoints
   std::string node;               // this node's name
   std::string advertise;          // "http://HOST:PORT" other nodes reach it at
   // The node's lease: how long after its last keepalive it counts as gone.
