@@ -466,6 +466,30 @@ TEST_F(ApiClusterTwoNodes, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
   EXPECT_EQ(osb_nodes, (std::set<std::string>{"node-a", "node-b"}));
 }
 
+// Nodes joined through an etcd that speaks only TLS and wants client
+// certificates (--cluster-etcd https://… with --cluster-etcd-ca/-cert/-key):
+// both are listed and a create through one is made on the other.
+TEST(ApiCluster, JoinsThroughTlsEtcd) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd(1, /*tls=*/true);
+  ASSERT_TRUE(etcd.ok());
+  auto args = [&](const std::string& name) {
+    auto a = NodeArgs(etcd, name);
+    a.insert(a.end(), {"--cluster-etcd-ca", etcd.ca(), "--cluster-etcd-cert", etcd.client_cert(),
+                       "--cluster-etcd-key", etcd.client_key()});
+    return a;
+  };
+  TestServer a(args("node-a"));
+  TestServer b(args("node-b"));
+  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+  auto made = a.Client().Json("POST", "/v1/sandboxes", {{"node", "node-b"}, {"ttl_seconds", 60}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.json().value("node", ""), "node-b");
+  // Without the client certificate a node does not start.
+  TestServer c(NodeArgs(etcd, "node-c"));
+  EXPECT_TRUE(!c.ok() || NodesOf(c).empty());
+}
+
 TEST(ApiCluster, SingleHutchdIsUnchanged) {
   TestServer s;
   ASSERT_TRUE(s.ok());
