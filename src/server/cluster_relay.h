@@ -1,9 +1,12 @@
 // The HTTP side of a cluster node (issue 27): the router's forwarder,
 // which relays a request about a sandbox another node holds to that node
 // (streamed both ways through api/common/http_relay: unary, SSE, uploads,
-// downloads, WebSocket upgrades), places /v1 creates on a node chosen
-// under an etcd txn, lists the cluster's sandboxes, and reports the
-// sandboxes of a node that left as failed. GET /v1/nodes lists the nodes.
+// downloads, WebSocket upgrades), places creates (/v1, E2B, OpenSandbox)
+// on a node chosen under an etcd txn (volumes pin, Idempotency-Keys are
+// claimed cluster-wide, a missing template is copied first), serves
+// volumes where they live, lists the cluster's sandboxes, and reports the
+// sandboxes of a node that left as failed. GET /v1/nodes lists the nodes
+// with totals; /metrics gets hutch_cluster_*.
 //
 // Nodes share one key set (and server secret): a relayed request keeps the
 // client's own credentials and the owner node authenticates it as any
