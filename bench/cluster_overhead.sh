@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What a relay through a non-owner node costs (issue 27): one etcd and two
 # hutchd nodes on loopback; a sandbox on node b; N blocking execs sent to b
-# (the owner) and to a (relayed), then N creates on b placed through a and
-# made on b directly. Prints p50/p99 (ms) of each, from curl's time_total.
+# (the owner) and to a (relayed), then N/5 creates on b made on b directly
+# and placed through a. The two of each pair take turns (owner, relayed,
+# owner, ...), so a busy machine slows both alike. Prints p50/p99 (ms) of
+# each, from curl's time_total.
 #   bench/cluster_overhead.sh HUTCHD [TEMPLATES_DIR] [N]
 # Run as root; it stops what it started (by PID) and removes its temp dir.
 set -euo pipefail
@@ -44,20 +46,25 @@ ID=$(curl -s "${H[@]}" -d '{"node":"b","ttl_seconds":900}' $A/v1/sandboxes |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
 pct() { sort -n | awk '{a[NR]=$1} END {printf "p50 %.2f ms  p99 %.2f ms  (n=%d)\n", a[int(NR*0.5)+1]*1000, a[int(NR*0.99)+1]*1000, NR}'; }
-exec_times() {
-  for _ in $(seq 1 "$N"); do
-    curl -s -o /dev/null -w '%{time_total}\n' "${H[@]}" -d '{"cmd":"true"}' "$1/v1/sandboxes/$ID/exec"
+# One sample each of $1 (owner) and $2 (relayed), appended to the files.
+exec_pair() {
+  for url in "$1" "$2"; do
+    curl -s -o /dev/null -w '%{time_total}\n' "${H[@]}" -d '{"cmd":"true"}' \
+      "$url/v1/sandboxes/$ID/exec" >>"$DIR/exec-$([[ $url == "$B" ]] && echo owner || echo relayed)"
   done
 }
-create_times() {
-  for _ in $(seq 1 "$((N / 10))"); do
-    out=$(curl -s -w '\n%{time_total}' "${H[@]}" -d "$2" "$1/v1/sandboxes")
-    tail -1 <<<"$out"
-    id=$(head -1 <<<"$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-    curl -s -o /dev/null -X DELETE "${H[@]}" "$B/v1/sandboxes/$id"
-  done
+create_one() {  # url body file
+  out=$(curl -s -w '\n%{time_total}' "${H[@]}" -d "$2" "$1/v1/sandboxes")
+  tail -1 <<<"$out" >>"$3"
+  id=$(head -1 <<<"$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  curl -s -o /dev/null -X DELETE "${H[@]}" "$B/v1/sandboxes/$id"
 }
-echo "exec, owner (b):      $(exec_times $B | pct)"
-echo "exec, relayed (a->b): $(exec_times $A | pct)"
-echo "create on b, direct:          $(create_times $B '{"ttl_seconds":60}' | pct)"
-echo "create on b, placed through a: $(create_times $A '{"node":"b","ttl_seconds":60}' | pct)"
+for _ in $(seq 1 "$N"); do exec_pair "$B" "$A"; done
+for _ in $(seq 1 "$((N / 5))"); do
+  create_one "$B" '{"ttl_seconds":60}' "$DIR/create-owner"
+  create_one "$A" '{"node":"b","ttl_seconds":60}' "$DIR/create-relayed"
+done
+echo "exec, owner (b):               $(pct <"$DIR/exec-owner")"
+echo "exec, relayed (a->b):          $(pct <"$DIR/exec-relayed")"
+echo "create on b, sent to b:        $(pct <"$DIR/create-owner")"
+echo "create on b, placed through a: $(pct <"$DIR/create-relayed")"

@@ -12,10 +12,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "client/http_client.h"
 #include "tests/support/etcd_process.h"
+#include "tests/support/exposition.h"
 #include "tests/support/test_server.h"
 
 namespace hutch::testing {
@@ -262,12 +264,35 @@ TEST(ApiCluster, CreatesThroughOneNodeSpreadOverThree) {
     ids.push_back(r.json().value("id", ""));
   }
   for (const auto& n : all) EXPECT_GE(per_node[n], 5) << n;
+  // Cluster totals, on any node: GET /v1/nodes and /metrics add up the
+  // records (each node republishes its count every tick).
+  auto total = [](const TestServer& s) {
+    return s.Client().Request("GET", "/v1/nodes").json()["totals"].value("sandboxes", -1);
+  };
+  EXPECT_TRUE(WaitFor([&] { return total(c) == 30; }, 10)) << total(c);
+  PromParse prom;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        prom = ParseExposition(b.Client().Request("GET", "/metrics").body);
+        return prom.Value("hutch_cluster_sandboxes") == 30;
+      },
+      10));
+  ASSERT_TRUE(prom.ok()) << prom.error;
+  EXPECT_EQ(prom.Value("hutch_cluster_nodes"), 3);
+  EXPECT_GT(prom.Value("hutch_cluster_capacity_sandboxes").value_or(0), 30);
   for (TestServer* s : {&a, &b, &c}) {
     auto list = s->Client().Request("GET", "/v1/sandboxes?limit=1000").json();
     std::set<std::string> listed;
     for (const auto& it : list["items"]) listed.insert(it.value("id", ""));
     for (const auto& id : ids) EXPECT_TRUE(listed.count(id)) << id;
   }
+  // Through a node that holds none of them: each owner is read from etcd
+  // once, then from the cache.
+  for (int round = 0; round < 2; ++round)
+    for (const auto& id : ids) c.Client().Request("GET", "/v1/sandboxes/" + id);
+  auto lookups = ParseExposition(c.Client().Request("GET", "/metrics").body);
+  EXPECT_GE(lookups.Value("hutch_cluster_owner_lookups_total", {{"source", "cache"}}).value_or(0),
+            per_node["node-a"] + per_node["node-b"]);
   for (const auto& id : ids) EXPECT_EQ(ca.Request("DELETE", "/v1/sandboxes/" + id).status, 204);
 }
 
@@ -293,6 +318,176 @@ TEST(ApiCluster, KeepsWorkingWithOneEtcdMemberOfThreeDown) {
   std::this_thread::sleep_for(std::chrono::seconds(4));
   EXPECT_EQ(NodesOf(a), both);
   EXPECT_EQ(NodesOf(b), both);
+}
+
+// One etcd and two joined nodes, node-a and node-b.
+class ApiClusterTwoNodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+    etcd_ = std::make_unique<EtcdProcess>();
+    ASSERT_TRUE(etcd_->ok());
+    auto args = NodeArgs(*etcd_, "node-a");
+    args.insert(args.end(), a_extra_.begin(), a_extra_.end());
+    a_ = std::make_unique<TestServer>(args);
+    b_ = std::make_unique<TestServer>(NodeArgs(*etcd_, "node-b"));
+    ASSERT_TRUE(Joined({a_.get(), b_.get()}, {"node-a", "node-b"}));
+  }
+  // Nodes first, etcd last.
+  void TearDown() override {
+    b_.reset();
+    a_.reset();
+    etcd_.reset();
+  }
+  std::vector<std::string> a_extra_;  // more flags for node-a
+  std::unique_ptr<EtcdProcess> etcd_;
+  std::unique_ptr<TestServer> a_, b_;
+};
+
+// The same with room for one sandbox on node-a.
+class ApiClusterSmallA : public ApiClusterTwoNodes {
+ protected:
+  ApiClusterSmallA() { a_extra_ = {"--max-sandboxes", "1"}; }
+};
+
+// A template built on one node is usable on another: the first create of
+// it goes to the node that has it; with that node full, the next goes to
+// the other, which copies the build first (a tar stream of its build dirs
+// from the node that has it), and the sandbox runs from the copy, files
+// and defaults as built.
+TEST_F(ApiClusterSmallA, TemplateBuiltOnOneNodeRunsOnAnother) {
+  TestServer& a = *a_;
+  TestServer& b = *b_;
+  const std::string spec = R"(
+name = "copied"
+from = "base"
+run = ["mkdir -p /opt/c && echo built-on-a > /opt/c/where.txt"]
+workdir = "/opt/c"
+
+[env]
+COPIED = "yes"
+)";
+  auto built =
+      a.Client().SseRequest("POST", "/v1/templates", spec,
+                            {{"Content-Type", "application/toml"}, {"Accept", "text/event-stream"}},
+                            [](const client::SseEvent&) { return true; });
+  ASSERT_EQ(built.status, 200) << built.body;
+  // A's record lists it (republished each tick); B has none of it.
+  auto lists = [](const TestServer& s, const std::string& node) {
+    auto j = s.Client().Request("GET", "/v1/nodes").json();
+    for (const auto& n : j["items"])
+      if (n.value("name", "") == node)
+        for (const auto& t : n["templates"])
+          if (t == "copied") return true;
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return lists(a, "node-a"); }, 10));
+  EXPECT_FALSE(lists(a, "node-b"));
+
+  auto ca = a.Client();
+  const nlohmann::json create = {{"template", "copied"}, {"ttl_seconds", 300}};
+  auto first = ca.Json("POST", "/v1/sandboxes", create);
+  ASSERT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(first.json().value("node", ""), "node-a");
+  auto made = ca.Json("POST", "/v1/sandboxes", create);
+  ASSERT_EQ(made.status, 201) << made.body << b.Log();
+  const std::string id = made.json().value("id", "");
+  EXPECT_EQ(made.json().value("node", ""), "node-b");
+  auto r = a.Exec(id, "cat where.txt; echo $COPIED");
+  EXPECT_EQ(r.value("stdout", ""), "built-on-a\nyes\n") << r.dump();
+  // B now lists the template as its own; a second create needs no copy.
+  EXPECT_TRUE(WaitFor([&] { return lists(b, "node-b"); }, 10));
+  auto again = b.Client().Json("POST", "/v1/sandboxes",
+                               {{"template", "copied"}, {"node", "node-b"}, {"ttl_seconds", 300}});
+  EXPECT_EQ(again.status, 201) << again.body;
+  // The copy routes want a key, as every route.
+  client::HttpClient wrong("127.0.0.1", a.port(), "wrong-key");
+  EXPECT_EQ(wrong.Request("GET", "/v1/cluster/templates/copied/export").status, 401);
+}
+
+// One service for what a create refers to: a volume made on B pins the
+// sandboxes that mount it to B (a create through A lands there; affinity
+// elsewhere is refused; the volume's routes answer through A); its name is
+// one cluster-wide; a create retried with the same Idempotency-Key
+// through the other node returns the same sandbox; E2B and OpenSandbox
+// creates through one node are placed over both.
+TEST_F(ApiClusterTwoNodes, VolumesIdempotencyAndDialectCreatesAreClusterWide) {
+  TestServer& a = *a_;
+  TestServer& b = *b_;
+  auto ca = a.Client();
+  auto cb = b.Client();
+
+  auto vol = cb.Json("POST", "/v1/volumes", {{"name", "shared"}, {"size_mb", 64}});
+  ASSERT_EQ(vol.status, 201) << vol.body;
+  EXPECT_EQ(ca.Json("POST", "/v1/volumes", {{"name", "shared"}}).status, 409);
+  const nlohmann::json mounts = {{{"name", "shared"}, {"path", "/data"}}};
+  auto pinned = ca.Json("POST", "/v1/sandboxes", {{"volumes", mounts}, {"ttl_seconds", 300}});
+  ASSERT_EQ(pinned.status, 201) << pinned.body;
+  EXPECT_EQ(pinned.json().value("node", ""), "node-b");
+  auto w = a.Exec(pinned.json().value("id", ""), "echo kept > /data/f && cat /data/f");
+  EXPECT_EQ(w.value("stdout", ""), "kept\n") << w.dump();
+  auto elsewhere = ca.Json("POST", "/v1/sandboxes",
+                           {{"volumes", mounts}, {"node", "node-a"}, {"ttl_seconds", 300}});
+  EXPECT_EQ(elsewhere.status, 409) << elsewhere.body;
+  EXPECT_NE(elsewhere.body.find("node-b"), std::string::npos) << elsewhere.body;
+  auto got = ca.Request("GET", "/v1/volumes/shared");
+  EXPECT_EQ(got.status, 200) << got.body;
+
+  const std::string body = nlohmann::json{{"ttl_seconds", 300}}.dump();
+  const std::map<std::string, std::string> idem = {{"Content-Type", "application/json"},
+                                                   {"Idempotency-Key", "retry-1"}};
+  auto first = ca.Request("POST", "/v1/sandboxes", body, idem);
+  ASSERT_EQ(first.status, 201) << first.body;
+  auto again = cb.Request("POST", "/v1/sandboxes", body, idem);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json().value("id", ""), first.json().value("id", ""));
+
+  std::set<std::string> e2b_nodes;
+  for (int i = 0; i < 4; ++i) {
+    auto r = ca.Request("POST", "/e2b/sandboxes", nlohmann::json{{"templateID", "base"}}.dump(),
+                        {{"X-API-Key", a.key()}, {"Content-Type", "application/json"}});
+    ASSERT_EQ(r.status, 201) << r.body;
+    const std::string id = r.json().value("sandboxID", "");
+    e2b_nodes.insert(ca.Request("GET", "/v1/sandboxes/" + id).json().value("node", ""));
+  }
+  EXPECT_EQ(e2b_nodes, (std::set<std::string>{"node-a", "node-b"}));
+  // OpenSandbox's creates through A likewise.
+  std::set<std::string> osb_nodes;
+  const nlohmann::json osb_body = {{"image", {{"uri", "ubuntu:22.04"}}},
+                                   {"entrypoint", nlohmann::json::array({"sleep", "600"})},
+                                   {"resourceLimits", {{"cpu", "500m"}, {"memory", "256Mi"}}}};
+  for (int i = 0; i < 4; ++i) {
+    auto r = ca.Request("POST", "/opensandbox/v1/sandboxes", osb_body.dump(),
+                        {{"OPEN-SANDBOX-API-KEY", a.key()}, {"Content-Type", "application/json"}});
+    ASSERT_TRUE(r.status == 200 || r.status == 201 || r.status == 202) << r.body;
+    const std::string id = r.json().value("id", "");
+    osb_nodes.insert(ca.Request("GET", "/v1/sandboxes/" + id).json().value("node", ""));
+  }
+  EXPECT_EQ(osb_nodes, (std::set<std::string>{"node-a", "node-b"}));
+}
+
+// Nodes joined through an etcd that speaks only TLS and wants client
+// certificates (--cluster-etcd https://… with --cluster-etcd-ca/-cert/-key):
+// both are listed and a create through one is made on the other.
+TEST(ApiCluster, JoinsThroughTlsEtcd) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd(1, /*tls=*/true);
+  ASSERT_TRUE(etcd.ok());
+  auto args = [&](const std::string& name) {
+    auto a = NodeArgs(etcd, name);
+    a.insert(a.end(), {"--cluster-etcd-ca", etcd.ca(), "--cluster-etcd-cert", etcd.client_cert(),
+                       "--cluster-etcd-key", etcd.client_key()});
+    return a;
+  };
+  TestServer a(args("node-a"));
+  TestServer b(args("node-b"));
+  ASSERT_TRUE(Joined({&a, &b}, {"node-a", "node-b"}));
+  auto made = a.Client().Json("POST", "/v1/sandboxes", {{"node", "node-b"}, {"ttl_seconds", 60}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.json().value("node", ""), "node-b");
+  // Without the client certificate a node does not start.
+  TestServer c(NodeArgs(etcd, "node-c"));
+  EXPECT_TRUE(!c.ok() || NodesOf(c).empty());
 }
 
 TEST(ApiCluster, SingleHutchdIsUnchanged) {

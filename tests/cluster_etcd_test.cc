@@ -91,7 +91,9 @@ TEST(ClusterEtcd, LeasePutRangeTxnAndFailover) {
 
 TEST(ClusterEtcd, EndpointsAreCheckedAndDownIsUnavailable) {
   EXPECT_FALSE(EtcdClient::ParseEndpoints("").ok());
-  EXPECT_FALSE(EtcdClient::ParseEndpoints("https://a:2379").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("unix://a:2379").ok());
+  EXPECT_TRUE(EtcdClient::ParseEndpoints("https://a:2379").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("https://a").ok());
   EXPECT_FALSE(EtcdClient::ParseEndpoints("http://a").ok());
   auto two = EtcdClient::ParseEndpoints("http://a:1,b:2");
   ASSERT_TRUE(two.ok());
@@ -103,6 +105,41 @@ TEST(ClusterEtcd, EndpointsAreCheckedAndDownIsUnavailable) {
     if (!r.ok()) code = r.error().code;
   });
   EXPECT_EQ(code, Code::kUnavailable);
+}
+
+// https:// to an etcd that asks for client certificates: with the CA and
+// a client certificate the calls go through; without the certificate,
+// or trusting another CA, they fail (nothing is written).
+TEST(ClusterEtcd, SpeaksTlsWithAClientCertificate) {
+  if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  EtcdProcess etcd(1, /*tls=*/true);
+  ASSERT_TRUE(etcd.ok());
+  ASSERT_EQ(etcd.url().rfind("https://", 0), 0u);
+  const EtcdTls good{etcd.ca(), etcd.client_cert(), etcd.client_key()};
+  EXPECT_TRUE(EtcdClient::CheckTls(good).ok());
+  EXPECT_FALSE(EtcdClient::CheckTls({etcd.ca(), etcd.client_cert(), ""}).ok());
+  bool done = false;
+  RunCoro([&](asio::io_context& io) -> asio::awaitable<void> {
+    EtcdClient c(io.get_executor(), {etcd.url()}, good);
+    EXPECT_TRUE((co_await c.Put("/tls/k", "v")).ok());
+    auto got = co_await c.Get("/tls/k");
+    EXPECT_TRUE(got.ok() && *got && (*got)->value == "v");
+    auto lease = co_await c.Grant(5);
+    EXPECT_TRUE(lease.ok());
+    if (lease.ok()) {
+      auto ttl = co_await c.KeepAlive(*lease);
+      EXPECT_TRUE(ttl.ok() && *ttl > 0);
+    }
+    EtcdClient no_cert(io.get_executor(), {etcd.url()}, {etcd.ca(), "", ""});
+    EXPECT_FALSE((co_await no_cert.Put("/tls/k", "other")).ok());
+    // The system's trust store does not know the test CA.
+    EtcdClient no_ca(io.get_executor(), {etcd.url()}, {"", etcd.client_cert(), etcd.client_key()});
+    EXPECT_FALSE((co_await no_ca.Put("/tls/k", "other")).ok());
+    auto still = co_await c.Get("/tls/k");
+    EXPECT_TRUE(still.ok() && *still && (*still)->value == "v");
+    done = true;
+  });
+  EXPECT_TRUE(done);
 }
 
 }  // namespace

@@ -19,6 +19,21 @@ const std::string kSandboxes = "/hutch/sandboxes/";
 const std::string kNodeSandboxes = "/hutch/node-sandboxes/";
 const std::string kPlacement = "/hutch/placement/";
 const std::string kReservations = "/hutch/reservations/";
+const std::string kIdempotency = "/hutch/idempotency/";
+// Idempotency keys are kept a day on each node (core/idempotency.h); the
+// cluster's record of one lives between that and an hour longer.
+constexpr int64_t kIdempotencyLeaseS = 25 * 3600;
+constexpr auto kIdempotencyLeaseRenew = std::chrono::hours(1);
+// Owner lookups kept (about 100 bytes each).
+constexpr size_t kOwnerCacheMax = 100000;
+
+bool Lists(const nlohmann::json& record, const char* field, const std::string& name) {
+  auto it = record.find(field);
+  if (it == record.end() || !it->is_array()) return false;
+  for (const auto& t : *it)
+    if (t.is_string() && t.get<std::string>() == name) return true;
+  return false;
+}
 
 std::string Tail(const std::string& key, const std::string& prefix) {
   return key.substr(prefix.size());
@@ -36,13 +51,10 @@ int64_t NodeInfo::free_slots() const {
 }
 
 bool NodeInfo::has_template(const std::string& name) const {
-  auto it = record.find("templates");
-  if (it == record.end() || !it->is_array()) return false;
-  const std::string want = name.empty() ? kBaseTemplate : name;
-  for (const auto& t : *it)
-    if (t.is_string() && t.get<std::string>() == want) return true;
-  return false;
+  return Lists(record, "templates", name.empty() ? kBaseTemplate : name);
 }
+
+bool NodeInfo::has_volume(const std::string& name) const { return Lists(record, "volumes", name); }
 
 Cluster::Cluster(asio::any_io_executor ex, ClusterOptions opts, Describe describe, LocalIds local,
                  DropLocal drop)
@@ -51,7 +63,7 @@ Cluster::Cluster(asio::any_io_executor ex, ClusterOptions opts, Describe describ
       describe_(std::move(describe)),
       local_(std::move(local)),
       drop_(std::move(drop)),
-      etcd_(ex, opts_.etcd) {}
+      etcd_(ex, opts_.etcd, opts_.etcd_tls) {}
 
 void Cluster::Note(const Status& st, const char* what) {
   if (st.ok()) {
@@ -235,19 +247,28 @@ asio::awaitable<void> Cluster::Record(const std::string& id, const std::string& 
 }
 
 asio::awaitable<Result<std::optional<SandboxHome>>> Cluster::Lookup(const std::string& id) {
-  auto kv = co_await etcd_.Get(kSandboxes + id);
-  if (!kv.ok()) co_return kv.error();
-  if (!*kv) co_return std::optional<SandboxHome>();
-  auto j = nlohmann::json::parse((*kv)->value, nullptr, false);
-  if (!j.is_object()) co_return std::optional<SandboxHome>();
   SandboxHome h;
-  h.node = j.value("node", "");
-  h.owner = j.value("owner", "");
+  if (auto c = owners_.find(id); c != owners_.end()) {
+    ++lookups_cached_;
+    h = c->second;
+  } else {
+    ++lookups_etcd_;
+    auto kv = co_await etcd_.Get(kSandboxes + id);
+    if (!kv.ok()) co_return kv.error();
+    if (!*kv) co_return std::optional<SandboxHome>();
+    auto j = nlohmann::json::parse((*kv)->value, nullptr, false);
+    if (!j.is_object()) co_return std::optional<SandboxHome>();
+    h.node = j.value("node", "");
+    h.owner = j.value("owner", "");
+    // Bounded: a full cache starts over (entries are one etcd read each).
+    if (owners_.size() >= kOwnerCacheMax) owners_.clear();
+    owners_[id] = h;
+  }
   if (auto it = nodes_.find(h.node); it != nodes_.end()) {
     h.node_alive = true;
     h.advertise = it->second.advertise;
   } else {
-    // A node that joined since the last tick.
+    // A node that joined since the last tick (or left: then it is absent).
     auto n = co_await etcd_.Get(kNodes + h.node);
     if (!n.ok()) co_return n.error();
     if (*n) {
@@ -299,6 +320,7 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
   // Optimistic: read each candidate's placement version, count what it
   // holds and what is reserved on it, then reserve on the best under a
   // txn that fails if another placement on that node came in between.
+  bool widened = false;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const NodeInfo* best = nullptr;
     int64_t best_free = 0, best_version = 0;
@@ -320,6 +342,14 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
         best_version = version;
       }
     }
+    if (best_free <= 0 && affinity.empty() && !widened) {
+      // Every node with the template is full: any node with room will do
+      // (it copies the template first: server/cluster_templates.h).
+      widened = true;
+      candidates.clear();
+      for (const auto& [name, n] : nodes_) candidates.push_back(n);
+      continue;
+    }
     if (best_free <= 0) {
       std::string why = "every node of the cluster is full";
       if (!affinity.empty()) why = "node '" + affinity + "' is full";
@@ -339,6 +369,45 @@ asio::awaitable<Result<Cluster::Placement>> Cluster::Place(const std::string& te
 asio::awaitable<void> Cluster::Release(const std::string& reservation) {
   if (reservation.empty()) co_return;
   (void)co_await etcd_.Delete(reservation);
+}
+
+asio::awaitable<void> Cluster::PublishNow() {
+  if (lease_ == 0) co_return;
+  Note(co_await Publish(), "publish");
+  co_await RefreshNow();
+}
+
+asio::awaitable<void> Cluster::RefreshNow() { Note(co_await RefreshNodes(), "nodes"); }
+
+asio::awaitable<Result<std::string>> Cluster::ClaimIdempotency(const std::string& key,
+                                                               const std::string& node) {
+  const std::string k = kIdempotency + key;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto cur = co_await etcd_.Get(k);
+    if (!cur.ok()) co_return cur.error();
+    int64_t version = 0;
+    if (*cur) {
+      auto j = nlohmann::json::parse((*cur)->value, nullptr, false);
+      std::string held;
+      if (j.is_object()) held = j.value("node", "");
+      if (nodes_.count(held)) co_return held;
+      // Its node left (the sandbox was lost with it): the key is free.
+      version = (*cur)->version;
+    }
+    if (idem_lease_ == 0 ||
+        std::chrono::steady_clock::now() - idem_lease_at_ > kIdempotencyLeaseRenew) {
+      auto lease = co_await etcd_.Grant(kIdempotencyLeaseS);
+      if (!lease.ok()) co_return lease.error();
+      idem_lease_ = *lease;
+      idem_lease_at_ = std::chrono::steady_clock::now();
+    }
+    const std::string value = nlohmann::json{{"node", node}}.dump();
+    std::vector<TxnOp> ops = {{TxnOp::Kind::kPut, k, value, idem_lease_}};
+    auto won = co_await etcd_.TxnIfVersion(k, version, std::move(ops));
+    if (!won.ok()) co_return won.error();
+    if (*won) co_return node;
+  }
+  co_return MakeError(Code::kUnavailable, "idempotency key kept racing with other nodes; retry");
 }
 
 asio::awaitable<void> Cluster::Leave() {

@@ -19,6 +19,11 @@
 //   /hutch/reservations/<node>/<rid>    a create placed on the node and
 //                                       not recorded yet (under the
 //                                       placing node's lease)
+//   /hutch/idempotency/<hash>           {"node"}: the node a create with an
+//                                       Idempotency-Key went to (hash of
+//                                       the key's owner and the key), under
+//                                       a lease of a day and an hour: a
+//                                       retry through any node goes there
 //
 // A node whose lease expired is gone: the others report its sandboxes
 // failed (reason naming it). When it comes back (its record absent at
@@ -46,6 +51,7 @@ namespace hutch::cluster {
 
 struct ClusterOptions {
   std::vector<std::string> etcd;  // endpoints
+  EtcdTls etcd_tls;               // for https:// endpoints
   std::string node;               // this node's name
   std::string advertise;          // "http://HOST:PORT" other nodes reach it at
   // The node's lease: how long after its last keepalive it counts as gone.
@@ -59,6 +65,8 @@ struct NodeInfo {
   // Free sandbox slots the record announces (capacity minus used).
   int64_t free_slots() const;
   bool has_template(const std::string& name) const;
+  // A volume lives on the node whose record lists it.
+  bool has_volume(const std::string& name) const;
 };
 
 // Where a sandbox lives, from its record.
@@ -100,14 +108,23 @@ class Cluster {
   // Awaited before the create is answered; etcd not answering is logged
   // and the record is made by the next reconcile.
   asio::awaitable<void> Record(const std::string& id, const std::string& owner);
-  // Where `id` lives (nullopt: no record; etcd down: an error).
+  // Where `id` lives (nullopt: no record; etcd down: an error). A
+  // sandbox never moves, so its node is cached after the first read
+  // (whether that node is alive, and its URL, come from the current nodes
+  // view each time); `Forget` drops an entry that proved wrong (the node
+  // answered 404 or could not be reached, the sandbox was deleted).
   asio::awaitable<Result<std::optional<SandboxHome>>> Lookup(const std::string& id);
+  void Forget(const std::string& id) { owners_.erase(id); }
+  // Owner lookups answered from the cache / from etcd, since start.
+  uint64_t lookups_cached() const { return lookups_cached_; }
+  uint64_t lookups_etcd() const { return lookups_etcd_; }
   // Every sandbox record whose node is gone (they are reported failed).
   asio::awaitable<Result<std::vector<std::pair<std::string, SandboxHome>>>> Orphans();
 
   // The node a create goes to: `affinity` when given (it must be alive),
   // else the live node with the most free slots that has `template_name`
-  // (this node on a tie). The choice is taken under a txn on the node's
+  // (this node on a tie; when every node with it is full, any node with
+  // room, which then copies the template). The choice is taken under a txn on the node's
   // placement key, with a reservation that counts against the node until
   // `Release` (or the placing node's lease ends), so two nodes placing at
   // once never overbook one.
@@ -118,6 +135,19 @@ class Cluster {
   asio::awaitable<Result<Placement>> Place(const std::string& template_name,
                                            const std::string& affinity);
   asio::awaitable<void> Release(const std::string& reservation);
+
+  // Rewrites this node's record now (a volume was made or deleted: other
+  // nodes place its sandboxes by it).
+  asio::awaitable<void> PublishNow();
+  // Reads the nodes again now (not at the next tick): what a request
+  // decides by must include what another node just published.
+  asio::awaitable<void> RefreshNow();
+
+  // The node a create under the idempotency key `key` (already hashed)
+  // goes to: the node recorded for it while that node is alive, else
+  // `node`, recorded now. Two nodes claiming at once agree (a txn).
+  asio::awaitable<Result<std::string>> ClaimIdempotency(const std::string& key,
+                                                        const std::string& node);
 
   // Stops the loop and revokes the lease (a clean shutdown leaves at once).
   asio::awaitable<void> Leave();
@@ -138,9 +168,15 @@ class Cluster {
   DropLocal drop_;
   EtcdClient etcd_;
   int64_t lease_ = 0;
+  // The lease idempotency records go under, granted anew every hour.
+  int64_t idem_lease_ = 0;
+  std::chrono::steady_clock::time_point idem_lease_at_;
   bool etcd_ok_ = false;
   bool stopping_ = false;
   std::map<std::string, NodeInfo> nodes_;
+  // Sandbox id -> {node, owner} (SandboxHome without the liveness).
+  std::map<std::string, SandboxHome> owners_;
+  uint64_t lookups_cached_ = 0, lookups_etcd_ = 0;
 };
 
 }  // namespace hutch::cluster

@@ -2,10 +2,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "common/base64.h"
 
@@ -61,15 +63,71 @@ nlohmann::json OpJson(const TxnOp& op) {
   return {{"request_put", put}};
 }
 
+// A TLS client context for etcd: the CA (or the system's store), the
+// client certificate and key when given.
+Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const EtcdTls& tls) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  if (!tls.ca.empty()) ctx->load_verify_file(tls.ca, ec);
+  else ctx->set_default_verify_paths(ec);
+  if (ec) return MakeError(Code::kInvalidRequest, "etcd CA " + tls.ca + ": " + ec.message());
+  if (tls.cert.empty() != tls.key.empty())
+    return MakeError(Code::kInvalidRequest, "an etcd client certificate needs its key, and back");
+  if (!tls.cert.empty()) {
+    ctx->use_certificate_chain_file(tls.cert, ec);
+    if (ec)
+      return MakeError(Code::kInvalidRequest, "etcd client cert " + tls.cert + ": " + ec.message());
+    ctx->use_private_key_file(tls.key, asio::ssl::context::pem, ec);
+    if (ec)
+      return MakeError(Code::kInvalidRequest, "etcd client key " + tls.key + ": " + ec.message());
+  }
+  ctx->set_verify_mode(asio::ssl::verify_peer);
+  return ctx;
+}
+
+// One request and its answer over an open connection (plain or TLS).
+template <class Stream>
+asio::awaitable<boost::system::error_code> Exchange(Stream& s,
+                                                    const http::request<http::string_body>& req,
+                                                    http::response_parser<http::string_body>& rp) {
+  boost::system::error_code ec;
+  co_await http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return ec;
+  beast::flat_buffer buf;
+  co_await http::async_read(s, buf, rp, asio::redirect_error(asio::use_awaitable, ec));
+  co_return ec;
+}
+
 }  // namespace
 
-EtcdClient::EtcdClient(asio::any_io_executor ex, std::vector<std::string> endpoints)
+EtcdClient::EtcdClient(asio::any_io_executor ex, std::vector<std::string> endpoints, EtcdTls tls)
     : ex_(std::move(ex)) {
+  bool any_tls = false;
   for (auto& e : endpoints) {
-    if (e.rfind("http://", 0) == 0) e = e.substr(7);
+    Endpoint ep;
+    if (e.rfind("https://", 0) == 0) {
+      ep.tls = any_tls = true;
+      e = e.substr(8);
+    } else if (e.rfind("http://", 0) == 0) {
+      e = e.substr(7);
+    }
     while (!e.empty() && e.back() == '/') e.pop_back();
-    endpoints_.push_back(e);
+    const size_t colon = e.rfind(':');
+    ep.host = e.substr(0, colon);
+    ep.port = colon == std::string::npos ? "2379" : e.substr(colon + 1);
+    endpoints_.push_back(std::move(ep));
   }
+  if (any_tls) {
+    auto ctx = MakeTlsContext(tls);
+    if (ctx.ok()) ssl_ = std::move(ctx).value();
+    else tls_error_ = ctx.error().message;
+  }
+}
+
+Status EtcdClient::CheckTls(const EtcdTls& tls) {
+  auto ctx = MakeTlsContext(tls);
+  if (!ctx.ok()) return ctx.error();
+  return {};
 }
 
 Result<std::vector<std::string>> EtcdClient::ParseEndpoints(const std::string& list) {
@@ -81,10 +139,11 @@ Result<std::vector<std::string>> EtcdClient::ParseEndpoints(const std::string& l
     std::string e = list.substr(start, comma - start);
     start = comma + 1;
     if (e.empty()) continue;
-    if (e.find("://") != std::string::npos && e.rfind("http://", 0) != 0)
+    const bool https = e.rfind("https://", 0) == 0;
+    if (e.find("://") != std::string::npos && e.rfind("http://", 0) != 0 && !https)
       return MakeError(Code::kInvalidRequest,
-                       "--cluster-etcd " + e + ": only http:// endpoints are spoken");
-    std::string hostport = e.rfind("http://", 0) == 0 ? e.substr(7) : e;
+                       "--cluster-etcd " + e + ": only http:// and https:// endpoints are spoken");
+    std::string hostport = e.substr(e.find("://") == std::string::npos ? 0 : e.find("://") + 3);
     if (hostport.find(':') == std::string::npos)
       return MakeError(Code::kInvalidRequest, "--cluster-etcd " + e + ": expected HOST:PORT");
     out.push_back(e);
@@ -93,35 +152,45 @@ Result<std::vector<std::string>> EtcdClient::ParseEndpoints(const std::string& l
   return out;
 }
 
-asio::awaitable<Result<nlohmann::json>> EtcdClient::CallOne(const std::string& host,
-                                                            const std::string& port,
+asio::awaitable<Result<nlohmann::json>> EtcdClient::CallOne(const Endpoint& ep,
                                                             const std::string& path,
                                                             const std::string& body) {
+  const std::string where = "etcd " + ep.host + ":" + ep.port;
+  if (ep.tls && !ssl_) co_return MakeError(Code::kInvalidRequest, where + ": " + tls_error_);
   boost::system::error_code ec;
   tcp::resolver resolver(ex_);
-  auto addrs =
-      co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "etcd " + host + ": " + ec.message());
+  auto addrs = co_await resolver.async_resolve(ep.host, ep.port,
+                                               asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return MakeError(Code::kUnavailable, where + ": " + ec.message());
   beast::tcp_stream s(ex_);
   s.expires_after(timeout_);
   co_await s.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec)
-    co_return MakeError(Code::kUnavailable, "etcd " + host + ":" + port + ": " + ec.message());
+  if (ec) co_return MakeError(Code::kUnavailable, where + ": " + ec.message());
   http::request<http::string_body> req{http::verb::post, path, 11};
-  req.set(http::field::host, host + ":" + port);
+  req.set(http::field::host, ep.host + ":" + ep.port);
   req.set(http::field::content_type, "application/json");
   req.set(http::field::connection, "close");
   req.body() = body;
   req.prepare_payload();
-  co_await http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "etcd " + path + ": " + ec.message());
-  beast::flat_buffer buf;
   http::response_parser<http::string_body> rp;
   rp.body_limit(64 << 20);
-  co_await http::async_read(s, buf, rp, asio::redirect_error(asio::use_awaitable, ec));
+  if (ep.tls) {
+    beast::ssl_stream<beast::tcp_stream> ts(std::move(s), *ssl_);
+    // The member's name as the URL gave it (SNI and the certificate check).
+    SSL_set_tlsext_host_name(ts.native_handle(), ep.host.c_str());
+    ts.set_verify_callback(asio::ssl::host_name_verification(ep.host));
+    co_await ts.async_handshake(asio::ssl::stream_base::client,
+                                asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return MakeError(Code::kUnavailable, where + ": TLS: " + ec.message());
+    ec = co_await Exchange(ts, req, rp);
+    // A member closing without a TLS close_notify after a whole answer.
+    if (ec == asio::ssl::error::stream_truncated && rp.is_done()) ec = {};
+  } else {
+    ec = co_await Exchange(s, req, rp);
+    beast::error_code ignored;
+    s.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
   if (ec) co_return MakeError(Code::kUnavailable, "etcd " + path + ": " + ec.message());
-  beast::error_code ignored;
-  s.socket().shutdown(tcp::socket::shutdown_both, ignored);
   const auto& res = rp.get();
   // A streaming call (keepalive) answers one JSON object a line: the
   // first is the answer to our one message.
@@ -146,9 +215,8 @@ asio::awaitable<Result<nlohmann::json>> EtcdClient::Call(const std::string& path
   Error last = MakeError(Code::kUnavailable, "etcd: no endpoint");
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     const size_t at = (preferred_ + i) % endpoints_.size();
-    const std::string& ep = endpoints_[at];
-    const size_t colon = ep.rfind(':');
-    auto r = co_await CallOne(ep.substr(0, colon), ep.substr(colon + 1), path, text);
+    const Endpoint& ep = endpoints_[at];
+    auto r = co_await CallOne(ep, path, text);
     if (r.ok()) {
       preferred_ = at;
       co_return r;

@@ -5,13 +5,19 @@
 // One connection per call (calls are rare: a lease keepalive every few
 // seconds, a record per create): nothing to pool or to reconnect. The
 // endpoints are tried in order, so a cluster of three etcd members keeps
-// answering while one of them is down. Lives on the I/O thread.
+// answering while one of them is down. https:// endpoints are spoken over
+// TLS (OpenSSL through Beast): the member's certificate is checked against
+// the given CA (else the system's) and its name against the URL's host,
+// and a client certificate is presented when given (etcd's
+// --client-cert-auth). Lives on the I/O thread.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,14 +46,23 @@ struct TxnOp {
   int64_t lease = 0;
 };
 
+// PEM files for https:// endpoints (each optional: no CA → the system's
+// trust store; no cert/key → no client certificate).
+struct EtcdTls {
+  std::string ca, cert, key;
+};
+
 class EtcdClient {
  public:
-  // `endpoints`: "http://HOST:PORT" (or "HOST:PORT") of etcd members.
-  EtcdClient(asio::any_io_executor ex, std::vector<std::string> endpoints);
+  // `endpoints`: "http://HOST:PORT", "https://HOST:PORT" (or "HOST:PORT")
+  // of etcd members.
+  EtcdClient(asio::any_io_executor ex, std::vector<std::string> endpoints, EtcdTls tls = {});
 
-  // "http://a:2379,http://b:2379" → endpoints; invalid_request when empty
-  // or not http:// (TLS to etcd is not spoken yet).
+  // "http://a:2379,https://b:2379" → endpoints; invalid_request when empty
+  // or of another scheme.
   static Result<std::vector<std::string>> ParseEndpoints(const std::string& list);
+  // Whether the TLS files load (checked at start, before anything runs).
+  static Status CheckTls(const EtcdTls& tls);
 
   // A lease of `ttl` seconds; its id.
   asio::awaitable<Result<int64_t>> Grant(int64_t ttl);
@@ -74,13 +89,21 @@ class EtcdClient {
  private:
   // POSTs `body` to `path` on the first endpoint that answers 200.
   asio::awaitable<Result<nlohmann::json>> Call(const std::string& path, const nlohmann::json& body);
-  asio::awaitable<Result<nlohmann::json>> CallOne(const std::string& host, const std::string& port,
-                                                  const std::string& path, const std::string& body);
+  struct Endpoint {
+    std::string host, port;
+    bool tls = false;
+  };
+  asio::awaitable<Result<nlohmann::json>> CallOne(const Endpoint& ep, const std::string& path,
+                                                  const std::string& body);
   asio::awaitable<Result<bool>> Txn(nlohmann::json compare, std::vector<TxnOp> ops);
 
   asio::any_io_executor ex_;
-  std::vector<std::string> endpoints_;  // "host:port"
-  size_t preferred_ = 0;                // the member that answered last
+  std::vector<Endpoint> endpoints_;
+  // For https:// endpoints (null when none is); tls_error_ when the files
+  // did not load.
+  std::shared_ptr<asio::ssl::context> ssl_;
+  std::string tls_error_;
+  size_t preferred_ = 0;  // the member that answered last
   std::chrono::milliseconds timeout_{3000};
 };
 

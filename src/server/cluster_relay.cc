@@ -7,73 +7,12 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "api/common/http_relay.h"
+#include "common/sha256.h"
+#include "server/node_call.h"
 
 namespace hutch::api {
 
 namespace {
-
-using tcp = asio::ip::tcp;
-
-constexpr const char* kRelayedHeader = "X-Hutch-Relayed";
-constexpr auto kConnectTimeout = std::chrono::seconds(5);
-// A create's or a list's answer from another node, read whole.
-constexpr uint64_t kAnswerLimit = 64 << 20;
-
-struct HostPort {
-  std::string host, port;
-};
-
-Result<HostPort> SplitAdvertise(const std::string& url) {
-  std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
-    return MakeError(Code::kInternal, "node advertise URL " + url + " is not http://HOST:PORT");
-  std::string host = rest.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return HostPort{host, rest.substr(colon + 1)};
-}
-
-asio::awaitable<Result<beast::tcp_stream>> DialNode(const std::string& node,
-                                                    const std::string& advertise) {
-  auto hp = SplitAdvertise(advertise);
-  if (!hp.ok()) co_return hp.error();
-  auto ex = co_await asio::this_coro::executor;
-  boost::system::error_code ec;
-  tcp::resolver resolver(ex);
-  auto addrs = co_await resolver.async_resolve(hp->host, hp->port,
-                                               asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
-  beast::tcp_stream s(ex);
-  s.expires_after(kConnectTimeout);
-  co_await s.async_connect(addrs, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec)
-    co_return MakeError(Code::kUnavailable,
-                        "node " + node + " (" + advertise + ") is unreachable: " + ec.message());
-  s.expires_never();
-  co_return s;
-}
-
-// One whole request to a node, its whole answer (creates and lists: JSON
-// of bounded size).
-asio::awaitable<Result<http::response<http::string_body>>> CallNode(
-    const std::string& node, const std::string& advertise, http::request<http::string_body> req) {
-  auto s = co_await DialNode(node, advertise);
-  if (!s.ok()) co_return s.error();
-  req.set(http::field::connection, "close");
-  req.prepare_payload();
-  s->expires_after(std::chrono::minutes(10));  // a create may build its disk, boot a VM
-  boost::system::error_code ec;
-  co_await http::async_write(*s, req, asio::redirect_error(asio::use_awaitable, ec));
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> rp;
-  rp.body_limit(kAnswerLimit);
-  if (!ec) co_await http::async_read(*s, buf, rp, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return MakeError(Code::kUnavailable, "node " + node + ": " + ec.message());
-  co_return rp.release();
-}
 
 // The client's request header as the other node gets it: its own fields
 // (credentials included), minus hop-by-hop ones and the framing.
@@ -113,7 +52,69 @@ asio::awaitable<void> SendAnswer(HttpContext& ctx, http::response<http::string_b
   co_await ctx.SendText(res.result_int(), type, std::move(body));
 }
 
+// What the live nodes' records add up to.
+struct Totals {
+  int64_t used = 0, capacity = 0;
+};
+Totals Sum(const std::map<std::string, cluster::NodeInfo>& nodes) {
+  Totals t;
+  for (const auto& [name, n] : nodes) {
+    t.used += n.record.value("used_sandboxes", int64_t{0});
+    t.capacity += n.record.value("/capacity/sandboxes"_json_pointer, int64_t{0});
+  }
+  return t;
+}
+
+// The create routes placed cluster-wide, by dialect.
+std::optional<CreateDialect> CreateRoute(const std::vector<std::string>& seg) {
+  const auto is = [&](std::initializer_list<const char*> want) {
+    return std::equal(seg.begin(), seg.end(), want.begin(), want.end());
+  };
+  if (is({"v1", "sandboxes"})) return CreateDialect::kV1;
+  if (is({"e2b", "sandboxes"}) || is({"e2b", "v2", "sandboxes"})) return CreateDialect::kE2b;
+  if (is({"opensandbox", "sandboxes"}) || is({"opensandbox", "v1", "sandboxes"}))
+    return CreateDialect::kOpenSandbox;
+  return std::nullopt;
+}
+
 }  // namespace
+
+ClusterRelay::ClusterRelay(cluster::Cluster* cluster, SandboxManager* mgr, auth::Credentials* creds,
+                           Router* router)
+    : cluster_(cluster),
+      mgr_(mgr),
+      creds_(creds),
+      router_(router),
+      templates_(cluster, mgr->templates(), creds),
+      nodes_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_nodes", "Live nodes of the cluster (records in etcd)")),
+      sandboxes_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_sandboxes", "Sandboxes on all live nodes, from their records")),
+      capacity_gauge_(router->metrics().registry.AddGauge("hutch_cluster_capacity_sandboxes",
+                                                          "Sandbox capacity of all live nodes")),
+      etcd_gauge_(router->metrics().registry.AddGauge(
+          "hutch_cluster_etcd_reachable", "1 if this node's last call to etcd succeeded")),
+      lookups_(router->metrics().registry.AddCounterFamily(
+          "hutch_cluster_owner_lookups_total",
+          "Lookups of the node holding a sandbox, by where the answer came from", {"source"})) {}
+
+void ClusterRelay::UpdateMetrics() {
+  const Totals t = Sum(cluster_->nodes());
+  nodes_gauge_.Set(static_cast<double>(cluster_->nodes().size()));
+  sandboxes_gauge_.Set(static_cast<double>(t.used));
+  capacity_gauge_.Set(static_cast<double>(t.capacity));
+  etcd_gauge_.Set(cluster_->etcd_reachable() ? 1 : 0);
+  lookups_.With({"cache"}).Inc(cluster_->lookups_cached() - lookups_cached_seen_);
+  lookups_.With({"etcd"}).Inc(cluster_->lookups_etcd() - lookups_etcd_seen_);
+  lookups_cached_seen_ = cluster_->lookups_cached();
+  lookups_etcd_seen_ = cluster_->lookups_etcd();
+}
+
+auth::Principal ClusterRelay::Caller(const HttpContext& ctx) const {
+  return creds_->MatchAnyKey({auth::BearerToken(ctx.Header("Authorization")),
+                              std::string(ctx.Header("X-API-Key")),
+                              std::string(ctx.Header("OPEN-SANDBOX-API-KEY"))});
+}
 
 asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string& node,
                                             const std::string& advertise) {
@@ -131,9 +132,12 @@ asio::awaitable<void> ClusterRelay::RelayTo(HttpContext& ctx, const std::string&
 }
 
 asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<std::string>& seg) {
+  if (co_await templates_.Serve(ctx, seg)) co_return true;
   if (!ctx.Header(kRelayedHeader).empty()) co_return false;
+  if (const auto dialect = CreateRoute(seg); dialect && ctx.method() == http::verb::post)
+    co_return co_await PlaceCreate(ctx, *dialect);
+  if (co_await ServeVolume(ctx, seg)) co_return true;
   if (seg.size() == 2 && seg[0] == "v1" && seg[1] == "sandboxes") {
-    if (ctx.method() == http::verb::post) co_return co_await PlaceCreate(ctx);
     if (ctx.method() == http::verb::get && !ctx.Query("watch")) co_return co_await ListCluster(ctx);
     co_return false;
   }
@@ -154,6 +158,12 @@ asio::awaitable<bool> ClusterRelay::Forward(HttpContext& ctx, const std::vector<
   if (!*home || (*home)->node == cluster_->node()) co_return false;
   if (!(*home)->node_alive) co_return co_await AnswerLost(ctx, seg, *id, **home);
   co_await RelayTo(ctx, (*home)->node, (*home)->advertise);
+  // The cached owner may be stale: the sandbox was deleted (404, or this
+  // was its DELETE) or its node is not reachable.
+  const int status = ctx.status_sent();
+  if (status == 404 || status == 409 || status >= 500 ||
+      (seg.size() == 3 && ctx.method() == http::verb::delete_))
+    cluster_->Forget(*id);
   co_return true;
 }
 
@@ -184,16 +194,18 @@ asio::awaitable<bool> ClusterRelay::AnswerLost(HttpContext& ctx,
   co_return true;
 }
 
-asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
-  // Unauthenticated: the /v1 guard answers (the body stays unread).
-  if (creds_->MatchBearer(ctx.Header("Authorization")).empty()) co_return false;
+asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx, CreateDialect dialect) {
+  // Unauthenticated: the dialect's guard answers (the body stays unread).
+  const auth::Principal who = Caller(ctx);
+  if (who.empty()) co_return false;
   auto body = co_await ctx.ReadJson(1 << 20);
   if (!body.ok()) {
     co_await ctx.SendError(body.error());
     co_return true;
   }
   std::string affinity, tpl;
-  if (body->is_object()) {
+  std::vector<std::string> volumes;
+  if (body->is_object() && dialect == CreateDialect::kV1) {
     if (auto it = body->find("node"); it != body->end()) {
       if (!it->is_string()) {
         const Error e = MakeError(Code::kInvalidRequest, "'node' must be a string");
@@ -205,10 +217,61 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
     }
     if (auto it = body->find("template"); it != body->end() && it->is_string())
       tpl = it->get<std::string>();
+    if (auto it = body->find("volumes"); it != body->end() && it->is_array())
+      for (const auto& v : *it)
+        if (v.is_object() && v.contains("name") && v["name"].is_string())
+          volumes.push_back(v["name"].get<std::string>());
+  } else if (body->is_object() && dialect == CreateDialect::kE2b) {
+    if (auto it = body->find("templateID"); it != body->end() && it->is_string())
+      tpl = it->get<std::string>();
+  }
+  // The other dialects' template names (E2B aliases, OpenSandbox images)
+  // resolve on the node: a name no node lists places by capacity alone.
+  if (dialect != CreateDialect::kV1 && !templates_.Listed(tpl)) tpl.clear();
+  // A volume lives on one node: a sandbox mounting it is made there.
+  if (!volumes.empty()) co_await cluster_->RefreshNow();
+  for (const auto& v : volumes) {
+    std::string holder;
+    for (const auto& [name, n] : cluster_->nodes())
+      if (n.has_volume(v)) holder = name;
+    if (holder.empty()) continue;  // the node placed answers volume_not_found
+    if (!affinity.empty() && affinity != holder) {
+      const Error e = MakeError(Code::kConflict, "volume '" + v + "' lives on node '" + holder +
+                                                     "': a sandbox mounting it is made there, "
+                                                     "not on '" +
+                                                     affinity + "'");
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    affinity = holder;
   }
   auto place = co_await cluster_->Place(tpl, affinity);
   if (!place.ok()) {
     co_await ctx.SendError(place.error());
+    co_return true;
+  }
+  cluster::NodeInfo target = place->node;
+  // A retried create (same Idempotency-Key) goes where the first went,
+  // whichever node it comes through; that node's own cache replays it.
+  if (const std::string idem(ctx.Header("Idempotency-Key")); !idem.empty()) {
+    auto held =
+        co_await cluster_->ClaimIdempotency(Sha256Hex(who.owner + "\n" + idem), target.name);
+    auto node = held.ok() ? cluster_->nodes().find(*held) : cluster_->nodes().end();
+    if (!held.ok() || node == cluster_->nodes().end()) {
+      co_await cluster_->Release(place->reservation);
+      const Error e =
+          held.ok() ? MakeError(Code::kUnavailable, "node " + *held + " left") : held.error();
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    target = node->second;
+  }
+  auto copied = co_await CopyTemplate(ctx, target, tpl);
+  if (!copied.ok() || *copied) {
+    // The node could not get the template: its answer (or why not).
+    co_await cluster_->Release(place->reservation);
+    if (!copied.ok()) co_await ctx.SendError(copied.error());
+    else co_await SendAnswer(ctx, **copied);
     co_return true;
   }
   // Even a create placed here goes through the node's own front door once
@@ -216,7 +279,7 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
   // treats it as any create.
   auto req = CopyRequest(ctx, body->dump());
   req.set(kRelayedHeader, cluster_->node());
-  auto res = co_await CallNode(place->node.name, place->node.advertise, std::move(req));
+  auto res = co_await CallNode(target.name, target.advertise, std::move(req));
   co_await cluster_->Release(place->reservation);
   if (!res.ok()) {
     co_await ctx.SendError(res.error());
@@ -224,6 +287,69 @@ asio::awaitable<bool> ClusterRelay::PlaceCreate(HttpContext& ctx) {
   }
   co_await SendAnswer(ctx, *res);
   co_return true;
+}
+
+asio::awaitable<bool> ClusterRelay::ServeVolume(HttpContext& ctx,
+                                                const std::vector<std::string>& seg) {
+  if (seg.size() < 2 || seg[0] != "v1" || seg[1] != "volumes") co_return false;
+  auto holder = [&](const std::string& v) -> const cluster::NodeInfo* {
+    for (const auto& [name, n] : cluster_->nodes())
+      if (name != cluster_->node() && n.has_volume(v)) return &n;
+    return nullptr;
+  };
+  if (seg.size() == 2 && ctx.method() == http::verb::post) {
+    if (creds_->MatchBearer(ctx.Header("Authorization")).empty()) co_return false;
+    auto body = co_await ctx.ReadJson(1 << 20);
+    if (!body.ok()) {
+      co_await ctx.SendError(body.error());
+      co_return true;
+    }
+    // One name, one volume, cluster-wide: creates place by it.
+    std::string name;
+    if (body->is_object() && body->contains("name") && (*body)["name"].is_string())
+      name = (*body)["name"].get<std::string>();
+    co_await cluster_->RefreshNow();
+    if (const cluster::NodeInfo* n = holder(name)) {
+      const Error e = MakeError(Code::kConflict,
+                                "volume '" + name + "' already exists (on node " + n->name + ")");
+      co_await ctx.SendError(e);
+      co_return true;
+    }
+    auto req = CopyRequest(ctx, body->dump());
+    req.set(kRelayedHeader, cluster_->node());
+    auto res = co_await CallNode(cluster_->node(), cluster_->advertise(), std::move(req));
+    if (!res.ok()) {
+      co_await ctx.SendError(res.error());
+      co_return true;
+    }
+    // Listed in this node's record before the answer: a create mounting
+    // it, through any node, is placed here.
+    if (res->result_int() < 300) co_await cluster_->PublishNow();
+    co_await SendAnswer(ctx, *res);
+    co_return true;
+  }
+  if (seg.size() < 3 || (mgr_->volumes() && mgr_->volumes()->Get(seg[2]).ok())) co_return false;
+  const cluster::NodeInfo* n = holder(seg[2]);
+  if (!n) co_return false;
+  const cluster::NodeInfo node = *n;
+  co_await RelayTo(ctx, node.name, node.advertise);
+  co_return true;
+}
+
+asio::awaitable<Result<std::optional<http::response<http::string_body>>>>
+ClusterRelay::CopyTemplate(HttpContext& ctx, const cluster::NodeInfo& node,
+                           const std::string& tpl) {
+  const std::string from = templates_.SourceFor(tpl, node.name);
+  if (from.empty()) co_return std::optional<http::response<http::string_body>>();
+  http::request<http::string_body> req{http::verb::post,
+                                       "/v1/cluster/templates/" + tpl + "/fetch?from=" + from, 11};
+  req.set(http::field::authorization, std::string(ctx.Header("Authorization")));
+  req.set(kRelayedHeader, cluster_->node());
+  auto res = co_await CallNode(node.name, node.advertise, std::move(req));
+  if (!res.ok()) co_return res.error();
+  using Answer = std::optional<http::response<http::string_body>>;
+  if (res->result_int() >= 300) co_return Answer(std::move(*res));
+  co_return Answer();
 }
 
 asio::awaitable<bool> ClusterRelay::ListCluster(HttpContext& ctx) {
@@ -274,8 +400,13 @@ asio::awaitable<bool> ClusterRelay::ListCluster(HttpContext& ctx) {
 asio::awaitable<void> ClusterRelay::ListNodes(HttpContext& ctx) {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& [name, n] : cluster_->nodes()) items.push_back(n.record);
-  const nlohmann::json out = {
-      {"node", cluster_->node()}, {"etcd_reachable", cluster_->etcd_reachable()}, {"items", items}};
+  const Totals t = Sum(cluster_->nodes());
+  const nlohmann::json totals = {
+      {"nodes", items.size()}, {"sandboxes", t.used}, {"capacity_sandboxes", t.capacity}};
+  const nlohmann::json out = {{"node", cluster_->node()},
+                              {"etcd_reachable", cluster_->etcd_reachable()},
+                              {"totals", totals},
+                              {"items", items}};
   co_await ctx.SendJson(200, out);
 }
 

@@ -87,6 +87,7 @@ asio::awaitable<void> HutchApi::ServeMetrics(HttpContext& ctx) {
   }
   metrics.rate_limit_buckets.Set(static_cast<double>(creds_.rate_limit_buckets()));
   metrics.exec_output_held.Set(static_cast<double>(v1_.exec_output_held()));
+  if (cluster_) cluster_->UpdateMetrics();
   auto up = std::chrono::steady_clock::now() - metrics.started;
   metrics.uptime_seconds.Set(std::chrono::duration<double>(up).count());
   co_await ctx.SendText(200, "text/plain; version=0.0.4; charset=utf-8", metrics.registry.Render());

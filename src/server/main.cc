@@ -150,6 +150,7 @@ struct Options {
   // the URL other nodes reach it at (default: http://<--listen address>).
   std::string cluster_etcd, node_name, advertise;
   int64_t cluster_lease_ttl_s = 10;
+  cluster::EtcdTls cluster_etcd_tls;  // for https:// etcd URLs
 };
 
 void AddOptions(CLI::App& app, Options& o) {
@@ -386,7 +387,14 @@ void AddOptions(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--cluster-etcd", o.cluster_etcd,
                  "Join a cluster of hutchd nodes coordinated through etcd: its client URLs, "
-                 "comma-separated (http://HOST:PORT,...); needs --node-name (docs/cluster.md)");
+                 "comma-separated (http:// or https://HOST:PORT,...); needs --node-name "
+                 "(docs/cluster.md)");
+  app.add_option("--cluster-etcd-ca", o.cluster_etcd_tls.ca,
+                 "PEM CA that signs the etcd members' certificates (https:// URLs; default: the "
+                 "system's trust store)");
+  app.add_option("--cluster-etcd-cert", o.cluster_etcd_tls.cert,
+                 "PEM client certificate presented to etcd (its --client-cert-auth)");
+  app.add_option("--cluster-etcd-key", o.cluster_etcd_tls.key, "PEM key of --cluster-etcd-cert");
   app.add_option("--node-name", o.node_name,
                  "This node's name in the cluster ([a-z0-9][a-z0-9._-]{0,62}, unique)");
   app.add_option("--advertise", o.advertise,
@@ -795,6 +803,8 @@ Status CheckClusterFlags(const Options& o) {
     return MakeError(Code::kInvalidRequest, "--advertise must be http://HOST:PORT");
   auto eps = cluster::EtcdClient::ParseEndpoints(o.cluster_etcd);
   if (!eps.ok()) return eps.error();
+  for (const auto& e : *eps)
+    if (e.rfind("https://", 0) == 0) return cluster::EtcdClient::CheckTls(o.cluster_etcd_tls);
   return {};
 }
 
@@ -810,9 +820,14 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
   copts.node = o.node_name;
   copts.advertise = o.advertise.empty() ? "http://" + addr : o.advertise;
   copts.lease_ttl_s = o.cluster_lease_ttl_s;
+  copts.etcd_tls = o.cluster_etcd_tls;
   auto describe = [&mgr, &templates]() {
     nlohmann::json names = nlohmann::json::array();
     for (const auto& t : templates.List()) names.push_back(t.name);
+    // Volumes pin the sandboxes that mount them to this node.
+    nlohmann::json volumes = nlohmann::json::array();
+    if (mgr.volumes())
+      for (const auto& v : mgr.volumes()->List()) volumes.push_back(v.name);
     const auto& adm = mgr.admission();
     return nlohmann::json{{"capacity",
                            {{"sandboxes", adm.max_sandboxes},
@@ -820,6 +835,7 @@ std::unique_ptr<cluster::Cluster> MakeCluster(asio::io_context& io, const Option
                             {"memory_committed_mb", mgr.committed_memory_mb()}}},
                           {"used_sandboxes", mgr.SandboxIds().size()},
                           {"templates", names},
+                          {"volumes", volumes},
                           {"drivers", mgr.driver_names()},
                           {"version", HUTCH_VERSION}};
   };

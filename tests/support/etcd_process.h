@@ -13,7 +13,10 @@ namespace hutch::testing {
 
 class EtcdProcess {
  public:
-  explicit EtcdProcess(int members = 1);
+  // `tls`: clients speak https to it and must present a certificate its
+  // CA signed (etcd's --client-cert-auth); a CA, a server and a client
+  // certificate are made in its temp dir with the openssl tool.
+  explicit EtcdProcess(int members = 1, bool tls = false);
   ~EtcdProcess();
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
@@ -23,6 +26,10 @@ class EtcdProcess {
   bool ok() const;
   // The members' client URLs, comma-separated ("http://127.0.0.1:PORT,…").
   std::string url() const;
+  // With tls: the PEM files a client needs.
+  std::string ca() const { return dir_ + "/ca.pem"; }
+  std::string client_cert() const { return dir_ + "/client.pem"; }
+  std::string client_key() const { return dir_ + "/client.key"; }
   // Stops every member (SIGTERM; the data stays) and starts them again on
   // the same ports and data dirs: an etcd restart mid-run.
   void Stop();
@@ -36,6 +43,8 @@ class EtcdProcess {
     pid_t pid = -1;
   };
   bool StartMember(size_t i);
+  bool MakeCerts();
+  bool tls_ = false;
   std::string dir_;
   std::vector<Member> members_;
 };
