@@ -35,18 +35,19 @@ func config(t *testing.T) opensandbox.ConnectionConfig {
 	return opensandbox.ConnectionConfig{RequestTimeout: 2 * time.Minute}
 }
 
-// run runs a shell command in the sandbox and returns its stdout.
+// run runs a shell command in the sandbox and returns its stdout lines
+// (execd sends one event per line), joined and trimmed.
 func run(t *testing.T, ctx context.Context, sb *opensandbox.Sandbox, cmd string) string {
 	t.Helper()
 	ex, err := sb.RunCommand(ctx, cmd, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", cmd, err)
 	}
-	var b strings.Builder
+	lines := make([]string, 0, len(ex.Stdout))
 	for _, m := range ex.Stdout {
-		b.WriteString(m.Text)
+		lines = append(lines, strings.TrimRight(m.Text, "\n"))
 	}
-	return b.String()
+	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
 // status is an API error's HTTP status (0 for none or another error).
@@ -128,17 +129,17 @@ func TestCredentialVaultReadmeFlow(t *testing.T) {
 	}
 
 	// curl and Python, configured by nothing the test did.
-	if got := run(t, ctx, sandbox, "curl -sS https://api.vault.test/secret"); got != "granted\n" {
+	if got := run(t, ctx, sandbox, "curl -sS https://api.vault.test/secret"); got != "granted" {
 		t.Fatalf("curl through the vault: %q", got)
 	}
 	py := `python3 -c "import urllib.request; print(urllib.request.urlopen('https://api.vault.test/secret').read().decode(), end='')"`
-	if got := run(t, ctx, sandbox, py); got != "granted\n" {
+	if got := run(t, ctx, sandbox, py); got != "granted" {
 		t.Fatalf("urllib through the vault: %q", got)
 	}
 	// The sandbox holds no value: not in its environment, not in its files.
 	scan := "S=" + secret[:6] + "; S=${S}" + secret[6:] + "; env | grep -c \"$S\"; " +
 		"grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$S\" / 2>/dev/null | head -3"
-	if got := run(t, ctx, sandbox, scan); got != "0\n" {
+	if got := run(t, ctx, sandbox, scan); got != "0" {
 		t.Fatalf("the secret is visible inside the sandbox: %q", got)
 	}
 
@@ -201,7 +202,7 @@ func TestCredentialVaultReadmeFlow(t *testing.T) {
 		t.Fatalf("customHeaders did not add both headers: %v", echo)
 	}
 	// /secret is no longer bound: the request goes out untouched.
-	if got := run(t, ctx, sandbox, "curl -sS https://api.vault.test/secret"); got != "denied\n" {
+	if got := run(t, ctx, sandbox, "curl -sS https://api.vault.test/secret"); got != "denied" {
 		t.Fatalf("an unbound path: %q", got)
 	}
 	// A stale revision is refused and changes nothing.
@@ -216,7 +217,7 @@ func TestCredentialVaultReadmeFlow(t *testing.T) {
 	if err := sandbox.DeleteCredentialVault(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, ctx, sandbox, "curl -sS -k https://api.vault.test/secret"); got != "denied\n" {
+	if got := run(t, ctx, sandbox, "curl -sS -k https://api.vault.test/secret"); got != "denied" {
 		t.Fatalf("after the vault's delete: %q", got)
 	}
 	if _, err := sandbox.GetCredentialVault(ctx); status(err) != 404 {
