@@ -214,6 +214,32 @@ TEST(VaultEgress, BoundHostGetsTheCredentialAndNothingElseDoes) {
     EXPECT_EQ(g.body.find(kSecret), std::string::npos) << path;
   }
 
+  // E2B's form: network.rules adding the header to requests for the host
+  // (a second sandbox); its reads hold no value; an update without rules
+  // clears them at once.
+  const json e2b_body = json::parse(R"({"templateID": "base", "network": {"rules": {
+      "api.vault.test": [{"transform": {"headers": {"x-api-key": ")" +
+                                    kSecret + R"("}}}],
+      "*.vault.test": [{"transform": {"headers": {"x-wide": "no"}}}]}}})");
+  const std::map<std::string, std::string> e2b_auth = {{"X-API-Key", s.key()},
+                                                       {"Content-Type", "application/json"}};
+  auto e2b = c.Request("POST", "/e2b/sandboxes", e2b_body.dump(), e2b_auth);
+  ASSERT_EQ(e2b.status, 201) << e2b.body;
+  EXPECT_EQ(e2b.body.find(kSecret), std::string::npos);
+  const std::string e2b_id = e2b.json().value("sandboxID", "");
+  r = s.Exec(e2b_id, "curl -sS https://api.vault.test/secret");
+  EXPECT_EQ(Out(r), "granted\n") << r.dump();
+  // The exact name's rules win over the wildcard's: not merged.
+  r = s.Exec(e2b_id, "curl -sS https://api.vault.test/echo");
+  echo = json::parse(Out(r), nullptr, false);
+  EXPECT_TRUE(echo.is_object() && echo["x-api-key"] == kSecret) << r.dump();
+  auto e2b_get = c.Request("GET", "/e2b/sandboxes/" + e2b_id, "", e2b_auth);
+  EXPECT_EQ(e2b_get.body.find(kSecret), std::string::npos);
+  auto cleared = c.Request("PUT", "/e2b/sandboxes/" + e2b_id + "/network", "{}", e2b_auth);
+  ASSERT_EQ(cleared.status, 204) << cleared.body;
+  r = s.Exec(e2b_id, "curl -sS -k https://api.vault.test/secret");
+  EXPECT_EQ(Out(r), "denied\n") << r.dump();
+
   // Deleting the binding stops injection at once: the same request now
   // reaches the host untouched (so only the world's CA verifies it).
   ASSERT_EQ(c.Request("DELETE", "/v1/sandboxes/" + id + "/vault/bindings/world").status, 204);

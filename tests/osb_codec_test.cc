@@ -420,7 +420,8 @@ TEST(CredentialVaultWire, AuthKindsAndRefusals) {
   auto http = ParseVaultCreate(Json::parse(R"({"credentials": [], "bindings": [{"name": "x",
       "match": {"schemes": ["http"], "hosts": ["h.test"]}, "auth": {"type": "bearer", "credential": "a"}}]})"));
   EXPECT_EQ(http.error().code, Code::kNotSupported);
-  auto unknown = ParseVaultCreate(Json::parse(R"({"credentials": [], "bindings": [], "extra": 1})"));
+  auto unknown =
+      ParseVaultCreate(Json::parse(R"({"credentials": [], "bindings": [], "extra": 1})"));
   EXPECT_EQ(unknown.error().code, Code::kInvalidRequest);
 }
 
@@ -441,9 +442,14 @@ TEST(CredentialVaultWire, PatchIsAllOrNothingAndGuardedByTheRevision) {
   ASSERT_TRUE(both.ok()) << both.error().message;
   EXPECT_TRUE(both->empty());
   EXPECT_EQ(ApplyVaultPatch(*v, Json::parse(R"({"credentials": {"add": [{"name": "a",
-      "source": {"value": "v3"}}]}})")).error().code, Code::kConflict);
+      "source": {"value": "v3"}}]}})"))
+                .error()
+                .code,
+            Code::kConflict);
   EXPECT_EQ(ApplyVaultPatch(*v, Json::parse(R"({"bindings": {"replace": [{"name": "y",
-      "match": {"hosts": ["h.test"]}, "auth": {"type": "bearer", "credential": "a"}}]}})")).error().code,
+      "match": {"hosts": ["h.test"]}, "auth": {"type": "bearer", "credential": "a"}}]}})"))
+                .error()
+                .code,
             Code::kNotFound);
   auto replaced = ApplyVaultPatch(*v, Json::parse(R"({"credentials": {"replace": [{"name": "a",
       "source": {"value": "v9"}}]}})"));

@@ -164,8 +164,7 @@ TEST(VaultMatch, FormatsEachAuthKind) {
   a.kind = vault::AuthKind::kBasic;
   a.username = "bot";
   // base64("bot:sk-live-7f3e9a1c5b2d4e6f")
-  EXPECT_EQ(One(v, Req("a.world.test"))->value,
-            "Basic Ym90OnNrLWxpdmUtN2YzZTlhMWM1YjJkNGU2Zg==");
+  EXPECT_EQ(One(v, Req("a.world.test"))->value, "Basic Ym90OnNrLWxpdmUtN2YzZTlhMWM1YjJkNGU2Zg==");
   a.kind = vault::AuthKind::kQuery;
   a.name = "key";
   auto q = One(v, Req("a.world.test"));

@@ -14,7 +14,8 @@ Error Invalid(const std::string& msg) { return MakeError(Code::kInvalidRequest, 
 
 // OpenSandbox's schemas refuse unknown fields (additionalProperties:
 // false); so does hutch, naming the field.
-Status OnlyFields(const Json& j, const std::string& what, std::initializer_list<const char*> known) {
+Status OnlyFields(const Json& j, const std::string& what,
+                  std::initializer_list<const char*> known) {
   if (!j.is_object()) return Invalid(what + " must be an object");
   for (const auto& [k, v] : j.items())
     if (std::none_of(known.begin(), known.end(), [&](const char* f) { return k == f; }))
@@ -135,7 +136,8 @@ Result<std::vector<Json>> ParseAuth(const Json& a, const std::string& what) {
     for (const auto& h : *headers) {
       if (auto st = OnlyFields(h, what + ".headers[]", {"name", "credential"}); !st.ok())
         return st.error();
-      out.push_back({{"type", "header"}, {"credential", cred(h)}, {"header", h.value("name", Json())}});
+      out.push_back(
+          {{"type", "header"}, {"credential", cred(h)}, {"header", h.value("name", Json())}});
     }
     return out;
   }
@@ -308,8 +310,8 @@ Result<vault::Vault> ApplyVaultPatch(const vault::Vault& cur, const Json& j) {
   }
   vault::Vault v = cur;
   const Json none = Json::object();
-  const Json& creds = j.contains("credentials") && !j["credentials"].is_null() ? j["credentials"]
-                                                                                : none;
+  const Json& creds =
+      j.contains("credentials") && !j["credentials"].is_null() ? j["credentials"] : none;
   const Json& binds = j.contains("bindings") && !j["bindings"].is_null() ? j["bindings"] : none;
   for (const auto& [set, what] : {std::pair{&creds, "credentials"}, std::pair{&binds, "bindings"}})
     if (auto st = OnlyFields(*set, what, {"add", "replace", "delete"}); !st.ok()) return st.error();
