@@ -36,20 +36,11 @@ trap cleanup EXIT
 PIDS+=($!)
 for _ in $(seq 1 300); do [[ -s $DIR/world ]] && break; sleep 0.1; done
 [[ -s $DIR/world ]] || { cat "$DIR/log" >&2; exit 1; }
-field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$(head -n 1 "$DIR/world")" "$1"; }
-(
-  cd "$DIR"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=bench-world-ca -keyout ca.key -out ca.pem
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -subj /CN=api.vault.test -keyout leaf.key -out leaf.csr
-  printf 'subjectAltName=DNS:api.vault.test,DNS:other.vault.test\n' >ext
-  openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile ext -out leaf.pem
-) >>"$DIR/log" 2>&1
-ip netns exec "hutchw$(field index)" python3 "$SRC/tests/support/world_https.py" \
-  "$DIR/leaf.pem" "$DIR/leaf.key" "$SECRET" >>"$DIR/log" 2>&1 &
-PIDS+=($!)
+# shellcheck disable=SC1091  # checked on its own (scripts/lint)
+. "$SRC/tests/support/world_https.sh"
+field() { world_field "$DIR/world" "$1"; }
+start_world_https "$DIR" "$DIR/world" "$SECRET"
+PIDS+=("$HTTPS_PID")
 extra=()
 [[ -n $TPL ]] && extra=(--templates-dir "$TPL")
 HUTCH_API_KEY=$KEY "$HUTCHD" --listen 127.0.0.1:0 --state-dir "$DIR/state" --rate-limit 0 \

@@ -18,13 +18,7 @@ SRC=$(cd -- "$HERE/../../.." && pwd)
 cd "$HERE"
 # shellcheck disable=SC1091  # lib.sh is checked on its own (scripts/lint)
 . "$HERE/../e2b/lib.sh"
-GO=${GO_BIN:-go}
-# go.sum decides: nothing is resolved or added at test time.
-export GOFLAGS=-mod=readonly
-if ! why=$("$GO" mod download 2>&1); then
-  echo "SKIP: the pinned Go modules are not available: $why"
-  exit 77
-fi
+go_modules_or_skip
 
 T=$(mktemp -d /tmp/hutch-osbgo-XXXXXX)
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -46,29 +40,12 @@ if [[ ! -s $T/world ]]; then
   echo "SKIP: hutch-test-world did not start: $(cat "$T/log")"
   exit 77
 fi
-field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$(head -n 1 "$T/world")" "$1"; }
-
-# The world's CA and the certificate of its two HTTPS names.
-(
-  cd "$T"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=osbgo-world-ca -keyout ca.key -out ca.pem
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-    -subj /CN=api.vault.test -keyout leaf.key -out leaf.csr
-  printf 'subjectAltName=DNS:api.vault.test,DNS:other.vault.test\n' >ext
-  openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile ext -out leaf.pem
-) >>"$T/log" 2>&1
+# shellcheck disable=SC1091  # checked on its own (scripts/lint)
+. "$SRC/tests/support/world_https.sh"
+field() { world_field "$T/world" "$1"; }
 SECRET="sk-osbgo-$HEX"
-ip netns exec "hutchw$(field index)" python3 "$SRC/tests/support/world_https.py" \
-  "$T/leaf.pem" "$T/leaf.key" "$SECRET" >>"$T/log" 2>&1 &
-HTTPS=$!
-allowed=$(field allowed)
-for _ in $(seq 1 100); do
-  [[ $(curl -s -m 1 --cacert "$T/ca.pem" --resolve "api.vault.test:443:$allowed" \
-    https://api.vault.test/secret || true) == denied ]] && break
-  sleep 0.1
-done
+start_world_https "$T" "$T/world" "$SECRET"
+HTTPS=$HTTPS_PID
 
 start_hutchd "$T/state" "$T/log" "hk_$HEX" --templates-dir "$HUTCH_TEMPLATES_DIR" --net-warm 1 \
   --net-pool "$(field net_pool)" --dns-upstream "$(field dns)" \
