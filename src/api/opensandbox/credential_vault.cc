@@ -17,9 +17,11 @@ Error Invalid(const std::string& msg) { return MakeError(Code::kInvalidRequest, 
 Status OnlyFields(const Json& j, const std::string& what,
                   std::initializer_list<const char*> known) {
   if (!j.is_object()) return Invalid(what + " must be an object");
-  for (const auto& [k, v] : j.items())
-    if (std::none_of(known.begin(), known.end(), [&](const char* f) { return k == f; }))
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();
+    if (std::none_of(known.begin(), known.end(), [&k](const char* f) { return k == f; }))
       return Invalid("unknown field '" + what + "." + k + "'");
+  }
   return Status{};
 }
 
