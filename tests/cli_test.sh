@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Drives the `hutch` CLI as a user would against a real hutchd: create,
-# exec with exit-code propagation, cp both ways, ls, rm, volumes, clear
-# errors.
+# exec with exit-code propagation, cp both ways, ls, rm, volumes, the
+# credential vault, clear errors.
 set -euo pipefail
 : "${HUTCHD_BIN:?}" "${HUTCH_CLI_BIN:?}" "${HUTCH_TEMPLATES_DIR:?}"
 T=$(mktemp -d /tmp/hutch-cli-XXXXXX)
@@ -73,6 +73,31 @@ VID2=$(hutch create --ttl 120 --volume cache:/data:ro)
 [[ $(hutch exec "$VID2" -- cat /data/f) == kept ]] || fail "volume content in the next sandbox"
 hutch rm "$VID2"
 hutch volume rm cache || fail "volume rm"
+
+# Credential vault: created with one from a file, shown without its value,
+# the trust-store variables set, edited (stdin), parts deleted, a clear
+# error for what is not there.
+cat >"$T/vault.json" <<'VAULT'
+{"credentials": [{"name": "k", "value": "sk-cli-0a1b2c3d"}],
+ "bindings": [{"name": "b", "match": {"host": "api.example.test"},
+               "auth": {"type": "bearer", "credential": "k"}}]}
+VAULT
+WID=$(hutch create --ttl 120 --vault "$T/vault.json")
+show=$(hutch vault show "$WID")
+[[ $show == *'"b"'* && $show == *'"k"'* && $show != *sk-cli-0a1b2c3d* ]] || fail "vault show: $show"
+[[ $(hutch exec "$WID" -- printenv NODE_EXTRA_CA_CERTS) == /etc/ssl/certs/ca-certificates.crt ]] ||
+  fail "the vault's trust-store variables are not set"
+hutch vault rm "$WID" --binding b || fail "vault rm --binding"
+hutch vault rm "$WID" --credential k || fail "vault rm --credential"
+echo '{"credentials": [{"name": "x", "value": "v-cli-9f8e"}]}' | hutch vault set "$WID" - || fail "vault set -"
+[[ $(hutch vault show "$WID") == *'"x"'* ]] || fail "vault set did not replace the vault"
+set +e
+msg=$(hutch vault rm "$WID" --binding nope 2>&1)
+rc=$?
+set -e
+[[ $rc != 0 && $msg == *nope* ]] || fail "vault rm of a missing binding: rc=$rc msg=$msg"
+grep -q v-cli-9f8e "$T/log" && fail "a vault value is in hutchd's log"
+hutch rm "$WID"
 
 # Templates: build a spec from base (a `src` file read by the CLI), use it,
 # a second build is a cache hit, a failing step's exit code and log tail

@@ -1,10 +1,12 @@
 // The OpenSandbox dialect's pure parts: FileInfo modes as octal digits,
 // passwd/group parsing, the session protocol's sentinel lines, the egress
-// policy mapping, the image table's defaults. (The SDK itself is driven by
+// policy mapping, the image table's defaults, the Credential Vault's wire
+// form onto core/vault. (The SDK itself is driven by
 // tests/compat/opensandbox.)
 #include <gtest/gtest.h>
 
 #include "api/common/json_fields.h"
+#include "api/opensandbox/credential_vault.h"
 #include "api/opensandbox/env_file.h"
 #include "api/opensandbox/file_info.h"
 #include "api/opensandbox/image_table.h"
@@ -362,6 +364,97 @@ TEST(EnvFields, EnvMapRefusesWhatExecveCannotTake) {
     ASSERT_FALSE(r.ok()) << bad.dump();
     EXPECT_EQ(r.error().code, Code::kInvalidRequest);
   }
+}
+
+using Json = nlohmann::json;
+
+// The README's vault: one binding of several hosts and ports becomes a
+// group of core bindings; the state folds it back and holds no value.
+TEST(CredentialVaultWire, CreateExpandsAndTheStateFoldsBack) {
+  auto v = ParseVaultCreate(Json::parse(R"({
+    "credentials": [{"name": "api-token", "source": {"type": "inline", "value": "sk-wire-1"}}],
+    "bindings": [{"name": "api", "match": {"schemes": ["https"], "ports": [443, 8443],
+                  "hosts": ["api.example.com", "*.example.org"], "paths": ["/v1/*"]},
+                  "auth": {"type": "apiKey", "name": "x-api-key", "credential": "api-token"}}]})"));
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  ASSERT_EQ(v->bindings.size(), 4u);
+  for (const auto& [name, b] : v->bindings) {
+    EXPECT_EQ(b.group, "api");
+    EXPECT_EQ(b.match.methods, (std::vector<std::string>{"GET", "POST", "PUT", "PATCH", "DELETE"}));
+  }
+  const Json state = VaultStateJson(*v);
+  EXPECT_EQ(state.dump().find("sk-wire-1"), std::string::npos);
+  ASSERT_EQ(state["bindings"].size(), 1u);
+  const Json& b = state["bindings"][0];
+  EXPECT_EQ(b["name"], "api");
+  EXPECT_EQ(b["match"]["hosts"], Json({"api.example.com", "*.example.org"}));
+  EXPECT_EQ(b["match"]["ports"], Json({443, 8443}));
+  EXPECT_EQ(b["auth"], Json({{"type", "apiKey"}, {"name", "x-api-key"}}));
+  EXPECT_EQ(state["credentials"][0]["sourceType"], "inline");
+  EXPECT_TRUE(BindingMetadata(*v, "api").has_value());
+  EXPECT_FALSE(BindingMetadata(*v, "api.0").has_value());
+  EXPECT_FALSE(CredentialMetadata(*v, "nope").has_value());
+}
+
+TEST(CredentialVaultWire, AuthKindsAndRefusals) {
+  auto create = [](const std::string& auth) {
+    return ParseVaultCreate(Json::parse(
+        R"({"credentials": [{"name": "a", "source": {"value": "v1"}},
+                            {"name": "b", "source": {"value": "v2"}}],
+            "bindings": [{"name": "x", "match": {"hosts": ["h.test"]}, "auth": )" +
+        auth + "}]}"));
+  };
+  auto basic = create(R"({"type": "basic", "credential": "a"})");
+  ASSERT_TRUE(basic.ok());
+  EXPECT_TRUE(basic->bindings.at("x").auth.encoded);
+  auto custom = create(R"({"type": "customHeaders", "headers": [{"name": "x-id", "credential": "a"},
+                                                              {"name": "x-key", "credential": "b"}]})");
+  ASSERT_TRUE(custom.ok());
+  EXPECT_EQ(custom->bindings.size(), 2u);
+  EXPECT_EQ(VaultStateJson(*custom)["bindings"][0]["auth"]["type"], "customHeaders");
+  EXPECT_EQ(create(R"({"type": "bearer", "credential": "zz"})").error().code,
+            Code::kInvalidRequest);  // no such credential
+  EXPECT_EQ(create(R"({"type": "oauth", "credential": "a"})").error().code, Code::kInvalidRequest);
+  EXPECT_EQ(create(R"({"type": "customHeaders", "headers": [], "substitutions": []})").error().code,
+            Code::kNotSupported);
+  auto http = ParseVaultCreate(Json::parse(R"({"credentials": [], "bindings": [{"name": "x",
+      "match": {"schemes": ["http"], "hosts": ["h.test"]}, "auth": {"type": "bearer", "credential": "a"}}]})"));
+  EXPECT_EQ(http.error().code, Code::kNotSupported);
+  auto unknown =
+      ParseVaultCreate(Json::parse(R"({"credentials": [], "bindings": [], "extra": 1})"));
+  EXPECT_EQ(unknown.error().code, Code::kInvalidRequest);
+}
+
+TEST(CredentialVaultWire, PatchIsAllOrNothingAndGuardedByTheRevision) {
+  auto v = ParseVaultCreate(Json::parse(R"({
+    "credentials": [{"name": "a", "source": {"value": "v1"}}],
+    "bindings": [{"name": "x", "match": {"hosts": ["h.test"]},
+                  "auth": {"type": "bearer", "credential": "a"}}]})"));
+  ASSERT_TRUE(v.ok());
+  v->revision = 4;
+  auto stale = ApplyVaultPatch(*v, Json::parse(R"({"expectedRevision": 3})"));
+  EXPECT_EQ(stale.error().code, Code::kConflict);
+  // A credential still bound cannot go; with its binding it can.
+  EXPECT_EQ(ApplyVaultPatch(*v, Json::parse(R"({"credentials": {"delete": ["a"]}})")).error().code,
+            Code::kInvalidRequest);
+  auto both = ApplyVaultPatch(*v, Json::parse(R"({"expectedRevision": 4,
+      "credentials": {"delete": ["a"]}, "bindings": {"delete": ["x"]}})"));
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  EXPECT_TRUE(both->empty());
+  EXPECT_EQ(ApplyVaultPatch(*v, Json::parse(R"({"credentials": {"add": [{"name": "a",
+      "source": {"value": "v3"}}]}})"))
+                .error()
+                .code,
+            Code::kConflict);
+  EXPECT_EQ(ApplyVaultPatch(*v, Json::parse(R"({"bindings": {"replace": [{"name": "y",
+      "match": {"hosts": ["h.test"]}, "auth": {"type": "bearer", "credential": "a"}}]}})"))
+                .error()
+                .code,
+            Code::kNotFound);
+  auto replaced = ApplyVaultPatch(*v, Json::parse(R"({"credentials": {"replace": [{"name": "a",
+      "source": {"value": "v9"}}]}})"));
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(replaced->credentials.at("a").value, "v9");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <openssl/ssl.h>
@@ -52,6 +53,13 @@ json ApiVault() {
 vault::RequestFacts Req(std::string host, std::string path = "/v1/models",
                         std::string method = "GET", int port = 443) {
   return {"https", std::move(host), port, std::move(method), std::move(path)};
+}
+
+// The first injection a request gets, if any.
+std::optional<vault::Injection> One(const vault::Vault& v, const vault::RequestFacts& r) {
+  auto all = vault::MatchRequest(v, r);
+  if (all.empty()) return std::nullopt;
+  return all.front();
 }
 
 TEST(SecretBox, OpensOnlyUnderItsKeyAndContext) {
@@ -128,20 +136,20 @@ TEST(VaultParse, HostSourcesOnlyByTheOperatorsName) {
 
 TEST(VaultMatch, MatchesHostPortPathAndMethod) {
   auto v = vault::ParseVault(ApiVault(), {}).value();
-  auto hit = vault::MatchRequest(v, Req("api.world.test"));
+  auto hit = One(v, Req("api.world.test"));
   ASSERT_TRUE(hit.has_value());
   EXPECT_FALSE(hit->query);
   EXPECT_EQ(hit->name, "x-api-key");
   EXPECT_EQ(hit->value, kSecret);
-  EXPECT_TRUE(vault::MatchRequest(v, Req("a.b.world.test", "/v1/a/b", "POST")).has_value());
-  EXPECT_FALSE(vault::MatchRequest(v, Req("world.test")));  // the apex is not below itself
-  EXPECT_FALSE(vault::MatchRequest(v, Req("other.test")));
-  EXPECT_FALSE(vault::MatchRequest(v, Req("api.world.test", "/v2/models")));
-  EXPECT_FALSE(vault::MatchRequest(v, Req("api.world.test", "/v1/x", "DELETE")));
-  EXPECT_FALSE(vault::MatchRequest(v, Req("api.world.test", "/v1/x", "GET", 8443)));
+  EXPECT_TRUE(One(v, Req("a.b.world.test", "/v1/a/b", "POST")).has_value());
+  EXPECT_FALSE(One(v, Req("world.test")));  // the apex is not below itself
+  EXPECT_FALSE(One(v, Req("other.test")));
+  EXPECT_FALSE(One(v, Req("api.world.test", "/v2/models")));
+  EXPECT_FALSE(One(v, Req("api.world.test", "/v1/x", "DELETE")));
+  EXPECT_FALSE(One(v, Req("api.world.test", "/v1/x", "GET", 8443)));
   auto http = Req("api.world.test");
   http.scheme = "http";
-  EXPECT_FALSE(vault::MatchRequest(v, http));
+  EXPECT_FALSE(One(v, http));
   EXPECT_TRUE(vault::HostIsBound(v, "https", "api.world.test", 443));
   EXPECT_FALSE(vault::HostIsBound(v, "https", "other.test", 443));
   EXPECT_FALSE(vault::HostIsBound(v, "https", "api.world.test", 80));
@@ -151,19 +159,48 @@ TEST(VaultMatch, FormatsEachAuthKind) {
   auto v = vault::ParseVault(ApiVault(), {}).value();
   auto& a = v.bindings.at("world").auth;
   a.kind = vault::AuthKind::kBearer;
-  EXPECT_EQ(vault::MatchRequest(v, Req("a.world.test"))->value, std::string("Bearer ") + kSecret);
-  EXPECT_EQ(vault::MatchRequest(v, Req("a.world.test"))->name, "Authorization");
+  EXPECT_EQ(One(v, Req("a.world.test"))->value, std::string("Bearer ") + kSecret);
+  EXPECT_EQ(One(v, Req("a.world.test"))->name, "Authorization");
   a.kind = vault::AuthKind::kBasic;
   a.username = "bot";
   // base64("bot:sk-live-7f3e9a1c5b2d4e6f")
-  EXPECT_EQ(vault::MatchRequest(v, Req("a.world.test"))->value,
-            "Basic Ym90OnNrLWxpdmUtN2YzZTlhMWM1YjJkNGU2Zg==");
+  EXPECT_EQ(One(v, Req("a.world.test"))->value, "Basic Ym90OnNrLWxpdmUtN2YzZTlhMWM1YjJkNGU2Zg==");
   a.kind = vault::AuthKind::kQuery;
   a.name = "key";
-  auto q = vault::MatchRequest(v, Req("a.world.test"));
+  auto q = One(v, Req("a.world.test"));
   EXPECT_TRUE(q->query);
   EXPECT_EQ(q->name, "key");
   EXPECT_EQ(q->value, kSecret);
+  // OpenSandbox's basic: the credential is base64("user:password") already.
+  a.kind = vault::AuthKind::kBasic;
+  a.username.clear();
+  a.encoded = true;
+  EXPECT_EQ(One(v, Req("a.world.test"))->value, std::string("Basic ") + kSecret);
+  auto round = vault::ParseBinding(vault::BindingToJson(v.bindings.at("world")));
+  ASSERT_TRUE(round.ok());
+  EXPECT_TRUE(round->auth.encoded);
+}
+
+// A group (one OpenSandbox binding expanded to several) adds every
+// matching member; a binding outside the first match's group adds nothing.
+TEST(VaultMatch, AGroupAddsAllItsHeadersAndOnlyThem) {
+  auto v = vault::ParseVault(ApiVault(), {}).value();
+  vault::Binding id = v.bindings.at("world"), secret = id, other = id;
+  id.name = "g.0";
+  id.auth.name = "x-client-id";
+  secret.name = "g.1";
+  secret.auth.name = "x-client-secret";
+  id.group = secret.group = "g";
+  other.name = "h";
+  other.auth.name = "x-other";
+  v.bindings = {{id.name, id}, {secret.name, secret}, {other.name, other}};
+  auto all = vault::MatchRequest(v, Req("api.world.test"));
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "x-client-id");
+  EXPECT_EQ(all[1].name, "x-client-secret");
+  auto round = vault::ParseBinding(vault::BindingToJson(id));
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->group, "g");
 }
 
 // The first flight of a real TLS client (OpenSSL over memory BIOs).
@@ -245,11 +282,16 @@ TEST_F(VaultBookTest, EditsOneByOneAndForgets) {
   EXPECT_EQ(book.PutBinding("sb_1", binding).error().code, Code::kInvalidRequest);
   ASSERT_TRUE(book.PutCredential("sb_1", {"api", kSecret}).ok());
   ASSERT_TRUE(book.PutBinding("sb_1", binding).ok());
-  EXPECT_TRUE(vault::MatchRequest(*book.Find("sb_1"), Req("api.world.test")).has_value());
+  EXPECT_TRUE(One(*book.Find("sb_1"), Req("api.world.test")).has_value());
   EXPECT_EQ(book.DeleteCredential("sb_1", "api").error().code, Code::kConflict);
   ASSERT_TRUE(book.DeleteBinding("sb_1", "world").ok());
-  EXPECT_FALSE(vault::MatchRequest(*book.Find("sb_1"), Req("api.world.test")).has_value());
+  EXPECT_FALSE(One(*book.Find("sb_1"), Req("api.world.test")).has_value());
   EXPECT_EQ(book.DeleteBinding("sb_1", "world").error().code, Code::kNotFound);
+  // Each stored change counts (OpenSandbox's revision), across a reload.
+  EXPECT_EQ(book.Find("sb_1")->revision, 3);
+  VaultBook again(Box(), store_.get());
+  ASSERT_EQ(again.Load([](const std::string&) { return true; }).value(), 1);
+  EXPECT_EQ(again.Find("sb_1")->revision, 3);
   book.Forget("sb_1");
   EXPECT_EQ(book.Find("sb_1"), nullptr);
   EXPECT_TRUE(store_->LoadVaults()->empty());

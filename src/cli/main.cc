@@ -17,6 +17,8 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "cli/mcp_bridge.h"
@@ -189,8 +191,26 @@ int RunServe(const Serve& s) {
 
 // --- create
 
+// A vault's JSON from a file, or stdin for "-": never from an argument,
+// which any process on the host could read in /proc/*/cmdline.
+std::optional<std::string> ReadVaultFile(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::cerr << "hutch: cannot read " << path << "\n";
+      return std::nullopt;
+    }
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return text;
+}
+
 struct CreateArgs {
   std::string tpl = "base";
+  std::string vault;  // a vault JSON file ('-': stdin)
   int64_t ttl = 0, memory = 0, disk = 0;
   double cpu = 0;
   std::vector<std::string> envs, metas, vol_mounts;
@@ -206,6 +226,15 @@ int RunCreate(Session& s, const CreateArgs& a) {
   if (!SplitKv(a.envs, &env) || !SplitKv(a.metas, &meta)) return 2;
   if (!env.empty()) body["env"] = env;
   if (!meta.empty()) body["metadata"] = meta;
+  if (!a.vault.empty()) {
+    auto text = ReadVaultFile(a.vault);
+    if (!text) return 2;
+    body["vault"] = json::parse(*text, nullptr, false);
+    if (body["vault"].is_discarded()) {
+      std::cerr << "hutch: " << a.vault << " is not JSON\n";
+      return 2;
+    }
+  }
   for (const auto& m : a.vol_mounts) {
     // NAME:/PATH or NAME:/PATH:ro
     size_t colon = m.find(':');
@@ -237,6 +266,7 @@ Subcommand AddCreate(CLI::App& app) {
   create->add_option("--env,-e", a->envs, "KEY=VALUE (repeatable)");
   create->add_option("--meta,-m", a->metas, "Metadata KEY=VALUE (repeatable)");
   create->add_option("--volume,-v", a->vol_mounts, "NAME:/PATH[:ro] mounts a volume (repeatable)");
+  create->add_option("--vault", a->vault, "Credential vault JSON file ('-': stdin)");
   return {create, [a](Session& s) { return RunCreate(s, *a); }};
 }
 
@@ -703,6 +733,61 @@ std::vector<Subcommand> AddVolume(CLI::App& app) {
           {vol_rm, [rm_names](Session& s) { return DeleteEach(s, "/v1/volumes/", *rm_names); }}};
 }
 
+// --- vault show | set | rm (docs/api.md "Credential vault")
+
+struct VaultArgs {
+  std::string id, file, credential, binding;
+};
+
+int RunVaultShow(Session& s, const VaultArgs& a) {
+  auto r = s.c.Request("GET", "/v1/sandboxes/" + Enc(a.id) + "/vault");
+  if (r.status != 200) return Fail(r);
+  std::cout << r.json().dump(s.g.json_out ? -1 : 2) << "\n";
+  return 0;
+}
+
+int RunVaultSet(Session& s, const VaultArgs& a) {
+  auto text = ReadVaultFile(a.file);
+  if (!text) return 2;
+  auto r = s.c.Request("PUT", "/v1/sandboxes/" + Enc(a.id) + "/vault", *text,
+                       {{"Content-Type", "application/json"}});
+  if (r.status != 200) return Fail(r);
+  if (s.g.json_out) std::cout << r.json().dump() << "\n";
+  return 0;
+}
+
+int RunVaultRm(Session& s, const VaultArgs& a) {
+  if (a.credential.empty() == a.binding.empty()) {
+    std::cerr << "hutch: give exactly one of --credential and --binding\n";
+    return 2;
+  }
+  const std::string path =
+      "/v1/sandboxes/" + Enc(a.id) + "/vault/" +
+      (a.binding.empty() ? "credentials/" + Enc(a.credential) : "bindings/" + Enc(a.binding));
+  auto r = s.c.Request("DELETE", path);
+  return r.status == 204 ? 0 : Fail(r);
+}
+
+std::vector<Subcommand> AddVault(CLI::App& app) {
+  auto* vault = app.add_subcommand(
+      "vault", "A sandbox's credential vault: secrets added to its HTTPS requests at egress");
+  vault->require_subcommand(1);
+  auto a = std::make_shared<VaultArgs>();
+  auto* show = vault->add_subcommand("show", "Print the vault's names and bindings (never values)");
+  show->add_option("id", a->id)->required();
+  auto* set = vault->add_subcommand("set", "Replace the vault whole from a JSON file ('-': stdin)");
+  set->add_option("id", a->id)->required();
+  set->add_option("file", a->file)->required();
+  auto* rm =
+      vault->add_subcommand("rm", "Delete a credential or a binding (injection stops at once)");
+  rm->add_option("id", a->id)->required();
+  rm->add_option("--credential", a->credential, "Credential name");
+  rm->add_option("--binding", a->binding, "Binding name");
+  return {{show, [a](Session& s) { return RunVaultShow(s, *a); }},
+          {set, [a](Session& s) { return RunVaultSet(s, *a); }},
+          {rm, [a](Session& s) { return RunVaultRm(s, *a); }}};
+}
+
 // --- template build | list | show | rm | alias
 
 // Builds the template of the spec at spec_path (registered as `name`, or
@@ -898,7 +983,7 @@ int main(int argc, char** argv) {
   std::vector<Subcommand> commands = {AddCreate(app), AddLs(app), AddExec(app),
                                       AddRun(app),    AddCp(app), AddRm(app),
                                       AddShell(app),  AddPs(app), AddLogs(app)};
-  for (auto& group : {AddVolume(app), AddTemplate(app)})
+  for (auto& group : {AddVolume(app), AddVault(app), AddTemplate(app)})
     commands.insert(commands.end(), group.begin(), group.end());
 
   CLI11_PARSE(app, argc, argv);

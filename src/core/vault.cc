@@ -146,6 +146,12 @@ Result<BindingAuth> ParseAuth(const nlohmann::json& j, const std::string& what) 
     if (u->find_first_of(":\r\n") != std::string::npos)
       return Invalid(what + ": username may not hold ':' or line breaks");
     a.username = *u;
+    if (auto e = j.find("encoded"); e != j.end() && !e->is_null()) {
+      if (!e->is_boolean()) return Invalid(what + ": 'encoded' must be a boolean");
+      a.encoded = e->get<bool>();
+    }
+    if (a.encoded && !a.username.empty())
+      return Invalid(what + ": an encoded credential holds the username already");
   }
   return a;
 }
@@ -167,6 +173,7 @@ std::string InjectedValue(const BindingAuth& a, const std::string& secret) {
     case AuthKind::kBearer:
       return "Bearer " + secret;
     case AuthKind::kBasic:
+      if (a.encoded) return "Basic " + secret;
       return "Basic " + Base64Encode(a.username.empty() ? secret : a.username + ":" + secret);
     case AuthKind::kHeader:
     case AuthKind::kQuery:
@@ -271,7 +278,11 @@ Result<Binding> ParseBinding(const nlohmann::json& j) {
   if (!match.ok()) return match.error();
   auto auth = ParseAuth(*a, what);
   if (!auth.ok()) return auth.error();
-  return Binding{*name, std::move(match).value(), std::move(auth).value()};
+  auto group = StringField(j, "group", what);
+  if (!group.ok()) return group.error();
+  if (!group->empty())
+    if (auto st = CheckName("binding group", *group); !st.ok()) return st.error().Context(what);
+  return Binding{*name, std::move(match).value(), std::move(auth).value(), *group};
 }
 
 nlohmann::json BindingToJson(const Binding& b) {
@@ -284,7 +295,10 @@ nlohmann::json BindingToJson(const Binding& b) {
   if (b.auth.kind == AuthKind::kHeader) a["header"] = b.auth.name;
   if (b.auth.kind == AuthKind::kQuery) a["param"] = b.auth.name;
   if (b.auth.kind == AuthKind::kBasic && !b.auth.username.empty()) a["username"] = b.auth.username;
-  return {{"name", b.name}, {"match", m}, {"auth", a}};
+  if (b.auth.kind == AuthKind::kBasic && b.auth.encoded) a["encoded"] = true;
+  nlohmann::json out{{"name", b.name}, {"match", m}, {"auth", a}};
+  if (!b.group.empty()) out["group"] = b.group;
+  return out;
 }
 
 nlohmann::json Vault::ToViewJson() const {
@@ -325,26 +339,37 @@ Result<Vault> ParseVault(const nlohmann::json& j, const HostSources& sources) {
   return v;
 }
 
-std::optional<Injection> MatchRequest(const Vault& v, const RequestFacts& r) {
+namespace {
+
+bool RequestMatches(const BindingMatch& m, const RequestFacts& r) {
+  if (!SchemePortMatch(m, r.scheme, r.port) || !net::DomainPatternMatches(m.host, r.host))
+    return false;
+  if (!m.methods.empty() &&
+      std::find(m.methods.begin(), m.methods.end(), r.method) == m.methods.end())
+    return false;
+  return PathMatches(m.paths, r.path);
+}
+
+}  // namespace
+
+std::vector<Injection> MatchRequest(const Vault& v, const RequestFacts& r) {
+  std::vector<Injection> out;
+  const Binding* first = nullptr;
   for (const auto& [name, b] : v.bindings) {
-    const BindingMatch& m = b.match;
-    if (!SchemePortMatch(m, r.scheme, r.port) || !net::DomainPatternMatches(m.host, r.host))
-      continue;
-    if (!m.methods.empty() &&
-        std::find(m.methods.begin(), m.methods.end(), r.method) == m.methods.end())
-      continue;
-    if (!PathMatches(m.paths, r.path)) continue;
+    if (first && (first->group.empty() || b.group != first->group)) continue;
+    if (!RequestMatches(b.match, r)) continue;
     auto c = v.credentials.find(b.auth.credential);
     if (c == v.credentials.end()) continue;
+    if (!first) first = &b;
     Injection inj;
     inj.query = b.auth.kind == AuthKind::kQuery;
     inj.name = (b.auth.kind == AuthKind::kBearer || b.auth.kind == AuthKind::kBasic)
                    ? "Authorization"
                    : b.auth.name;
     inj.value = InjectedValue(b.auth, c->second.value);
-    return inj;
+    out.push_back(std::move(inj));
   }
-  return std::nullopt;
+  return out;
 }
 
 bool HostIsBound(const Vault& v, const std::string& scheme, const std::string& host, int port) {
@@ -352,6 +377,12 @@ bool HostIsBound(const Vault& v, const std::string& scheme, const std::string& h
     if (SchemePortMatch(b.match, scheme, port) && net::DomainPatternMatches(b.match.host, host))
       return true;
   return false;
+}
+
+void AddTrustStoreEnv(std::map<std::string, std::string>& env) {
+  for (const char* var :
+       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"})
+    env.emplace(var, "/etc/ssl/certs/ca-certificates.crt");
 }
 
 }  // namespace hutch::vault

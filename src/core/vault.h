@@ -10,8 +10,8 @@
 // shows names and bindings only.
 #pragma once
 
+#include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +36,8 @@ struct BindingAuth {
   std::string name;        // kHeader: the header; kQuery: the parameter
   std::string username;    // kBasic: user (the credential is the password);
                            // empty: the credential is "user:password"
+  bool encoded = false;    // kBasic: the credential is already
+                           // base64("user:password") (OpenSandbox's form)
 };
 
 // Which requests a binding applies to. Empty lists match anything.
@@ -51,11 +53,19 @@ struct Binding {
   std::string name;
   BindingMatch match;
   BindingAuth auth;
+  // The API-level binding this one was expanded from, when a dialect's
+  // binding names several hosts, ports or headers (OpenSandbox's lists,
+  // customHeaders): a request gets every matching binding of the group of
+  // the first binding it matches. Empty: a group of its own.
+  std::string group;
 };
 
 struct Vault {
   std::map<std::string, Credential> credentials;  // by name
   std::map<std::string, Binding> bindings;        // by name
+  // Counts the stored changes (VaultBook sets it): OpenSandbox's revision
+  // and its expectedRevision guard.
+  int64_t revision = 0;
   bool empty() const { return credentials.empty() && bindings.empty(); }
   // Names and bindings, never values: what every read API answers.
   nlohmann::json ToViewJson() const;
@@ -107,12 +117,19 @@ struct Injection {
   std::string value;  // the secret, formatted for its place
 };
 
-// The first binding (in name order) that matches `r` and whose credential
-// exists; nullopt when none does.
-std::optional<Injection> MatchRequest(const Vault& v, const RequestFacts& r);
+// What the first binding (in name order) that matches `r` and whose
+// credential exists adds, with every other matching binding of its group;
+// empty when none matches.
+std::vector<Injection> MatchRequest(const Vault& v, const RequestFacts& r);
 // Whether any binding could match a request to host:port under `scheme`:
 // the egress proxy interposes on a TLS connection only then, and splices
 // every other one through untouched.
 bool HostIsBound(const Vault& v, const std::string& scheme, const std::string& host, int port);
+
+// The egress proxy's CA goes into the sandbox's system bundle; these
+// variables point the runtimes with a store of their own (Python requests,
+// Node, OpenSSL, curl) at it. Set at the create of a sandbox that will
+// have a vault; a variable the caller set wins.
+void AddTrustStoreEnv(std::map<std::string, std::string>& env);
 
 }  // namespace hutch::vault

@@ -26,7 +26,8 @@ Result<std::string> VaultBook::ToStoreJson(const std::string& id, const vault::V
     creds.push_back({{"name", name}, {"sealed", *sealed}});
   }
   for (const auto& [name, b] : v.bindings) binds.push_back(vault::BindingToJson(b));
-  return nlohmann::json{{"credentials", creds}, {"bindings", binds}}.dump();
+  return nlohmann::json{{"credentials", creds}, {"bindings", binds}, {"revision", v.revision}}
+      .dump();
 }
 
 Result<vault::Vault> VaultBook::FromStoreJson(const std::string& id,
@@ -35,6 +36,7 @@ Result<vault::Vault> VaultBook::FromStoreJson(const std::string& id,
   if (j.is_discarded() || !j.is_object())
     return MakeError(Code::kInternal, "vault row is not a JSON object");
   vault::Vault v;
+  v.revision = j.value("revision", int64_t{0});
   for (const auto& c : j.value("credentials", nlohmann::json::array())) {
     const std::string name = c.value("name", "");
     auto plain = box_.Open(c.value("sealed", ""), SealContext(id, name));
@@ -85,6 +87,8 @@ nlohmann::json VaultBook::View(const std::string& id) const {
 }
 
 Status VaultBook::Commit(const std::string& id, vault::Vault v) {
+  const vault::Vault* old = Find(id);
+  v.revision = (old ? old->revision : 0) + 1;
   if (store_) {
     if (v.empty()) {
       if (auto st = store_->DeleteVault(id); !st.ok()) return st;

@@ -16,6 +16,8 @@ HutchApi::HutchApi(ApiConfig cfg, SandboxManager* mgr)
       osb_(mgr, cfg_.json_body_limit, &creds_),
       mcp_(mcp::McpConfig{12 << 20, cfg_.sse_ping_interval}, mgr, &creds_) {
   osb_.SetImages(cfg_.opensandbox_images);
+  osb_.SetVaultSettled(cfg_.vault_settled);
+  e2b_.SetVaultSettled(cfg_.vault_settled);
   RegisterProbes();
   RegisterConsole(router_, cfg_.console, cfg_.ui_dir);
   // E2B first: its Host form owns every path, so its matcher and its

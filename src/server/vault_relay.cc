@@ -116,8 +116,8 @@ asio::awaitable<void> Splice(tcp::socket client, tcp::socket up) {
   co_await Pipe(a, b);
 }
 
-// Adds the credential of the first binding the request matches (looked up
-// now: a binding deleted a moment ago adds nothing).
+// Adds the credentials of the first binding the request matches and its
+// group (looked up now: a binding deleted a moment ago adds nothing).
 template <class Fields>
 void Inject(const VaultRelayEnv& env, const std::string& host, int port,
             http::request_header<Fields>& req) {
@@ -132,13 +132,15 @@ void Inject(const VaultRelayEnv& env, const std::string& host, int port,
   std::string named(req[http::field::host]);
   if (auto colon = named.rfind(':'); colon != std::string::npos) named.resize(colon);
   if (auto n = net::NormalizeDomainName(named); !n || *n != host) return;
-  auto inj = vault::MatchRequest(*v, facts);
-  if (!inj) return;
-  if (inj->query) {
-    req.target(target + (q == std::string::npos ? "?" : "&") + inj->name + "=" + inj->value);
-  } else {
-    req.set(inj->name, inj->value);
+  std::string out = target;
+  for (const auto& inj : vault::MatchRequest(*v, facts)) {
+    if (inj.query) {
+      out += (out.find('?') == std::string::npos ? "?" : "&") + inj.name + "=" + inj.value;
+    } else {
+      req.set(inj.name, inj.value);
+    }
   }
+  if (out != target) req.target(out);
 }
 
 // Relays one message from `in` to `out` as it arrives; `edit` may change

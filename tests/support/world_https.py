@@ -7,7 +7,7 @@ Listens on 0.0.0.0:443 and answers:
   /secret    200 "granted" when the request carries x-api-key: SECRET,
              else 401 "denied"
   /echo      200 with the JSON of what the request carried: its x-api-key
-             and authorization headers, its query string and Host
+             authorization and x-client-id headers, its query string and Host
   /redirect  302 to https://other.vault.test/echo
 Exits when its parent test kills it.
 """
@@ -41,6 +41,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             seen = {
                 "x-api-key": self.headers.get("x-api-key"),
                 "authorization": self.headers.get("authorization"),
+                "x-client-id": self.headers.get("x-client-id"),
                 "query": url.query,
                 "host": self.headers.get("host"),
             }

@@ -26,6 +26,7 @@
 #include "auth/credentials.h"
 #include "core/pty_session.h"
 #include "core/sandbox_manager.h"
+#include "core/vault.h"
 #include "http/router.h"
 
 namespace hutch::api::e2b {
@@ -81,7 +82,15 @@ class E2bApi {
   // The control plane's error answer: {"code":<status>,"message":...}.
   static asio::awaitable<void> SendControlError(HttpContext& ctx, const Error& e);
 
+  // Waits until the egress proxy follows a sandbox's vault (network.rules:
+  // e2b_vault.h), as /v1's V1Config::vault_settled.
+  void SetVaultSettled(std::function<asio::awaitable<Status>(std::string)> f) {
+    vault_settled_ = std::move(f);
+  }
+
  private:
+  // Stores `v` as the sandbox's vault and waits for the egress proxy.
+  asio::awaitable<Status> PutRulesVault(const std::string& id, vault::Vault v);
   // e2b_routes.cc: the guard of the control plane (X-API-Key, rate limit).
   asio::awaitable<bool> Admit(HttpContext& ctx);
   // The tenant check of the sandbox a routed request names (Mount::scope).
@@ -164,6 +173,7 @@ class E2bApi {
   std::map<std::string, std::weak_ptr<PtySession>> ptys_;
   // Watchers of CreateWatcher, by id.
   std::map<std::string, std::unique_ptr<DirWatcher>> watchers_;
+  std::function<asio::awaitable<Status>(std::string)> vault_settled_;
 };
 
 }  // namespace hutch::api::e2b

@@ -12,6 +12,7 @@
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_auth.h"
 #include "api/e2b/e2b_network.h"
+#include "api/e2b/e2b_vault.h"
 #include "auth/sandbox_token.h"
 
 namespace hutch::api::e2b {
@@ -175,8 +176,15 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   if (!internet.ok()) co_return co_await SendControlError(ctx, internet.error());
   const auto nw = j.find("network");
   auto network = E2bEgressPolicy(nw == j.end() ? nullptr : &*nw, *internet,
-                                 mgr_->network() != nullptr, {"allowPublicTraffic"});
+                                 mgr_->network() != nullptr, {"allowPublicTraffic", "rules"});
   if (!network.ok()) co_return co_await SendControlError(ctx, network.error());
+  auto rules = E2bRulesVault(nw == j.end() ? nullptr : &*nw);
+  if (!rules.ok()) co_return co_await SendControlError(ctx, rules.error());
+  if (*rules && !mgr_->vaults()) {
+    Error e = MakeError(Code::kNotSupported,
+                        "'network.rules': credential vaults are not configured on this server");
+    co_return co_await SendControlError(ctx, e);
+  }
   CreateOptions o;
   o.network = std::move(network).value();
   // A snapshot's id stands where a template's name goes, as E2B's
@@ -215,8 +223,17 @@ asio::awaitable<void> E2bApi::Create(HttpContext& ctx, const std::string& key_ha
   if (*env) o.env = **env;
   o.owner_key = key_hash;
   o.scope = ctx.principal().Scope();
+  if (*rules) vault::AddTrustStoreEnv(o.env);
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (*rules) {
+    if (auto st = co_await PutRulesVault(rec->id, std::move(**rules)); !st.ok()) {
+      // A sandbox without the rules it asked for is not what was created.
+      auto gone = co_await mgr_->Delete(rec->id, "vault not stored");
+      (void)gone;
+      co_return co_await SendControlError(ctx, st.error());
+    }
+  }
   co_await ctx.SendJson(201, SandboxJson(*rec, false));
 }
 

@@ -4,12 +4,15 @@
 // says why). `denyOut` listing 0.0.0.0/0 (E2B's "all traffic") or
 // allow_internet_access false makes the default deny, with `allowOut` as
 // the exceptions; otherwise the default is allow and `denyOut` is blocked.
+// `rules` (per-host header transforms) become the sandbox's credential
+// vault (e2b_vault.h).
 // E2B lets an allowOut entry beat a denyOut entry; hutch lets deny win,
 // which differs only when an allowed entry lies inside a denied CIDR
 // (docs/compat-e2b.md).
 #include "api/e2b/e2b_network.h"
 
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_vault.h"
 
 #include <algorithm>
 #include <string>
@@ -73,14 +76,32 @@ asio::awaitable<void> E2bApi::UpdateNetwork(HttpContext& ctx, const std::string&
   }
   auto internet = InternetAccessField(*body);
   if (!internet.ok()) co_return co_await SendControlError(ctx, internet.error());
-  auto policy =
-      E2bEgressPolicy(&*body, *internet, mgr_->network() != nullptr, {"allow_internet_access"});
+  auto policy = E2bEgressPolicy(&*body, *internet, mgr_->network() != nullptr,
+                                {"allow_internet_access", "rules"});
   if (!policy.ok()) co_return co_await SendControlError(ctx, policy.error());
+  // `rules` replaces the header rules (the sandbox's vault); left out, it
+  // clears them, as E2B's update does for every field.
+  auto rules = E2bRulesVault(&*body);
+  if (!rules.ok()) co_return co_await SendControlError(ctx, rules.error());
   if (auto rec = Visible(mgr_, id); !rec.ok())
     co_return co_await SendControlError(ctx, rec.error());
   auto rec = co_await mgr_->SetNetworkPolicy(id, std::move(policy).value());
   if (!rec.ok()) co_return co_await SendControlError(ctx, rec.error());
+  if (mgr_->vaults() && (*rules || mgr_->vaults()->Find(id))) {
+    auto st = co_await PutRulesVault(id, rules->value_or(vault::Vault{}));
+    if (!st.ok()) co_return co_await SendControlError(ctx, st.error());
+  } else if (*rules) {
+    Error e = MakeError(Code::kNotSupported,
+                        "'rules': credential vaults are not configured on this server");
+    co_return co_await SendControlError(ctx, e);
+  }
   co_await ctx.SendEmpty(204);
+}
+
+asio::awaitable<Status> E2bApi::PutRulesVault(const std::string& id, vault::Vault v) {
+  if (auto st = mgr_->vaults()->Replace(id, std::move(v)); !st.ok()) co_return st;
+  if (!vault_settled_) co_return Status{};
+  co_return co_await vault_settled_(id);
 }
 
 }  // namespace hutch::api::e2b

@@ -3,7 +3,7 @@
 // hutch's keys) and, under /opensandbox/sandboxes/{id}/proxy/{port}/, the
 // in-sandbox APIs its SDKs reach through the server proxy: execd (44772:
 // commands, sessions, files, metrics) and the egress sidecar (18080: the
-// sandbox's network policy). No OpenSandbox binary runs in the sandbox:
+// sandbox's network policy and its credential vault). No OpenSandbox binary runs in the sandbox:
 // every handler is a translation onto the core calls the /v1 handlers
 // make (SandboxManager, background processes, FsCall, FileUpload /
 // FileDownload). The only state kept here is which bash sessions are
@@ -47,6 +47,12 @@ class OpenSandboxApi {
   OpenSandboxApi(SandboxManager* mgr, size_t json_body_limit, auth::Credentials* creds)
       : mgr_(mgr), json_limit_(json_body_limit), creds_(creds), code_(mgr) {}
   void SetImages(ImageTable t) { images_ = std::move(t); }
+  // Waits until the egress proxy follows a sandbox's vault as it now is
+  // (the /v1 routes' V1Config::vault_settled), so a vault answer is the
+  // acknowledgement OpenSandbox's SDKs take it for.
+  void SetVaultSettled(std::function<asio::awaitable<Status>(std::string)> f) {
+    vault_settled_ = std::move(f);
+  }
   // Adds the /opensandbox mounts and routes: the lifecycle API under
   // /opensandbox/v1 (OPEN-SANDBOX-API-KEY) and the server proxy.
   void Register(Router& r);
@@ -116,9 +122,14 @@ class OpenSandboxApi {
   // osb_metrics.cc: /metrics, /metrics/watch
   asio::awaitable<void> Metrics(HttpContext& ctx, std::shared_ptr<Sandbox> sb, bool watch);
 
-  // osb_egress.cc: the egress sidecar's /policy
+  // osb_egress.cc: the egress sidecar's /policy (and /credential-vault...)
   asio::awaitable<void> Egress(HttpContext& ctx, const SandboxRecord& rec,
                                const std::vector<std::string>& s);
+  // osb_vault.cc: /credential-vault[/credentials|bindings[/{name}]] of the
+  // sidecar and the lifecycle API; `s` is the path after credential-vault.
+  asio::awaitable<void> CredentialVault(HttpContext& ctx, const std::string& id,
+                                        const std::vector<std::string>& s);
+  asio::awaitable<Status> Settled(const std::string& id);
 
   SandboxManager* mgr_;
   size_t json_limit_;
@@ -131,6 +142,7 @@ class OpenSandboxApi {
   // Sandboxes whose egress policy a PATCH/DELETE /policy is changing now:
   // one change at a time per sandbox (osb_egress.cc).
   std::set<std::string> egress_changing_;
+  std::function<asio::awaitable<Status>(std::string)> vault_settled_;
 };
 
 }  // namespace hutch::api::opensandbox

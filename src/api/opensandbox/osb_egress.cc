@@ -3,6 +3,7 @@
 // OpenSandbox's shape, PATCH /policy merges rules into it and DELETE
 // /policy removes rules by target; both apply through
 // SandboxManager::SetNetworkPolicy, so new connections follow at once.
+// /credential-vault... is the sandbox's vault (osb_vault.cc).
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -68,8 +69,8 @@ asio::awaitable<void> OpenSandboxApi::Egress(HttpContext& ctx, const SandboxReco
     co_return co_await ctx.SendJson(200, EgressPolicyOf(*updated));
   }
   if (!s.empty() && s[0] == "credential-vault") {
-    Error e = MakeError(Code::kNotSupported, "the credential vault is not supported by hutch");
-    co_return co_await SendError(ctx, e);
+    const std::vector<std::string> rest(s.begin() + 1, s.end());
+    co_return co_await CredentialVault(ctx, rec.id, rest);
   }
   Error e = MakeError(Code::kNotFound,
                       "no egress route " + std::string(http::to_string(m)) + " " + ctx.path());

@@ -13,6 +13,7 @@
 #include "api/opensandbox/resource_limits.h"
 #include "auth/sandbox_token.h"
 #include "core/process_ops.h"
+#include "core/vault.h"
 
 namespace hutch::api::opensandbox {
 
@@ -145,8 +146,25 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
   } else {
     o.snapshot = **snap;
   }
+  // credentialProxy.enabled: the sandbox will get a vault through the
+  // /credential-vault routes, so its runtimes trust the egress proxy's CA
+  // from the start (the proxy itself is armed by the vault's first
+  // binding).
+  bool credential_proxy = false;
+  if (auto it = j.find("credentialProxy"); it != j.end() && !it->is_null()) {
+    if (!it->is_object() || (it->contains("enabled") && !(*it)["enabled"].is_boolean())) {
+      Error e = MakeError(Code::kInvalidRequest, "'credentialProxy' must be {\"enabled\": bool}");
+      co_return co_await SendError(ctx, e);
+    }
+    credential_proxy = it->value("enabled", false);
+    if (credential_proxy && !mgr_->vaults()) {
+      Error e = MakeError(Code::kNotSupported,
+                          "'credentialProxy': credential vaults are not configured on this server");
+      co_return co_await SendError(ctx, e);
+    }
+  }
   // Fields hutch cannot honour are refused by name, not dropped.
-  for (const char* f : {"volumes", "credentialProxy"}) {
+  for (const char* f : {"volumes"}) {
     auto it = j.find(f);
     if (it == j.end() || it->is_null() || (it->is_array() && it->empty()) ||
         (it->is_object() && !it->value("enabled", false)))
@@ -194,6 +212,7 @@ asio::awaitable<void> OpenSandboxApi::Create(HttpContext& ctx, const std::string
     if (e) co_return co_await SendError(ctx, *e);
   if (*meta) o.metadata = **meta;
   if (*env) o.env = **env;
+  if (credential_proxy) vault::AddTrustStoreEnv(o.env);
   const bool pulled = IsImageTemplateName(o.template_name);
   auto rec = co_await mgr_->Create(std::move(o));
   if (!rec.ok()) {

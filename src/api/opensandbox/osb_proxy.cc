@@ -110,9 +110,14 @@ void OpenSandboxApi::RegisterProxy(Router& r) {
   r.Add(V::get, egress + "/policy", to_egress);
   r.Add(V::patch, egress + "/policy", to_egress);
   r.Add(V::delete_, egress + "/policy", to_egress);
-  Route vault{kAnyMethod, egress + "/credential-vault/{rest*}", to_egress};
-  vault.not_supported = true;
-  r.Add(std::move(vault));
+  for (const char* p : {"/credential-vault", "/credential-vault/credentials",
+                        "/credential-vault/credentials/{name}", "/credential-vault/bindings",
+                        "/credential-vault/bindings/{name}"}) {
+    r.Add(V::get, egress + p, to_egress);
+  }
+  r.Add(V::post, egress + "/credential-vault", to_egress);
+  r.Add(V::patch, egress + "/credential-vault", to_egress);
+  r.Add(V::delete_, egress + "/credential-vault", to_egress);
 
   // execd.
   const std::string execd = base + "/" + std::to_string(kExecdPort);

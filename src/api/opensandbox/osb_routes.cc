@@ -106,6 +106,20 @@ void OpenSandboxApi::Register(Router& r) {
         [this](HttpContext& c, const RouteMatch& m) { return PatchMetadata(c, m["id"]); });
   r.Add(V::get, v1 + "/sandboxes/{id}/endpoints/{port}",
         [this](HttpContext& c, const RouteMatch& m) { return Endpoint(c, m["id"], m["port"]); });
+  // The server-routed Credential Vault (the same as the sidecar's).
+  auto vault = [this](HttpContext& c, const RouteMatch& m) -> asio::awaitable<void> {
+    // seg: "opensandbox", "v1", "sandboxes", id, "credential-vault", rest...
+    const std::vector<std::string> rest(m.seg.begin() + 5, m.seg.end());
+    co_await CredentialVault(c, m["id"], rest);
+  };
+  for (const char* p : {"/credential-vault", "/credential-vault/credentials",
+                        "/credential-vault/credentials/{name}", "/credential-vault/bindings",
+                        "/credential-vault/bindings/{name}"}) {
+    r.Add(V::get, v1 + "/sandboxes/{id}" + p, vault);
+  }
+  r.Add(V::post, v1 + "/sandboxes/{id}/credential-vault", vault);
+  r.Add(V::patch, v1 + "/sandboxes/{id}/credential-vault", vault);
+  r.Add(V::delete_, v1 + "/sandboxes/{id}/credential-vault", vault);
   // Snapshots: RouteSnapshots gives its own answer to other methods.
   auto snapshots = [this](HttpContext& c, const RouteMatch& m) -> asio::awaitable<void> {
     const std::vector<std::string> s(m.seg.begin() + 2, m.seg.end());

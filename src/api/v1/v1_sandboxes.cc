@@ -125,11 +125,7 @@ Result<std::optional<vault::Vault>> V1Api::CreateVault(const nlohmann::json& j, 
     return MakeError(Code::kNotSupported, "credential vaults are not configured on this server");
   auto v = vault::ParseVault(*it, mgr_->vaults()->sources());
   if (!v.ok()) return v.error().Context("vault");
-  // The sandbox CA goes into the system bundle; these point the runtimes
-  // with their own store at it (a variable the caller set wins).
-  for (const char* var :
-       {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"})
-    o->env.emplace(var, "/etc/ssl/certs/ca-certificates.crt");
+  vault::AddTrustStoreEnv(o->env);
   return std::optional<vault::Vault>(std::move(v).value());
 }
 

@@ -43,6 +43,20 @@ python_venv_or_skip() {
   fi
 }
 
+# Sets GO ($GO_BIN or go) and GOFLAGS=-mod=readonly (go.sum decides:
+# nothing is resolved or added at test time), then downloads the pinned
+# modules of the current directory's go.mod; exits 77 (CTest's skip),
+# saying why, when they cannot be had (no proxy, not in the module cache).
+go_modules_or_skip() {
+  GO=${GO_BIN:-go}
+  export GOFLAGS=-mod=readonly
+  local why
+  if ! why=$("$GO" mod download 2>&1); then
+    echo "SKIP: the pinned Go modules are not available: $why"
+    exit 77
+  fi
+}
+
 # On an early exit (trap cleanup EXIT): hutchd killed if it was started,
 # the script's temp dir $T removed.
 SERVER=

@@ -14,14 +14,7 @@ HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 cd "$HERE"
 # shellcheck disable=SC1091  # lib.sh is checked on its own (scripts/lint)
 . "$HERE/../e2b/lib.sh"
-GO=${GO_BIN:-go}
-# go.sum decides: nothing is resolved or added at test time.
-export GOFLAGS=-mod=readonly
-
-if ! why=$("$GO" mod download 2>&1); then
-  echo "SKIP: the pinned Go modules are not available: $why"
-  exit 77
-fi
+go_modules_or_skip
 
 T=$(mktemp -d /tmp/hutch-goe2b-XXXXXX)
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
