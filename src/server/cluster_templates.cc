@@ -107,6 +107,11 @@ asio::awaitable<void> ClusterTemplates::Export(HttpContext& ctx, const std::stri
     const std::string h = BuildOf(p, builds);
     if (!h.empty() && std::find(dirs.begin(), dirs.end(), h) == dirs.end()) dirs.push_back(h);
   }
+  // An image template's record has a dir of its own, apart from its layer
+  // dirs (core/image_puller.h).
+  if (!dirs.empty() && std::find(dirs.begin(), dirs.end(), rec->hash) == dirs.end() &&
+      PlainName(rec->hash) && fs::exists(templates_->BuildDir(rec->hash) + "/template.json"))
+    dirs.push_back(rec->hash);
   if (dirs.empty()) {
     // base and shipped templates: every node has its own.
     const Error e =
@@ -243,6 +248,12 @@ asio::awaitable<Result<nlohmann::json>> ClusterTemplates::FetchFrom(HttpContext&
     const std::string dest = templates_->BuildDir(h);
     if (fs::exists(dest)) continue;  // this node has that build already
     const std::string record = e.path().string() + "/template.json";
+    if (!fs::exists(record) &&
+        (fs::exists(e.path() / "layer") || fs::exists(e.path() / "rootfs"))) {
+      // A layer of an image (shared between images): no record to adapt.
+      moves.emplace_back(e.path().string(), dest);
+      continue;
+    }
     TemplateRecord r;
     if (!TemplateRecord::FromStoreJson(ReadSmallFile(record), &r))
       co_return MakeError(Code::kUnavailable,
