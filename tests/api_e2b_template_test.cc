@@ -102,14 +102,15 @@ TEST(E2bTemplates, BuildUploadPollTagCreateAndDelete) {
   auto present = e2b.Call("GET", "/templates/" + tid + "/files/" + hash);
   EXPECT_TRUE(present.json().value("present", false)) << present.body;
 
-  // The steps in E2B's order: env, workdir, copy (into the workdir), a
-  // command as root that sees both, then the user and a command as it.
+  // The steps in E2B's order: env, the user, a workdir (made and given to
+  // that user), copy into it, commands as that user that see the env and
+  // run in the workdir, one as root.
   json steps = json::array(
       {{{"type", "ENV"}, {"args", {"GREETING", "hi there", "MODE", "test"}}},
+       {{"type", "USER"}, {"args", {"user"}}},
        {{"type", "WORKDIR"}, {"args", {"/srv/app"}}},
        {{"type", "COPY"}, {"args", {"app", "./", "user", ""}}, {"filesHash", hash}},
        {{"type", "RUN"}, {"args", {"echo \"$GREETING\" > greeting.txt; pwd >> greeting.txt"}}},
-       {{"type", "USER"}, {"args", {"user"}}},
        {{"type", "RUN"}, {"args", {"id -un > whoami.txt"}}},
        {{"type", "RUN"}, {"args", {"id -un > /srv/app/root-run.txt", "root"}}}});
   auto start = e2b.Call("POST", "/v2/templates/" + tid + "/builds/" + bid,
@@ -127,7 +128,7 @@ TEST(E2bTemplates, BuildUploadPollTagCreateAndDelete) {
   json st = e2b.Wait(tid, bid, &entries);
   ASSERT_EQ(st.value("status", ""), "ready") << st.dump() << entries.dump() << s.Log();
   EXPECT_TRUE(AnyEntryHas(entries, "copied 2 file(s) to /srv/app/")) << entries.dump();
-  EXPECT_TRUE(AnyEntryHas(entries, "[2/8] step 2: workdir /srv/app")) << entries.dump();
+  EXPECT_TRUE(AnyEntryHas(entries, "[3/8] step 3: workdir /srv/app")) << entries.dump();
   for (const auto& e : entries) EXPECT_TRUE(e.contains("timestamp") && e.contains("level"));
   // Read to the end: no entry twice.
   auto tail = e2b.Call("GET", "/templates/" + tid + "/builds/" + bid +

@@ -280,7 +280,7 @@ asio::awaitable<void> E2bTemplates::Upload(HttpContext& ctx, const std::string& 
 }
 
 Result<TemplateSpec> E2bTemplates::SpecOf(const json& j, const std::string& tid,
-                                          const std::string& owner) const {
+                                          const auth::Principal& who) const {
   if (!j.is_object()) return Send("the build body must be an object");
   TemplateSpec spec;
   spec.name = tid;
@@ -315,7 +315,7 @@ Result<TemplateSpec> E2bTemplates::SpecOf(const json& j, const std::string& tid,
   spec.start = start->value_or("");
   spec.ready = ready->value_or("");
   spec.ready_timeout_seconds = kReadyTimeoutSeconds;
-  spec.owner = owner;
+  spec.owner = who.admin() ? "" : who.owner;
   const json steps = j.value("steps", json::array());
   if (!steps.is_array()) return Send("'steps' must be an array");
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -348,7 +348,7 @@ Result<TemplateSpec> E2bTemplates::SpecOf(const json& j, const std::string& tid,
     } else if (type == "COPY") {
       if (a.size() < 2) return Send(where + ": COPY needs a source and a destination");
       const std::string hash = s.value("filesHash", "");
-      auto up = uploads_.find(owner + "/" + hash);
+      auto up = uploads_.find(who.owner + "/" + hash);
       if (hash.empty() || up == uploads_.end())
         return Send(where + ": the files of COPY " + a[0] + " (hash " + hash +
                     ") were not uploaded");
@@ -392,7 +392,7 @@ asio::awaitable<void> E2bTemplates::StartBuild(HttpContext& ctx, const std::stri
   }
   auto body = co_await ctx.ReadJson(json_limit_);
   if (!body.ok()) co_return co_await E2bApi::SendControlError(ctx, body.error());
-  auto spec = SpecOf(*body, tid, ctx.principal().admin() ? "" : ctx.principal().owner);
+  auto spec = SpecOf(*body, tid, ctx.principal());
   if (!spec.ok()) co_return co_await E2bApi::SendControlError(ctx, spec.error());
   if (!ctx.principal().admin() && !spec->FromDebian()) {
     auto parent = mgr_->templates()->Resolve(spec->from);

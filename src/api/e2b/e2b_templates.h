@@ -65,9 +65,10 @@ class E2bTemplates {
   asio::awaitable<void> RemoveTags(HttpContext& ctx);
   asio::awaitable<void> ListTags(HttpContext& ctx, const std::string& tid);
 
-  // The E2B build body (TemplateBuildStartV2) as a spec named `tid`.
+  // The E2B build body (TemplateBuildStartV2) as a spec named `tid` for
+  // `who` (its COPY steps take the files `who` uploaded).
   Result<TemplateSpec> SpecOf(const nlohmann::json& body, const std::string& tid,
-                              const std::string& owner) const;
+                              const auth::Principal& who) const;
   // Runs the build; its progress becomes the build's log entries.
   asio::awaitable<void> RunBuild(std::shared_ptr<Build> b, TemplateSpec spec);
   // Whether `who` may build or tag the name `name` (free, or its own).
