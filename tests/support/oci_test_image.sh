@@ -8,7 +8,8 @@
 # /etc/deleted.txt and /etc/mark.txt (MARK, so images with different marks
 # share no layer); the second is a whiteout of /etc/deleted.txt, the third adds
 # /etc/second.txt. Its config: User app (uid 1000), WorkingDir /home/app,
-# Env GREETING=hello and PATH, Cmd ["/bin/sh"].
+# Env GREETING=hello and PATH, Cmd ["/bin/sh"]. OCI_TEST_EXTRA_BINS adds
+# more of the host's binaries (space-separated names).
 set -euo pipefail
 work=$1 registry=$2 ref=$3 mark=${4:-plain}
 root=$work/root-$mark
@@ -16,7 +17,8 @@ layout=$work/layout-$mark
 rm -rf "$root" "$layout"
 mkdir -p "$root"/{bin,etc,home/app,tmp,proc,sys,dev,root}
 chmod 1777 "$root/tmp"
-for b in sh cat id env ls stat; do
+# shellcheck disable=SC2086  # the extra names are split on purpose
+for b in sh cat id env ls stat ${OCI_TEST_EXTRA_BINS:-}; do
   p=$(command -v "$b")
   cp -L "$p" "$root/bin/$b"
   ldd "$p" | grep -o '/[^ ]*' | while read -r lib; do

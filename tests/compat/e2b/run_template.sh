@@ -43,7 +43,8 @@ for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$PORT/v2/" >/dev/null && break
   sleep 0.1
 done
-bash "$HUTCH_SOURCE_DIR/tests/support/oci_test_image.sh" "$T/image" "127.0.0.1:$PORT" hutch/e2b-base:1 e2b
+# bash too: the SDK's commands.run is `/bin/bash -l -c`.
+OCI_TEST_EXTRA_BINS=bash bash "$HUTCH_SOURCE_DIR/tests/support/oci_test_image.sh" "$T/image" "127.0.0.1:$PORT" hutch/e2b-base:1 e2b
 
 HEX=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 start_hutchd "$T/state" "$T/log" "hk_$HEX" --templates-dir "$HUTCH_TEMPLATES_DIR" \
@@ -54,5 +55,4 @@ rc=0
 node --test --test-concurrency=1 --test-reporter=spec "$HERE/template_build.test.mjs" || rc=$?
 stop_registry
 REGISTRY=
-SERVER=
 finish_hutchd "$rc" "$T"
