@@ -164,9 +164,8 @@ TEST(E2bTemplates, BuildUploadPollTagCreateAndDelete) {
     EXPECT_EQ(t.value("buildID", ""), bid);
   }
   EXPECT_EQ(names, (std::set<std::string>{"default", "v1", "prod"}));
-  EXPECT_EQ(
-      e2b.Call("DELETE", "/templates/tags", {{"name", "e2b-app"}, {"tags", {"prod"}}}).status,
-      204);
+  EXPECT_EQ(e2b.Call("DELETE", "/templates/tags", {{"name", "e2b-app"}, {"tags", {"prod"}}}).status,
+            204);
   EXPECT_EQ(e2b.Call("GET", "/templates/aliases/e2b-app:prod").status, 404);
 
   // Deleting the template takes its tags with it.
@@ -188,11 +187,11 @@ TEST(E2bTemplates, FailuresNameTheirStepAndBadBodiesAreE2bErrors) {
 
   // A step that exits non-zero: status error, its step, its log.
   const std::string bid = ask("e2b-fails");
-  auto start = e2b.Call(
-      "POST", "/v2/templates/e2b-fails/builds/" + bid,
-      {{"fromTemplate", "base"},
-       {"steps", {{{"type", "RUN"}, {"args", {"true"}}},
-                  {{"type", "RUN"}, {"args", {"echo about to fail; exit 3"}}}}}});
+  auto start = e2b.Call("POST", "/v2/templates/e2b-fails/builds/" + bid,
+                        {{"fromTemplate", "base"},
+                         {"steps",
+                          {{{"type", "RUN"}, {"args", {"true"}}},
+                           {{"type", "RUN"}, {"args", {"echo about to fail; exit 3"}}}}}});
   ASSERT_EQ(start.status, 202) << start.body;
   json entries = json::array();
   json st = e2b.Wait("e2b-fails", bid, &entries);

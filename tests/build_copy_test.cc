@@ -92,9 +92,9 @@ TEST(BuildCopy, DockerRulesForFilesDirectoriesAndGlobs) {
   EXPECT_EQ(Where(*e, "./hello.txt", "/app/"),
             (std::map<std::string, std::string>{{"/app/hello.txt", "hello.txt"}}));
   // A directory's contents into the destination.
-  EXPECT_EQ(Where(*e, "dir", "/srv"), (std::map<std::string, std::string>{
-                                          {"/srv/a.txt", "dir/a.txt"},
-                                          {"/srv/sub/b.txt", "dir/sub/b.txt"}}));
+  EXPECT_EQ(Where(*e, "dir", "/srv"),
+            (std::map<std::string, std::string>{{"/srv/a.txt", "dir/a.txt"},
+                                                {"/srv/sub/b.txt", "dir/sub/b.txt"}}));
   // A glob's matches into the destination.
   EXPECT_EQ(Where(*e, "*.py", "/code/"),
             (std::map<std::string, std::string>{{"/code/x.py", "x.py"}, {"/code/y.py", "y.py"}}));

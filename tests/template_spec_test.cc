@@ -317,9 +317,9 @@ TEST(TemplateSpec, BadStepsSayWhy) {
   EXPECT_NE(bad(R"({"kind":"run","command":"x","path":"/"})").find("unknown key 'path'"),
             std::string::npos);
   EXPECT_NE(bad(R"({"kind":"copy","dest":"/a"})").find("needs one of"), std::string::npos);
-  EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","content":"x","content_b64":"eA=="})")
-                .find("needs one of"),
-            std::string::npos);
+  EXPECT_NE(
+      bad(R"({"kind":"copy","dest":"/a","content":"x","content_b64":"eA=="})").find("needs one of"),
+      std::string::npos);
   EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","src":"local.txt"})").find("read by `hutch"),
             std::string::npos);
   EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","content":"x","archive_path":"b"})")

@@ -131,7 +131,8 @@ Result<std::vector<CopyTarget>> PlanCopy(const std::vector<ArchiveEntry>& entrie
     contents(*s, dest);
   } else {
     for (const auto& e : entries)
-      if (e.path == *s) out.push_back({&e, into_dir ? Join(dest, BaseName(e.path)) : Join(dest, "")});
+      if (e.path == *s)
+        out.push_back({&e, into_dir ? Join(dest, BaseName(e.path)) : Join(dest, "")});
   }
   if (out.empty()) return Bad("'" + src + "' matches nothing in the uploaded files");
   return out;

@@ -78,8 +78,10 @@ std::string StepDetail(const TemplateStep& st) {
       for (const auto& [k, v] : st.env) out += (out.empty() ? "" : " ") + k + "=" + v;
       return "env " + out;
     }
-    case TemplateStep::Kind::kWorkdir: return "workdir " + st.path;
-    case TemplateStep::Kind::kUser: return "user " + st.user;
+    case TemplateStep::Kind::kWorkdir:
+      return "workdir " + st.path;
+    case TemplateStep::Kind::kUser:
+      return "user " + st.user;
   }
   return "";
 }
@@ -616,8 +618,7 @@ class TemplateBuilder::BuildRun {
                TemplateBuildFailure& where) {
     const Step& step = plan_[i];
     if (!exit)
-      return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"),
-                     where);
+      return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
     where.exit_code = exit->exit_code;
     std::string why = exit->timed_out    ? "timed out"
                       : exit->oom_killed ? "was OOM-killed"
@@ -654,7 +655,8 @@ class TemplateBuilder::BuildRun {
         }
         co_return Status{};
       }
-      case TemplateStep::Kind::kRun: break;
+      case TemplateStep::Kind::kRun:
+        break;
     }
     std::map<std::string, std::string> env = BuildEnv();
     for (const auto& [k, v] : cur_env_) env[k] = v;
@@ -708,8 +710,11 @@ class TemplateBuilder::BuildRun {
     if (!existed && CurrentUser() != "root") {
       auto ids = co_await OwnerIds(CurrentUser());
       if (!ids.ok()) co_return ids.error();
-      const json ch = {{"op", "chmod"}, {"path", dir}, {"user", "root"},
-                       {"uid", ids->first}, {"gid", ids->second}};
+      const json ch = {{"op", "chmod"},
+                       {"path", dir},
+                       {"user", "root"},
+                       {"uid", ids->first},
+                       {"gid", ids->second}};
       if (auto r = co_await FsCall(sb_, ch); !r.ok()) co_return r.error().Context("chown " + dir);
     }
     cur_cwd_ = dir;
@@ -732,8 +737,8 @@ class TemplateBuilder::BuildRun {
       if (!read.ok()) co_return read.error();
       entries = std::move(*read);
     } else {
-      if (dest.back() == '/') co_return MakeError(Code::kInvalidRequest,
-                                                  "copy: 'dest' of 'content' must name a file");
+      if (dest.back() == '/')
+        co_return MakeError(Code::kInvalidRequest, "copy: 'dest' of 'content' must name a file");
       entries.push_back({"file", ArchiveEntry::Type::kFile, 0644, st.data, ""});
       src = "file";
     }
@@ -767,8 +772,11 @@ class TemplateBuilder::BuildRun {
         ++files;
       }
       if (ids) {
-        const json ch = {{"op", "chmod"}, {"path", t.dest}, {"user", "root"},
-                         {"uid", ids->first}, {"gid", ids->second}};
+        const json ch = {{"op", "chmod"},
+                         {"path", t.dest},
+                         {"user", "root"},
+                         {"uid", ids->first},
+                         {"gid", ids->second}};
         if (auto r = co_await FsCall(sb_, ch); !r.ok())
           co_return r.error().Context("chown " + t.dest);
       }

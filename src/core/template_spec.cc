@@ -111,7 +111,8 @@ Status CopyData(const json& j, const std::string& where, TemplateStep* st) {
   const char* key = j.contains("content_b64") ? "content_b64" : "archive_b64";
   auto b = Str(j, key);
   if (!b.ok()) return b.error();
-  if (!Base64Decode(WithoutLineBreaks(*b), &st->data)) return Bad(where + ": '" + key + "' is not base64");
+  if (!Base64Decode(WithoutLineBreaks(*b), &st->data))
+    return Bad(where + ": '" + key + "' is not base64");
   st->archive = std::string(key) == "archive_b64";
   return {};
 }
@@ -203,11 +204,16 @@ Result<TemplateStep> ParseStep(const json& j, size_t index) {
 
 const char* TemplateStep::KindName(Kind k) {
   switch (k) {
-    case Kind::kRun: return "run";
-    case Kind::kCopy: return "copy";
-    case Kind::kEnv: return "env";
-    case Kind::kWorkdir: return "workdir";
-    case Kind::kUser: return "user";
+    case Kind::kRun:
+      return "run";
+    case Kind::kCopy:
+      return "copy";
+    case Kind::kEnv:
+      return "env";
+    case Kind::kWorkdir:
+      return "workdir";
+    case Kind::kUser:
+      return "user";
   }
   return "?";
 }
@@ -219,9 +225,15 @@ json TemplateStep::Normalized() const {
       j["command"] = command;
       if (!user.empty()) j["user"] = user;
       break;
-    case Kind::kUser: j["user"] = user; break;
-    case Kind::kWorkdir: j["path"] = path; break;
-    case Kind::kEnv: j["env"] = env; break;
+    case Kind::kUser:
+      j["user"] = user;
+      break;
+    case Kind::kWorkdir:
+      j["path"] = path;
+      break;
+    case Kind::kEnv:
+      j["env"] = env;
+      break;
     case Kind::kCopy:
       j["dest"] = path;
       j[archive ? "archive_sha256" : "sha256"] = Sha256Hex(data);
@@ -370,7 +382,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
       auto owner = Str(f, "owner");
       if (!owner.ok()) return owner.error();
       tf.owner = *owner;
-      if (!ValidOwner(tf.owner)) return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
+      if (!ValidOwner(tf.owner))
+        return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
       s.files.push_back(std::move(tf));
     }
   }

@@ -46,8 +46,8 @@ struct TemplateStep {
   std::string data;
   bool archive = false;
   std::string archive_path = ".";
-  int32_t mode = -1;   // copy: -1 keeps the archive's modes (0644 for `content`)
-  std::string owner;   // copy: user[:group] (empty: root)
+  int32_t mode = -1;  // copy: -1 keeps the archive's modes (0644 for `content`)
+  std::string owner;  // copy: user[:group] (empty: root)
 
   static const char* KindName(Kind k);
   nlohmann::json Normalized() const;
@@ -63,11 +63,11 @@ struct TemplateSpec {
   std::vector<TemplateFile> files;    // copied in after the packages
   std::vector<std::string> run;       // shell commands, in order, as root
   std::map<std::string, std::string> env;
-  std::string user;     // default user of commands (empty: root)
-  std::string workdir;  // default working directory (empty: the user's home)
+  std::string user;                 // default user of commands (empty: root)
+  std::string workdir;              // default working directory (empty: the user's home)
   std::vector<TemplateStep> steps;  // in order, after packages, files and run
-  std::string start;    // started in the background in every new sandbox
-  std::string ready;    // command that exits 0 once the sandbox is ready
+  std::string start;                // started in the background in every new sandbox
+  std::string ready;                // command that exits 0 once the sandbox is ready
   int64_t ready_timeout_seconds = 30;
   std::string description;
   // Not part of the spec (never parsed, never hashed): the owner id of the

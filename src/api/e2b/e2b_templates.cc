@@ -108,8 +108,9 @@ void E2bTemplates::Register(Router& r) {
   r.Add(std::move(upload));
   r.Add(V::post, "/e2b/v2/templates/{id}/builds/{build}",
         [this](HttpContext& c, const RouteMatch& m) { return StartBuild(c, m["id"], m["build"]); });
-  r.Add(V::get, "/e2b/templates/{id}/builds/{build}/status",
-        [this](HttpContext& c, const RouteMatch& m) { return BuildStatus(c, m["id"], m["build"]); });
+  r.Add(
+      V::get, "/e2b/templates/{id}/builds/{build}/status",
+      [this](HttpContext& c, const RouteMatch& m) { return BuildStatus(c, m["id"], m["build"]); });
   r.Add(V::get, "/e2b/templates/aliases/{alias}",
         [this](HttpContext& c, const RouteMatch& m) { return AliasExists(c, m["alias"]); });
   r.Add(V::post, "/e2b/templates/tags",
@@ -221,8 +222,12 @@ asio::awaitable<void> E2bTemplates::RequestBuild(HttpContext& ctx) {
   b->created = std::chrono::system_clock::now();
   builds_[b->id] = b;
   Prune();
-  const json out = {{"templateID", tid}, {"buildID", b->id},   {"names", json::array({tid})},
-                    {"aliases", json::array({tid})}, {"tags", tags}, {"public", false}};
+  const json out = {{"templateID", tid},
+                    {"buildID", b->id},
+                    {"names", json::array({tid})},
+                    {"aliases", json::array({tid})},
+                    {"tags", tags},
+                    {"public", false}};
   co_await ctx.SendJson(202, out);
 }
 
@@ -377,7 +382,8 @@ asio::awaitable<void> E2bTemplates::StartBuild(HttpContext& ctx, const std::stri
   auto it = builds_.find(bid);
   if (it == builds_.end() || it->second->template_id != tid ||
       !ctx.principal().Owns(it->second->owner)) {
-    const Error e = MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
+    const Error e =
+        MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
     co_return co_await E2bApi::SendControlError(ctx, e);
   }
   std::shared_ptr<Build> b = it->second;
@@ -435,8 +441,8 @@ asio::awaitable<void> E2bTemplates::RunBuild(std::shared_ptr<Build> b, TemplateS
       add(Entry(data.value("stream", "") == "stderr" ? "warn" : "info", data.value("text", ""),
                 E2bStepName(data.value("step", ""))));
     } else if (event == "done") {
-      add(Entry("info", data.value("cached", false) ? "Template ready (cached build)"
-                                                    : "Template ready"));
+      add(Entry("info",
+                data.value("cached", false) ? "Template ready (cached build)" : "Template ready"));
     } else if (event == "error") {
       add(Entry("error", data.value("message", ""), E2bStepName(data.value("name", ""))));
     }
@@ -449,8 +455,8 @@ asio::awaitable<void> E2bTemplates::RunBuild(std::shared_ptr<Build> b, TemplateS
     json tail = json::array();
     const size_t n = b->entries.size();
     for (size_t i = n > 20 ? n - 20 : 0; i < n; ++i) tail.push_back(b->entries[i]);
-    b->reason = {{"message", rec.error().message}, {"step", E2bStepName(f.name)},
-                 {"logEntries", tail}};
+    b->reason = {
+        {"message", rec.error().message}, {"step", E2bStepName(f.name)}, {"logEntries", tail}};
     b->status = "error";
     co_return;
   }
@@ -470,7 +476,8 @@ asio::awaitable<void> E2bTemplates::BuildStatus(HttpContext& ctx, const std::str
   auto it = builds_.find(bid);
   if (it == builds_.end() || it->second->template_id != tid ||
       !ctx.principal().Owns(it->second->owner)) {
-    const Error e = MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
+    const Error e =
+        MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
     co_return co_await E2bApi::SendControlError(ctx, e);
   }
   const Build& b = *it->second;
@@ -501,8 +508,9 @@ asio::awaitable<void> E2bTemplates::AliasExists(HttpContext& ctx, const std::str
   if (!rec.ok()) {
     // Another tenant's name: E2B answers 403 (the name is taken).
     const bool taken = reg->Resolve(alias).ok();
-    const Error e = taken ? MakeError(Code::kForbidden, "template '" + alias + "' is not yours")
-                          : MakeError(Code::kTemplateNotFound, "template '" + alias + "' not found");
+    const Error e = taken
+                        ? MakeError(Code::kForbidden, "template '" + alias + "' is not yours")
+                        : MakeError(Code::kTemplateNotFound, "template '" + alias + "' not found");
     co_return co_await E2bApi::SendControlError(ctx, e);
   }
   const json out = {{"templateID", rec->name}, {"public", rec->owner.empty()}};
@@ -593,8 +601,9 @@ asio::awaitable<void> E2bTemplates::DeleteTemplate(HttpContext& ctx, const std::
   for (const auto& n : names) {
     auto rec = Visible(ctx.principal(), n);
     if (!rec.ok() || (rec->owner.empty() && !ctx.principal().admin())) {
-      const Error e = rec.ok() ? MakeError(Code::kForbidden, "template '" + id + "' is shared; "
-                                                             "only an admin key removes it")
+      const Error e = rec.ok() ? MakeError(Code::kForbidden, "template '" + id +
+                                                                 "' is shared; "
+                                                                 "only an admin key removes it")
                                : rec.error();
       co_return co_await E2bApi::SendControlError(ctx, e);
     }

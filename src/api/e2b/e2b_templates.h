@@ -40,12 +40,12 @@ class E2bTemplates {
 
   // One build asked for with POST /v3/templates.
   struct Build {
-    std::string id;        // a UUID, as E2B's
+    std::string id;           // a UUID, as E2B's
     std::string template_id;  // the template's name
     std::vector<std::string> tags;
-    std::string owner;     // the key's owner id ("" for an admin key)
+    std::string owner;  // the key's owner id ("" for an admin key)
     bool admin = false;
-    std::string status = "waiting";  // waiting, building, ready, error
+    std::string status = "waiting";                    // waiting, building, ready, error
     nlohmann::json entries = nlohmann::json::array();  // BuildLogEntry, in order
     nlohmann::json reason;                             // BuildStatusReason once failed
     SysTime created;
@@ -85,13 +85,13 @@ class E2bTemplates {
   SandboxManager* mgr_;
   size_t json_limit_;
   std::map<std::string, std::shared_ptr<Build>> builds_;  // by build id
-  std::map<std::string, std::string> build_of_hash_;     // build hash -> build id
+  std::map<std::string, std::string> build_of_hash_;      // build hash -> build id
   struct Uploaded {
     std::string owner;
     std::string bytes;
   };
   std::map<std::string, Uploaded> uploads_;  // by "<owner>/<files hash>"
-  std::deque<std::string> upload_order_;  // oldest first, for the bound
+  std::deque<std::string> upload_order_;     // oldest first, for the bound
   size_t upload_bytes_ = 0;
   struct Token {
     std::string key;  // "<owner>/<files hash>"
