@@ -127,6 +127,7 @@ hutch template build -f "$T/ctx/Dockerfile" --name clidocker --build-arg MODE=pr
 grep -q "LABEL ignored" "$T/docker.out" || fail "LABEL was not reported as ignored: $(cat "$T/docker.out")"
 DID=$(hutch create --template clidocker --ttl 120)
 # (CMD is started in the background at create: waited for here.)
+# shellcheck disable=SC2016  # expanded in the sandbox
 probe='cat hello.txt conf/app.ini stage.txt; pwd; id -un; echo "$STAGE"; stat -c %a conf/app.ini
 for _ in $(seq 50); do [ -f /tmp/started ] && break; sleep 0.1; done; cat /tmp/started'
 got=$(hutch exec "$DID" -- sh -c "$probe" 2>&1) || true

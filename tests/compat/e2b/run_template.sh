@@ -15,6 +15,7 @@ ensure_node_modules
 
 T=$(mktemp -d /tmp/hutch-e2b-tpl-XXXXXX)
 REGISTRY=
+# shellcheck disable=SC2034  # lib.sh's cleanup reads it (set by start_hutchd)
 SERVER=
 stop_registry() {
   if [[ -n $REGISTRY ]]; then
