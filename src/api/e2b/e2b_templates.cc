@@ -517,17 +517,23 @@ asio::awaitable<void> E2bTemplates::AliasExists(HttpContext& ctx, const std::str
   co_await ctx.SendJson(200, out);
 }
 
-asio::awaitable<void> E2bTemplates::AssignTags(HttpContext& ctx) {
+asio::awaitable<Result<std::pair<std::string, json>>> E2bTemplates::TagsBody(
+    HttpContext& ctx, const char* key) const {
   auto body = co_await ctx.ReadJson(json_limit_);
+  if (!body.ok()) co_return body.error();
+  auto named = OptString(*body, key);
+  if (!named.ok()) co_return named.error();
+  json tags = body->value("tags", json::array());
+  if (!named->has_value() || !tags.is_array() || tags.empty())
+    co_return Send(std::string("'") + key + "' and 'tags' are required");
+  co_return std::make_pair(**named, std::move(tags));
+}
+
+asio::awaitable<void> E2bTemplates::AssignTags(HttpContext& ctx) {
+  auto body = co_await TagsBody(ctx, "target");
   if (!body.ok()) co_return co_await E2bApi::SendControlError(ctx, body.error());
-  auto target = OptString(*body, "target");
-  if (!target.ok()) co_return co_await E2bApi::SendControlError(ctx, target.error());
-  const json tags = body->value("tags", json::array());
-  if (!target->has_value() || !tags.is_array() || tags.empty()) {
-    const Error e = Send("'target' (name:tag) and 'tags' are required");
-    co_return co_await E2bApi::SendControlError(ctx, e);
-  }
-  auto [name, tag] = SplitTag(**target);
+  const json& tags = body->second;
+  auto [name, tag] = SplitTag(body->first);
   auto rec = Visible(ctx.principal(), TaggedName(name, tag));
   if (!rec.ok()) co_return co_await E2bApi::SendControlError(ctx, rec.error());
   std::vector<std::string> added;
@@ -548,17 +554,11 @@ asio::awaitable<void> E2bTemplates::AssignTags(HttpContext& ctx) {
 }
 
 asio::awaitable<void> E2bTemplates::RemoveTags(HttpContext& ctx) {
-  auto body = co_await ctx.ReadJson(json_limit_);
+  auto body = co_await TagsBody(ctx, "name");
   if (!body.ok()) co_return co_await E2bApi::SendControlError(ctx, body.error());
-  auto name = OptString(*body, "name");
-  if (!name.ok()) co_return co_await E2bApi::SendControlError(ctx, name.error());
-  const json tags = body->value("tags", json::array());
-  if (!name->has_value() || !tags.is_array() || tags.empty()) {
-    const Error e = Send("'name' and 'tags' are required");
-    co_return co_await E2bApi::SendControlError(ctx, e);
-  }
-  for (const auto& t : tags) {
-    const std::string tagged = TaggedName(**name, t.is_string() ? t.get<std::string>() : "");
+  const std::string& name = body->first;
+  for (const auto& t : body->second) {
+    const std::string tagged = TaggedName(name, t.is_string() ? t.get<std::string>() : "");
     auto rec = Visible(ctx.principal(), tagged);
     if (!rec.ok() || rec->name != tagged) {
       const Error e = MakeError(Code::kTemplateNotFound, "tag '" + tagged + "' not found");

@@ -64,6 +64,9 @@ class E2bTemplates {
   asio::awaitable<void> AssignTags(HttpContext& ctx);
   asio::awaitable<void> RemoveTags(HttpContext& ctx);
   asio::awaitable<void> ListTags(HttpContext& ctx, const std::string& tid);
+  // The body of the tag routes: `key` (a name) and a non-empty `tags`.
+  asio::awaitable<Result<std::pair<std::string, nlohmann::json>>> TagsBody(HttpContext& ctx,
+                                                                           const char* key) const;
 
   // The E2B build body (TemplateBuildStartV2) as a spec named `tid` for
   // `who` (its COPY steps take the files `who` uploaded).
