@@ -170,7 +170,7 @@ class Translator {
       if (!Apply(ins, &out)) return out;
     }
     if (!from_seen_) {
-      Error(&out, "no FROM");
+      out.error = "no FROM instruction";
       return out;
     }
     std::string start = entrypoint_;
