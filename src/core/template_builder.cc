@@ -719,6 +719,9 @@ class TemplateBuilder::BuildRun {
     }
     cur_cwd_ = dir;
     moved_ = true;
+    // The directory as made (a relative path resolved against the home it
+    // was relative to), for the template's default.
+    if (spec_.workdir.empty()) info_.workdir = dir;
     const std::string msg = "workdir " + dir + "\n";
     co_await log.Feed(msg, kOut);
     co_return Status{};

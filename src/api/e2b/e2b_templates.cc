@@ -594,7 +594,12 @@ asio::awaitable<void> E2bTemplates::DeleteTemplate(HttpContext& ctx, const std::
     auto [name, tag] = SplitTag(r.name);
     if (name == id && r.name.rfind("image:", 0) != 0) names.push_back(r.name);
   }
-  if (names.empty() || id == "base") {
+  if (id == "base") {
+    const Error e = MakeError(
+        Code::kNotSupported, "removing 'base' is not supported: hutchd assembles it from the host");
+    co_return co_await E2bApi::SendControlError(ctx, e);
+  }
+  if (names.empty()) {
     const Error e = MakeError(Code::kTemplateNotFound, "template '" + id + "' not found");
     co_return co_await E2bApi::SendControlError(ctx, e);
   }
