@@ -158,6 +158,15 @@ Status E2bTemplates::Tag(const TemplateRecord& rec, const std::string& name) {
   return mgr_->templates()->Register(t);
 }
 
+Result<std::shared_ptr<E2bTemplates::Build>> E2bTemplates::FindBuild(const auth::Principal& who,
+                                                                     const std::string& tid,
+                                                                     const std::string& bid) const {
+  auto it = builds_.find(bid);
+  if (it == builds_.end() || it->second->template_id != tid || !who.Owns(it->second->owner))
+    return MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
+  return it->second;
+}
+
 void E2bTemplates::Prune() {
   while (builds_.size() > kBuildsKept) {
     auto oldest = builds_.end();
@@ -379,14 +388,9 @@ Result<TemplateSpec> E2bTemplates::SpecOf(const json& j, const std::string& tid,
 
 asio::awaitable<void> E2bTemplates::StartBuild(HttpContext& ctx, const std::string& tid,
                                                const std::string& bid) {
-  auto it = builds_.find(bid);
-  if (it == builds_.end() || it->second->template_id != tid ||
-      !ctx.principal().Owns(it->second->owner)) {
-    const Error e =
-        MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
-    co_return co_await E2bApi::SendControlError(ctx, e);
-  }
-  std::shared_ptr<Build> b = it->second;
+  auto found = FindBuild(ctx.principal(), tid, bid);
+  if (!found.ok()) co_return co_await E2bApi::SendControlError(ctx, found.error());
+  std::shared_ptr<Build> b = *found;
   if (b->status != "waiting") {
     const Error e = MakeError(Code::kConflict, "build " + bid + " was started already");
     co_return co_await E2bApi::SendControlError(ctx, e);
@@ -473,14 +477,9 @@ asio::awaitable<void> E2bTemplates::RunBuild(std::shared_ptr<Build> b, TemplateS
 
 asio::awaitable<void> E2bTemplates::BuildStatus(HttpContext& ctx, const std::string& tid,
                                                 const std::string& bid) {
-  auto it = builds_.find(bid);
-  if (it == builds_.end() || it->second->template_id != tid ||
-      !ctx.principal().Owns(it->second->owner)) {
-    const Error e =
-        MakeError(Code::kNotFound, "build " + bid + " of template " + tid + " not found");
-    co_return co_await E2bApi::SendControlError(ctx, e);
-  }
-  const Build& b = *it->second;
+  auto found = FindBuild(ctx.principal(), tid, bid);
+  if (!found.ok()) co_return co_await E2bApi::SendControlError(ctx, found.error());
+  const Build& b = **found;
   size_t offset = 0;
   if (auto q = ctx.Query("logsOffset"); q && !q->empty()) {
     char* end = nullptr;

@@ -83,6 +83,9 @@ class E2bTemplates {
   std::string BuildIdOf(const std::string& hash) const;
   // Registers build `rec` under `name` too (a tag).
   Status Tag(const TemplateRecord& rec, const std::string& name);
+  // Build `bid` of template `tid`, when `who` asked for it (else 404).
+  Result<std::shared_ptr<Build>> FindBuild(const auth::Principal& who, const std::string& tid,
+                                           const std::string& bid) const;
   void Prune();
 
   SandboxManager* mgr_;
