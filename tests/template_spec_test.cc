@@ -242,3 +242,116 @@ TEST(DebianMirror, SourcesWhoseUriIsNoMirrorAreSkipped) {
   EXPECT_FALSE(FindDebianMirror("bookworm", dir.string()).ok());
   fs::remove_all(dir);
 }
+
+// Ordered steps (docs/templates.md "Ordered steps"): parsed in order with
+// their kinds, refused with the reason, hashed by content, and a spec
+// without them keeps the build hash it had before steps existed.
+TEST(TemplateSpec, OrderedStepsParseInOrder) {
+  const char* toml = R"(
+name = "app"
+from = "base"
+
+[[steps]]
+kind = "user"
+user = "app"
+
+[[steps]]
+kind = "workdir"
+path = "/srv/app"
+
+[[steps]]
+kind = "env"
+env = { MODE = "prod" }
+
+[[steps]]
+kind = "copy"
+dest = "config.json"
+content = "{}"
+mode = "0600"
+owner = "app"
+
+[[steps]]
+kind = "copy"
+dest = "/srv/app/"
+archive_b64 = "AAEC"
+archive_path = "src"
+
+[[steps]]
+kind = "run"
+command = "make"
+user = "root"
+)";
+  auto s = ParseTemplateText(toml);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->steps.size(), 6u);
+  using K = TemplateStep::Kind;
+  EXPECT_EQ(s->steps[0].kind, K::kUser);
+  EXPECT_EQ(s->steps[0].user, "app");
+  EXPECT_EQ(s->steps[1].kind, K::kWorkdir);
+  EXPECT_EQ(s->steps[1].path, "/srv/app");
+  EXPECT_EQ(s->steps[2].env.at("MODE"), "prod");
+  EXPECT_EQ(s->steps[3].kind, K::kCopy);
+  EXPECT_FALSE(s->steps[3].archive);
+  EXPECT_EQ(s->steps[3].data, "{}");
+  EXPECT_EQ(s->steps[3].mode, 0600);
+  EXPECT_EQ(s->steps[3].owner, "app");
+  EXPECT_TRUE(s->steps[4].archive);
+  EXPECT_EQ(s->steps[4].data, std::string("\x00\x01\x02", 3));
+  EXPECT_EQ(s->steps[4].archive_path, "src");
+  EXPECT_EQ(s->steps[4].mode, -1);
+  EXPECT_EQ(s->steps[5].command, "make");
+  EXPECT_EQ(s->steps[5].user, "root");
+  // The API view keeps sizes, not bytes.
+  auto j = s->ToJson();
+  EXPECT_EQ(j["steps"][3]["size"], 2);
+  EXPECT_FALSE(j["steps"][3].contains("data"));
+}
+
+TEST(TemplateSpec, BadStepsSayWhy) {
+  auto bad = [](const std::string& step) {
+    auto s = ParseTemplateText(R"({"name":"x","steps":[)" + step + "]}");
+    return s.ok() ? std::string("(accepted)") : s.error().message;
+  };
+  EXPECT_NE(bad(R"({"kind":"shell","command":"x"})").find("'kind' must be"), std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"run"})").find("needs 'command'"), std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"run","command":"x","path":"/"})").find("unknown key 'path'"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"copy","dest":"/a"})").find("needs one of"), std::string::npos);
+  EXPECT_NE(
+      bad(R"({"kind":"copy","dest":"/a","content":"x","content_b64":"eA=="})").find("needs one of"),
+      std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","src":"local.txt"})").find("read by `hutch"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","content":"x","archive_path":"b"})")
+                .find("goes with 'archive_b64'"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"copy","dest":"/a","content":"x","mode":"9"})").find("octal"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"env","env":{"A=B":"1"}})").find("not valid"), std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"user","user":"a b"})").find("user name"), std::string::npos);
+  EXPECT_NE(bad(R"({"kind":"workdir"})").find("needs 'path'"), std::string::npos);
+  EXPECT_NE(bad(R"("run x")").find("must be a table"), std::string::npos);
+}
+
+TEST(TemplateSpec, StepsShapeTheBuildHashAndOldSpecsKeepTheirs) {
+  auto old_spec = ParseTemplateText(R"({"name":"a","run":["true"]})");
+  ASSERT_TRUE(old_spec.ok());
+  // A spec without steps normalizes without a "steps" key: its hash is the
+  // one builds made before steps existed.
+  EXPECT_FALSE(old_spec->Normalized().contains("steps"));
+  auto with = [](const std::string& steps) {
+    auto s = ParseTemplateText(R"({"name":"a","run":["true"],"steps":[)" + steps + "]}");
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return TemplateBuildHash(*s, "p", 1000000);
+  };
+  const std::string run_then_user =
+      with(R"({"kind":"run","command":"id"},{"kind":"user","user":"app"})");
+  const std::string user_then_run =
+      with(R"({"kind":"user","user":"app"},{"kind":"run","command":"id"})");
+  EXPECT_NE(run_then_user, user_then_run);  // order is part of the build
+  EXPECT_NE(TemplateBuildHash(*old_spec, "p", 1000000), run_then_user);
+  const std::string copy_a = with(R"({"kind":"copy","dest":"/f","content":"a"})");
+  const std::string copy_b = with(R"({"kind":"copy","dest":"/f","content":"b"})");
+  EXPECT_NE(copy_a, copy_b);  // file contents by hash
+  EXPECT_EQ(copy_a, with(R"({"kind":"copy","dest":"/f","content_b64":"YQ=="})"));
+}

@@ -18,9 +18,11 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 
+#include "cli/dockerfile.h"
 #include "cli/mcp_bridge.h"
 #include "cli/shell.h"
 #include "cli/template_spec_file.h"
@@ -790,6 +792,8 @@ std::vector<Subcommand> AddVault(CLI::App& app) {
 
 // --- template build | list | show | rm | alias
 
+int PostTemplateBuild(Session& s, const std::string& body, const std::string& name, bool verbose);
+
 // Builds the template of the spec at spec_path (registered as `name`, or
 // the spec's own when empty), following the build's progress.
 int BuildTemplate(Session& s, const std::string& spec_path, const std::string& name, bool verbose,
@@ -809,11 +813,17 @@ int BuildTemplate(Session& s, const std::string& spec_path, const std::string& n
       if (int rc = BuildTemplate(s, sibling, "", verbose, depth + 1); rc != 0) return rc;
     }
   }
+  return PostTemplateBuild(s, *body, name, verbose);
+}
+
+// Sends a spec (JSON text) to the server and follows the build's progress.
+int PostTemplateBuild(Session& s, const std::string& body, const std::string& name, bool verbose) {
+  HttpClient& c = s.c;
   std::string target = "/v1/templates";
   if (!name.empty()) target += "?name=" + Enc(name);
   hutch::cli::BuildProgress bar(!s.g.json_out, verbose);
   json done, error;
-  auto r = c.SseRequest("POST", target, *body,
+  auto r = c.SseRequest("POST", target, body,
                         {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}},
                         [&](const hutch::client::SseEvent& e) {
                           auto d = json::parse(e.data, nullptr, false);
@@ -901,8 +911,51 @@ int RunTemplateAlias(Session& s, const AliasArgs& a) {
 
 struct TemplateBuildArgs {
   std::string spec, name;
+  std::string dockerfile;               // -f: build from a Dockerfile; `spec` is then its context
+  std::vector<std::string> build_args;  // --build-arg NAME=VALUE
   bool verbose = false;
 };
+
+// `hutch template build -f Dockerfile [CONTEXT] --name NAME`: the
+// Dockerfile as a spec with ordered steps (cli/dockerfile.h), COPY sources
+// read from CONTEXT (default: the Dockerfile's directory).
+int BuildDockerfile(Session& s, const TemplateBuildArgs& a) {
+  if (a.name.empty()) {
+    std::cerr << "hutch: --name is required with -f (a Dockerfile names no template)\n";
+    return 2;
+  }
+  hutch::cli::DockerfileInput in;
+  std::ifstream f(a.dockerfile, std::ios::binary);
+  if (!f) {
+    std::cerr << "hutch: cannot read " << a.dockerfile << "\n";
+    return 2;
+  }
+  std::ostringstream text;
+  text << f.rdbuf();
+  in.text = text.str();
+  in.name = a.name;
+  in.context =
+      a.spec.empty() ? std::filesystem::absolute(a.dockerfile).parent_path().string() : a.spec;
+  for (const auto& kv : a.build_args) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "hutch: --build-arg takes NAME=VALUE (got '" << kv << "')\n";
+      return 2;
+    }
+    in.build_args[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // FROM names a template of this server (or an alias) when it has one.
+  in.is_template = [&s](const std::string& ref) {
+    return s.c.Request("GET", "/v1/templates/" + Enc(ref)).status == 200;
+  };
+  auto spec = hutch::cli::DockerfileToSpec(in);
+  for (const auto& w : spec.warnings) std::cerr << "hutch: " << a.dockerfile << ": " << w << "\n";
+  if (!spec.spec) {
+    std::cerr << "hutch: " << a.dockerfile << ": " << spec.error << "\n";
+    return 2;
+  }
+  return PostTemplateBuild(s, spec.spec->dump(), "", a.verbose);
+}
 
 std::vector<Subcommand> AddTemplate(CLI::App& app) {
   auto* tmpl = app.add_subcommand("template", "Templates: build from a spec, list, remove, alias");
@@ -910,7 +963,12 @@ std::vector<Subcommand> AddTemplate(CLI::App& app) {
   auto build = std::make_shared<TemplateBuildArgs>();
   auto* tmpl_build =
       tmpl->add_subcommand("build", "Build a template from a spec file (TOML or JSON)");
-  tmpl_build->add_option("spec", build->spec, "Spec file (templates/*.toml)")->required();
+  tmpl_build->add_option("spec", build->spec,
+                         "Spec file (templates/*.toml); with -f, the build context directory");
+  tmpl_build->add_option("-f,--file", build->dockerfile,
+                         "Build from this Dockerfile (FROM, RUN, COPY, ENV, WORKDIR, USER, ARG, "
+                         "CMD, ENTRYPOINT) instead of a spec");
+  tmpl_build->add_option("--build-arg", build->build_args, "A Dockerfile ARG's value, NAME=VALUE");
   tmpl_build->add_option("--name", build->name,
                          "Register it under this name instead of the spec's");
   tmpl_build->add_flag("-v,--verbose", build->verbose, "Print every log line of the build");
@@ -930,6 +988,11 @@ std::vector<Subcommand> AddTemplate(CLI::App& app) {
   tmpl_alias->add_flag("--rm", alias->rm, "Remove the alias");
   return {{tmpl_build,
            [build](Session& s) {
+             if (!build->dockerfile.empty()) return BuildDockerfile(s, *build);
+             if (build->spec.empty()) {
+               std::cerr << "hutch: template build needs a spec file (or -f Dockerfile)\n";
+               return 2;
+             }
              return BuildTemplate(s, build->spec, build->name, build->verbose, 0);
            }},
           {tmpl_ls, [](Session& s) { return RunTemplateList(s); }},

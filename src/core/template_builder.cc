@@ -14,14 +14,17 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
 #include "common/scoped_tree.h"
 #include "common/sha256.h"
+#include "core/build_copy.h"
 #include "core/debootstrap.h"
 #include "core/exec_session.h"
+#include "core/file_ops.h"
 #include "core/sandbox.h"
 
 namespace hutch {
@@ -41,12 +44,47 @@ constexpr size_t kTailBytes = 8192;
 constexpr const char* kOut = "stdout";
 constexpr const char* kErr = "stderr";
 
+// Bytes of a copy step's archive its files may add up to (they are held
+// in hutchd's memory while written).
+constexpr uint64_t kCopyArchiveMax = 512ull << 20;
+// /etc/passwd or /etc/group read to resolve an owner.
+constexpr int64_t kAccountFileMax = 4 << 20;
+// The environment of build commands, under the template's env.
+const std::map<std::string, std::string>& BuildEnv() {
+  static const std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"LC_ALL", "C.UTF-8"},
+      {"DEBIAN_FRONTEND", "noninteractive"}};
+  return env;
+}
+
 // A step of the build plan, in order.
 struct Step {
-  enum Kind { kDebootstrap, kPackages, kFiles, kRun, kCapture } kind;
-  std::string name;    // "debootstrap", "packages", "files", "run 2", "capture"
+  enum Kind { kDebootstrap, kPackages, kFiles, kRun, kOrdered, kCapture } kind;
+  std::string name;    // "debootstrap", "packages", "files", "run 2", "step 3", "capture"
   std::string detail;  // the command, the package list...
+  size_t index = 0;    // kOrdered: which of spec.steps
 };
+
+// One line saying what an ordered step does (its announcement's detail).
+std::string StepDetail(const TemplateStep& st) {
+  switch (st.kind) {
+    case TemplateStep::Kind::kRun:
+      return st.user.empty() ? st.command : st.command + " (as " + st.user + ")";
+    case TemplateStep::Kind::kCopy:
+      return (st.archive ? st.archive_path : std::string("content")) + " -> " + st.path;
+    case TemplateStep::Kind::kEnv: {
+      std::string out;
+      for (const auto& [k, v] : st.env) out += (out.empty() ? "" : " ") + k + "=" + v;
+      return "env " + out;
+    }
+    case TemplateStep::Kind::kWorkdir:
+      return "workdir " + st.path;
+    case TemplateStep::Kind::kUser:
+      return "user " + st.user;
+  }
+  return "";
+}
 
 // The output of one step, split into lines for the sink, with its tail kept.
 class StepLog {
@@ -155,7 +193,8 @@ asio::awaitable<Result<TemplateRecord>> TemplateBuilder::Build(TemplateSpec spec
   if (spec.name == "base") {
     // hutchd assembles base from the host at its start (no download):
     // "building" base.toml reports that template.
-    if (spec.from != "base" || !spec.packages.empty() || !spec.files.empty() || !spec.run.empty())
+    if (spec.from != "base" || !spec.packages.empty() || !spec.files.empty() || !spec.run.empty() ||
+        !spec.steps.empty())
       r = MakeError(Code::kInvalidRequest,
                     "'base' is assembled by hutchd from the host; give your template another name");
     else r = reg_->Get("base");
@@ -265,6 +304,30 @@ class TemplateBuilder::BuildRun {
     info_.ready = spec_.ready.empty() ? parent_.ready : spec_.ready;
     info_.ready_timeout_seconds =
         spec_.ready.empty() ? parent_.ready_timeout_seconds : spec_.ready_timeout_seconds;
+    // Ordered steps start from the parent's user, directory and env (as a
+    // Dockerfile's lines start from its FROM image's), with the spec's env
+    // on top; the last user and workdir they set become the template's
+    // unless the spec names its own.
+    cur_user_ = parent_.user;
+    cur_cwd_ = parent_.workdir;
+    cur_env_ = parent_.env;
+    for (const auto& [k, v] : spec_.env) cur_env_[k] = v;
+    std::string user = cur_user_, cwd = cur_cwd_;
+    bool moved = false;
+    for (const auto& st : spec_.steps) {
+      if (st.kind == TemplateStep::Kind::kEnv)
+        for (const auto& [k, v] : st.env) info_.env[k] = v;
+      if (st.kind == TemplateStep::Kind::kUser) {
+        user = st.user;
+        if (!moved) cwd.clear();  // no workdir step yet: the new user's home
+      }
+      if (st.kind == TemplateStep::Kind::kWorkdir) {
+        cwd = st.path[0] == '/' || !cwd.empty() ? AbsoluteBuildPath(st.path, cwd) : st.path;
+        moved = true;
+      }
+    }
+    if (spec_.user.empty()) info_.user = user;
+    if (spec_.workdir.empty()) info_.workdir = cwd;
   }
 
   void PlanSteps() {
@@ -279,6 +342,9 @@ class TemplateBuilder::BuildRun {
       plan_.push_back({Step::kFiles, "files", std::to_string(spec_.files.size()) + " file(s)"});
     for (size_t i = 0; i < spec_.run.size(); ++i)
       plan_.push_back({Step::kRun, "run " + std::to_string(i + 1), spec_.run[i]});
+    for (size_t i = 0; i < spec_.steps.size(); ++i)
+      plan_.push_back(
+          {Step::kOrdered, "step " + std::to_string(i + 1), StepDetail(spec_.steps[i]), i});
     plan_.push_back({Step::kCapture, "capture", "the template's layer"});
   }
 
@@ -307,6 +373,7 @@ class TemplateBuilder::BuildRun {
       if (auto st = co_await StartBuildSandbox(); !st.ok()) co_return b_.Fail(st.error(), where);
     }
     if (step.kind == Step::kCapture) co_return co_await CaptureLayer(where);
+    if (step.kind == Step::kOrdered) co_return co_await RunOrdered(i, log, where);
     co_return co_await RunCommands(i, log, where);
   }
 
@@ -523,25 +590,202 @@ class TemplateBuilder::BuildRun {
   // exit 0 ends the build (and the build sandbox).
   asio::awaitable<Status> RunCommands(int i, StepLog& log, TemplateBuildFailure& where) {
     const Step& step = plan_[i];
+    // The fixed-order steps run as root in /, with the template's whole env.
+    std::map<std::string, std::string> env = BuildEnv();
+    env["HOME"] = "/root";
+    for (const auto& [k, v] : info_.env) env[k] = v;
+    const RunAs as{"root", "/", std::move(env)};
     for (auto& [script, input] : StepCommands(step)) {
-      auto [exit, lost] = co_await ExecCommand(script, std::move(input), log);
-      if (exit && exit->exit_code == 0 && !exit->timed_out) continue;
-      where.log_tail = log.Tail();
-      co_await Teardown();
-      sb_->instance.reset();
-      if (!exit)
-        co_return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"),
-                          where);
-      where.exit_code = exit->exit_code;
-      std::string why = exit->timed_out    ? "timed out"
-                        : exit->oom_killed ? "was OOM-killed"
-                        : exit->signal     ? "was killed by signal " + std::to_string(exit->signal)
-                                           : "exited with " + std::to_string(exit->exit_code);
-      co_return b_.Fail(
-          MakeError(Code::kBuildFailed, "step " + std::to_string(i + 1) + " (" + step.name + ": " +
-                                            step.detail + ") " + why),
-          where);
+      auto [exit, lost] = co_await ExecCommand(script, std::move(input), log, as);
+      if (co_await CommandFailed(exit, log, where)) co_return Failed(i, exit, lost, where);
     }
+    co_return Status{};
+  }
+
+  // Whether a command's end fails the step (then the build sandbox is torn
+  // down and `where` gets the log's tail).
+  asio::awaitable<bool> CommandFailed(const std::optional<ExitInfo>& exit, StepLog& log,
+                                      TemplateBuildFailure& where) {
+    if (exit && exit->exit_code == 0 && !exit->timed_out) co_return false;
+    where.log_tail = log.Tail();
+    co_await Teardown();
+    sb_->instance.reset();
+    co_return true;
+  }
+
+  // The error of a failed command (after CommandFailed).
+  Error Failed(int i, const std::optional<ExitInfo>& exit, const Error& lost,
+               TemplateBuildFailure& where) {
+    const Step& step = plan_[i];
+    if (!exit)
+      return b_.Fail(lost.Context("step " + std::to_string(i + 1) + " (" + step.name + ")"), where);
+    where.exit_code = exit->exit_code;
+    std::string why = exit->timed_out    ? "timed out"
+                      : exit->oom_killed ? "was OOM-killed"
+                      : exit->signal     ? "was killed by signal " + std::to_string(exit->signal)
+                                         : "exited with " + std::to_string(exit->exit_code);
+    return b_.Fail(MakeError(Code::kBuildFailed, "step " + std::to_string(i + 1) + " (" +
+                                                     step.name + ": " + step.detail + ") " + why),
+                   where);
+  }
+
+  // An ordered step (TemplateStep): env, workdir and user change what
+  // later steps see; run and copy act in the build sandbox.
+  asio::awaitable<Status> RunOrdered(int i, StepLog& log, TemplateBuildFailure& where) {
+    const TemplateStep& st = spec_.steps[plan_[i].index];
+    switch (st.kind) {
+      case TemplateStep::Kind::kEnv:
+        for (const auto& [k, v] : st.env) cur_env_[k] = v;
+        co_return Status{};
+      case TemplateStep::Kind::kUser:
+        cur_user_ = st.user;
+        if (!moved_) cur_cwd_.clear();  // the new user's home, as InheritDefaults says
+        co_return Status{};
+      case TemplateStep::Kind::kWorkdir: {
+        auto st2 = co_await MakeWorkdir(st.path, log);
+        if (!st2.ok()) co_return b_.Fail(st2.error().Context(plan_[i].name), where);
+        co_return Status{};
+      }
+      case TemplateStep::Kind::kCopy: {
+        auto st2 = co_await CopyInto(st, log);
+        if (!st2.ok()) {
+          where.log_tail = log.Tail();
+          co_return b_.Fail(st2.error().Context(plan_[i].name + " (" + plan_[i].detail + ")"),
+                            where);
+        }
+        co_return Status{};
+      }
+      case TemplateStep::Kind::kRun:
+        break;
+    }
+    std::map<std::string, std::string> env = BuildEnv();
+    for (const auto& [k, v] : cur_env_) env[k] = v;
+    const RunAs as{st.user.empty() ? CurrentUser() : st.user, cur_cwd_, std::move(env)};
+    auto [exit, lost] = co_await ExecCommand(st.command, std::nullopt, log, as);
+    if (co_await CommandFailed(exit, log, where)) co_return Failed(i, exit, lost, where);
+    co_return Status{};
+  }
+
+  std::string CurrentUser() const { return cur_user_.empty() ? "root" : cur_user_; }
+
+  // The build sandbox's account files, read through the agent.
+  asio::awaitable<Result<std::pair<uint32_t, uint32_t>>> OwnerIds(const std::string& owner) {
+    auto passwd = co_await ReadWholeFile(sb_, "/etc/passwd", "root", kAccountFileMax);
+    if (!passwd.ok()) co_return passwd.error().Context("read /etc/passwd");
+    auto group = co_await ReadWholeFile(sb_, "/etc/group", "root", kAccountFileMax);
+    const std::string groups = group.ok() ? *group : std::string();
+    co_return ResolveOwner(owner, *passwd, groups);
+  }
+
+  // The directory later steps run in: cur_cwd_, or the current user's home.
+  asio::awaitable<Result<std::string>> CurrentDir() {
+    if (!cur_cwd_.empty()) co_return cur_cwd_;
+    auto passwd = co_await ReadWholeFile(sb_, "/etc/passwd", "root", kAccountFileMax);
+    if (!passwd.ok()) co_return passwd.error().Context("read /etc/passwd");
+    std::stringstream ss(*passwd);
+    std::string line;
+    const std::string user = CurrentUser();
+    while (std::getline(ss, line)) {
+      std::vector<std::string> f;
+      std::stringstream ls(line);
+      std::string part;
+      while (std::getline(ls, part, ':')) f.push_back(part);
+      if (f.size() >= 6 && (f[0] == user || f[2] == user)) co_return f[5].empty() ? "/" : f[5];
+    }
+    co_return std::string("/");
+  }
+
+  // A workdir step: the directory is made (as root, then given to the
+  // current user when that is not root, so its later steps can write
+  // there) and later steps run in it.
+  asio::awaitable<Status> MakeWorkdir(const std::string& path, StepLog& log) {
+    auto base = co_await CurrentDir();
+    if (!base.ok()) co_return base.error();
+    std::string dir = AbsoluteBuildPath(path, *base);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const json stat_req = {{"op", "stat"}, {"path", dir}, {"user", "root"}};
+    const bool existed = (co_await FsCall(sb_, stat_req)).ok();
+    const json mk = {{"op", "mkdir"}, {"path", dir}, {"user", "root"}};
+    if (auto r = co_await FsCall(sb_, mk); !r.ok()) co_return r.error().Context("mkdir " + dir);
+    if (!existed && CurrentUser() != "root") {
+      auto ids = co_await OwnerIds(CurrentUser());
+      if (!ids.ok()) co_return ids.error();
+      const json ch = {{"op", "chmod"},
+                       {"path", dir},
+                       {"user", "root"},
+                       {"uid", ids->first},
+                       {"gid", ids->second}};
+      if (auto r = co_await FsCall(sb_, ch); !r.ok()) co_return r.error().Context("chown " + dir);
+    }
+    cur_cwd_ = dir;
+    moved_ = true;
+    // The directory as made (a relative path resolved against the home it
+    // was relative to), for the template's default.
+    if (spec_.workdir.empty()) info_.workdir = dir;
+    const std::string msg = "workdir " + dir + "\n";
+    co_await log.Feed(msg, kOut);
+    co_return Status{};
+  }
+
+  // A copy step: its archive's selected entries (or its one file) are
+  // written by the agent as root, then given to the owner.
+  asio::awaitable<Status> CopyInto(const TemplateStep& st, StepLog& log) {
+    auto base = co_await CurrentDir();
+    if (!base.ok()) co_return base.error();
+    const std::string dest = AbsoluteBuildPath(st.path, *base);
+    std::vector<ArchiveEntry> entries;
+    std::string src = st.archive_path;
+    if (st.archive) {
+      auto read = ReadTarArchive(st.data, kCopyArchiveMax);
+      if (!read.ok()) co_return read.error();
+      entries = std::move(*read);
+    } else {
+      if (dest.back() == '/')
+        co_return MakeError(Code::kInvalidRequest, "copy: 'dest' of 'content' must name a file");
+      entries.push_back({"file", ArchiveEntry::Type::kFile, 0644, st.data, ""});
+      src = "file";
+    }
+    auto plan = PlanCopy(entries, src, dest);
+    if (!plan.ok()) co_return plan.error();
+    std::optional<std::pair<uint32_t, uint32_t>> ids;
+    if (!st.owner.empty()) {
+      auto o = co_await OwnerIds(st.owner);
+      if (!o.ok()) co_return o.error();
+      ids = *o;
+    }
+    int files = 0;
+    for (const auto& t : *plan) {
+      const ArchiveEntry& e = *t.entry;
+      if (e.type == ArchiveEntry::Type::kSymlink) {
+        const std::string msg = "skipped symlink " + e.path + " -> " + e.link + "\n";
+        co_await log.Feed(msg, kErr);
+        continue;
+      }
+      const bool dir = e.type == ArchiveEntry::Type::kDir;
+      const std::string mk_path = dir ? t.dest : t.dest.substr(0, t.dest.rfind('/'));
+      if (!mk_path.empty()) {
+        const json mk = {{"op", "mkdir"}, {"path", mk_path}, {"user", "root"}};
+        if (auto r = co_await FsCall(sb_, mk); !r.ok())
+          co_return r.error().Context("mkdir " + mk_path);
+      }
+      if (!dir) {
+        const int mode = st.mode >= 0 ? st.mode : static_cast<int>(e.mode);
+        auto w = co_await WriteWholeFile(sb_, t.dest, "root", mode, e.data);
+        if (!w.ok()) co_return w.error().Context("write " + t.dest);
+        ++files;
+      }
+      if (ids) {
+        const json ch = {{"op", "chmod"},
+                         {"path", t.dest},
+                         {"user", "root"},
+                         {"uid", ids->first},
+                         {"gid", ids->second}};
+        if (auto r = co_await FsCall(sb_, ch); !r.ok())
+          co_return r.error().Context("chown " + t.dest);
+      }
+    }
+    const std::string msg = "copied " + std::to_string(files) + " file(s) to " + dest + "\n";
+    co_await log.Feed(msg, kOut);
     co_return Status{};
   }
 
@@ -551,20 +795,24 @@ class TemplateBuilder::BuildRun {
     Error lost;
   };
 
+  // Who a command runs as, where, with what env (cwd empty: the user's home).
+  struct RunAs {
+    std::string user;
+    std::string cwd;
+    std::map<std::string, std::string> env;
+  };
+
   // One command in the build sandbox, its output fed to the step's log.
   asio::awaitable<CommandEnd> ExecCommand(const std::string& script,
-                                          std::optional<std::string> input, StepLog& log) {
+                                          std::optional<std::string> input, StepLog& log,
+                                          const RunAs& as) {
     std::optional<ExitInfo> exit;
     Error lost;
     ExecRequest req;
     req.timeout_seconds = b_.o_.step_timeout_seconds;
-    req.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-               {"HOME", "/root"},
-               {"LC_ALL", "C.UTF-8"},
-               {"DEBIAN_FRONTEND", "noninteractive"}};
-    for (const auto& [k, v] : info_.env) req.env[k] = v;
-    req.user = "root";
-    req.cwd = "/";
+    req.env = as.env;
+    req.user = as.user;
+    req.cwd = as.cwd;
     req.argv = {"/bin/sh", "-c", script};
     req.stdin_data = std::move(input);
     auto session = co_await ExecSession::Start(sb_, req);
@@ -604,6 +852,11 @@ class TemplateBuilder::BuildRun {
   std::string hash_;
   TemplateInfo info_;
   std::vector<Step> plan_;
+  // What ordered steps have set so far: the user and directory of the next
+  // command (empty: root; the user's home) and its env.
+  std::string cur_user_, cur_cwd_;
+  std::map<std::string, std::string> cur_env_;
+  bool moved_ = false;  // a workdir step has run
   std::string tmp_;
   std::optional<ScopedTree> tmp_guard_;
   // The build sandbox (once started) and its network slot.

@@ -58,7 +58,192 @@ bool ValidPackage(const std::string& p) {
   return true;
 }
 
+// "0755" (string, octal) or 493 (number).
+Result<int32_t> ParseMode(const json& v, const std::string& what) {
+  if (v.is_string()) {
+    const std::string m = v.get<std::string>();
+    char* end = nullptr;
+    const unsigned long n = strtoul(m.c_str(), &end, 8);
+    if (!m.empty() && !*end && n <= 07777) return static_cast<int32_t>(n);
+  } else if (v.is_number_unsigned() && v.get<uint64_t>() <= 07777) {
+    return static_cast<int32_t>(v.get<uint64_t>());
+  }
+  return Bad(what + " must be octal like \"0644\"");
+}
+
+// user[:group], as chown takes it inside (names or numbers).
+bool ValidOwner(const std::string& o) {
+  for (char c : o)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' || c == '.'))
+      return false;
+  return true;
+}
+
+Status RejectUnknown(const json& j, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) return Bad("unknown key '" + k + "' in " + where);
+  return {};
+}
+
+Result<std::map<std::string, std::string>> EnvTable(const json& v, const std::string& where) {
+  std::map<std::string, std::string> out;
+  if (!v.is_object()) return Bad(where + " must be a table of strings");
+  for (const auto& [k, e] : v.items()) {
+    if (!e.is_string()) return Bad("env '" + k + "' must be a string");
+    if (k.empty() || k.find('=') != std::string::npos)
+      return Bad("env name '" + k + "' is not valid");
+    out[k] = e.get<std::string>();
+  }
+  return out;
+}
+
+// A copy step's bytes: content, content_b64 (one file) or archive_b64 (a
+// tar, gzip or not); exactly one.
+Status CopyData(const json& j, const std::string& where, TemplateStep* st) {
+  const int given = j.contains("content") + j.contains("content_b64") + j.contains("archive_b64");
+  if (given != 1) return Bad(where + " needs one of 'content', 'content_b64' or 'archive_b64'");
+  if (j.contains("content")) {
+    auto c = Str(j, "content");
+    if (!c.ok()) return c.error();
+    st->data = *c;
+    return {};
+  }
+  const char* key = j.contains("content_b64") ? "content_b64" : "archive_b64";
+  auto b = Str(j, key);
+  if (!b.ok()) return b.error();
+  if (!Base64Decode(WithoutLineBreaks(*b), &st->data))
+    return Bad(where + ": '" + key + "' is not base64");
+  st->archive = std::string(key) == "archive_b64";
+  return {};
+}
+
+Result<TemplateStep> ParseStep(const json& j, size_t index) {
+  const std::string where = "steps[" + std::to_string(index) + "]";
+  if (!j.is_object()) return Bad(where + " must be a table");
+  auto kind = Str(j, "kind");
+  if (!kind.ok()) return kind.error();
+  TemplateStep st;
+  Status known;
+  if (*kind == "run") {
+    st.kind = TemplateStep::Kind::kRun;
+    known = RejectUnknown(j, {"kind", "command", "user"}, where);
+  } else if (*kind == "copy") {
+    st.kind = TemplateStep::Kind::kCopy;
+    known = RejectUnknown(j,
+                          {"kind", "dest", "content", "content_b64", "archive_b64", "archive_path",
+                           "mode", "owner", "src"},
+                          where);
+  } else if (*kind == "env") {
+    st.kind = TemplateStep::Kind::kEnv;
+    known = RejectUnknown(j, {"kind", "env"}, where);
+  } else if (*kind == "workdir") {
+    st.kind = TemplateStep::Kind::kWorkdir;
+    known = RejectUnknown(j, {"kind", "path"}, where);
+  } else if (*kind == "user") {
+    st.kind = TemplateStep::Kind::kUser;
+    known = RejectUnknown(j, {"kind", "user"}, where);
+  } else {
+    return Bad(where + ": 'kind' must be run, copy, env, workdir or user (got '" + *kind + "')");
+  }
+  if (!known.ok()) return known.error();
+  auto command = Str(j, "command");
+  auto user = Str(j, "user");
+  auto path = Str(j, st.kind == TemplateStep::Kind::kCopy ? "dest" : "path");
+  for (auto* r : {&command, &user, &path})
+    if (!r->ok()) return r->error();
+  st.command = *command;
+  st.user = *user;
+  st.path = *path;
+  if (!ValidOwner(st.user)) return Bad(where + ": 'user' must be a user name or uid");
+  switch (st.kind) {
+    case TemplateStep::Kind::kRun:
+      if (st.command.empty()) return Bad(where + ": a run step needs 'command'");
+      break;
+    case TemplateStep::Kind::kUser:
+      if (st.user.empty()) return Bad(where + ": a user step needs 'user'");
+      break;
+    case TemplateStep::Kind::kWorkdir:
+      if (st.path.empty()) return Bad(where + ": a workdir step needs 'path'");
+      break;
+    case TemplateStep::Kind::kEnv: {
+      if (!j.contains("env")) return Bad(where + ": an env step needs 'env'");
+      auto env = EnvTable(j["env"], where + ": 'env'");
+      if (!env.ok()) return env.error();
+      st.env = *env;
+      break;
+    }
+    case TemplateStep::Kind::kCopy: {
+      if (st.path.empty()) return Bad(where + ": a copy step needs 'dest'");
+      if (j.contains("src"))
+        return Bad(where + ": 'src' (" + j["src"].dump() +
+                   ") is read by `hutch template build` on the client; send 'content', "
+                   "'content_b64' or 'archive_b64'");
+      if (auto s = CopyData(j, where, &st); !s.ok()) return s.error();
+      auto ap = Str(j, "archive_path");
+      if (!ap.ok()) return ap.error();
+      if (!ap->empty()) {
+        if (!st.archive) return Bad(where + ": 'archive_path' goes with 'archive_b64'");
+        st.archive_path = *ap;
+      }
+      if (j.contains("mode")) {
+        auto m = ParseMode(j["mode"], where + ": 'mode'");
+        if (!m.ok()) return m.error();
+        st.mode = *m;
+      }
+      auto owner = Str(j, "owner");
+      if (!owner.ok()) return owner.error();
+      st.owner = *owner;
+      if (!ValidOwner(st.owner)) return Bad(where + ": 'owner' must be user[:group]");
+      break;
+    }
+  }
+  return st;
+}
+
 }  // namespace
+
+const char* TemplateStep::KindName(Kind k) {
+  switch (k) {
+    case Kind::kRun:
+      return "run";
+    case Kind::kCopy:
+      return "copy";
+    case Kind::kEnv:
+      return "env";
+    case Kind::kWorkdir:
+      return "workdir";
+    case Kind::kUser:
+      return "user";
+  }
+  return "?";
+}
+
+json TemplateStep::Normalized() const {
+  json j = {{"kind", KindName(kind)}};
+  switch (kind) {
+    case Kind::kRun:
+      j["command"] = command;
+      if (!user.empty()) j["user"] = user;
+      break;
+    case Kind::kUser:
+      j["user"] = user;
+      break;
+    case Kind::kWorkdir:
+      j["path"] = path;
+      break;
+    case Kind::kEnv:
+      j["env"] = env;
+      break;
+    case Kind::kCopy:
+      j["dest"] = path;
+      j[archive ? "archive_sha256" : "sha256"] = Sha256Hex(data);
+      if (archive) j["archive_path"] = archive_path;
+      j["mode"] = mode;
+      j["owner"] = owner;
+      break;
+  }
+  return j;
+}
 
 bool ValidDebianSuite(const std::string& s) {
   if (s.empty() || s.size() > 40 || !islower(static_cast<unsigned char>(s[0]))) return false;
@@ -93,7 +278,8 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
                                                "start",
                                                "ready",
                                                "ready_timeout_seconds",
-                                               "description"};
+                                               "description",
+                                               "steps"};
   for (const auto& [k, v] : j.items())
     if (!kKnown.count(k)) return Bad("unknown key '" + k + "'");
   TemplateSpec s;
@@ -147,12 +333,16 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
       return Bad("'ready_timeout_seconds' must be in [1, 600]");
   }
   if (j.contains("env") && !j["env"].is_null()) {
-    if (!j["env"].is_object()) return Bad("'env' must be a table of strings");
-    for (const auto& [k, v] : j["env"].items()) {
-      if (!v.is_string()) return Bad("env '" + k + "' must be a string");
-      if (k.empty() || k.find('=') != std::string::npos)
-        return Bad("env name '" + k + "' is not valid");
-      s.env[k] = v.get<std::string>();
+    auto env = EnvTable(j["env"], "'env'");
+    if (!env.ok()) return env.error();
+    s.env = *env;
+  }
+  if (j.contains("steps") && !j["steps"].is_null()) {
+    if (!j["steps"].is_array()) return Bad("'steps' must be a list of tables");
+    for (size_t i = 0; i < j["steps"].size(); ++i) {
+      auto st = ParseStep(j["steps"][i], i);
+      if (!st.ok()) return st.error();
+      s.steps.push_back(std::move(*st));
     }
   }
   if (j.contains("files") && !j["files"].is_null()) {
@@ -185,27 +375,15 @@ Result<TemplateSpec> ParseTemplateJson(const json& j) {
         tf.content = *c;
       }
       if (f.contains("mode")) {
-        // "0755" (string, octal) or 493 (number).
-        if (f["mode"].is_string()) {
-          std::string m = f["mode"].get<std::string>();
-          char* end = nullptr;
-          unsigned long v = strtoul(m.c_str(), &end, 8);
-          if (m.empty() || *end || v > 07777)
-            return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
-          tf.mode = static_cast<uint32_t>(v);
-        } else if (f["mode"].is_number_unsigned() && f["mode"].get<uint64_t>() <= 07777) {
-          tf.mode = static_cast<uint32_t>(f["mode"].get<uint64_t>());
-        } else {
-          return Bad("files: 'mode' of " + tf.dest + " must be octal like \"0644\"");
-        }
+        auto m = ParseMode(f["mode"], "files: 'mode' of " + tf.dest);
+        if (!m.ok()) return m.error();
+        tf.mode = static_cast<uint32_t>(*m);
       }
       auto owner = Str(f, "owner");
       if (!owner.ok()) return owner.error();
       tf.owner = *owner;
-      for (char c : tf.owner)
-        if (!(isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':' ||
-              c == '.'))
-          return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
+      if (!ValidOwner(tf.owner))
+        return Bad("files: 'owner' of " + tf.dest + " must be user[:group]");
       s.files.push_back(std::move(tf));
     }
   }
@@ -247,11 +425,19 @@ json TemplateSpec::Normalized() const {
         {{"dest", f.dest}, {"sha256", Sha256Hex(f.content)}, {"mode", f.mode}, {"owner", f.owner}});
   // `name` and `description` are left out: two names for the same
   // contents share one build.
-  return json{{"from", from},       {"packages", packages},
-              {"files", files_j},   {"run", run},
-              {"env", env},         {"user", user},
-              {"workdir", workdir}, {"start", start},
-              {"ready", ready},     {"ready_timeout_seconds", ready_timeout_seconds}};
+  json j{{"from", from},       {"packages", packages},
+         {"files", files_j},   {"run", run},
+         {"env", env},         {"user", user},
+         {"workdir", workdir}, {"start", start},
+         {"ready", ready},     {"ready_timeout_seconds", ready_timeout_seconds}};
+  // Only when there are steps: a spec without them keeps the build hash it
+  // had before steps existed.
+  if (!steps.empty()) {
+    json sj = json::array();
+    for (const auto& st : steps) sj.push_back(st.Normalized());
+    j["steps"] = std::move(sj);
+  }
+  return j;
 }
 
 std::string TemplateBuildHash(const TemplateSpec& spec, const std::string& parent_identity,
@@ -271,6 +457,8 @@ json TemplateSpec::ToJson() const {
   j["name"] = name;
   if (!description.empty()) j["description"] = description;
   for (size_t i = 0; i < files.size(); ++i) j["files"][i]["size"] = files[i].content.size();
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].kind == TemplateStep::Kind::kCopy) j["steps"][i]["size"] = steps[i].data.size();
   return j;
 }
 

@@ -26,6 +26,33 @@ struct TemplateFile {
   std::string owner;  // "user", "1000" or "1000:1000"; empty: root
 };
 
+// One entry of a spec's ordered `steps` (docs/templates.md "Ordered
+// steps"): each runs after the one before it and sees what earlier `env`,
+// `workdir` and `user` steps set, as a Dockerfile's lines or E2B's
+// builder calls do. The older keys (packages, files, run) keep their fixed
+// order and run before the first step.
+struct TemplateStep {
+  enum class Kind { kRun, kCopy, kEnv, kWorkdir, kUser };
+  Kind kind = Kind::kRun;
+  // run: the shell command; user: the user later steps (and the template)
+  // run as; workdir: the directory (relative: to the current one).
+  std::string command;
+  std::string user;  // run: this step only (empty: the current user); user: the new one
+  std::string path;  // workdir: the directory; copy: the destination
+  std::map<std::string, std::string> env;  // env
+  // copy: one file's bytes (`content`), or a tar archive (gzip or not)
+  // whose entries under `archive_path` are copied to `path` as Docker's
+  // COPY copies a build context's.
+  std::string data;
+  bool archive = false;
+  std::string archive_path = ".";
+  int32_t mode = -1;  // copy: -1 keeps the archive's modes (0644 for `content`)
+  std::string owner;  // copy: user[:group] (empty: root)
+
+  static const char* KindName(Kind k);
+  nlohmann::json Normalized() const;
+};
+
 struct TemplateSpec {
   std::string name;
   // "debian:<suite>" (debootstrap from the host's configured Debian
@@ -36,10 +63,11 @@ struct TemplateSpec {
   std::vector<TemplateFile> files;    // copied in after the packages
   std::vector<std::string> run;       // shell commands, in order, as root
   std::map<std::string, std::string> env;
-  std::string user;     // default user of commands (empty: root)
-  std::string workdir;  // default working directory (empty: the user's home)
-  std::string start;    // started in the background in every new sandbox
-  std::string ready;    // command that exits 0 once the sandbox is ready
+  std::string user;                 // default user of commands (empty: root)
+  std::string workdir;              // default working directory (empty: the user's home)
+  std::vector<TemplateStep> steps;  // in order, after packages, files and run
+  std::string start;                // started in the background in every new sandbox
+  std::string ready;                // command that exits 0 once the sandbox is ready
   int64_t ready_timeout_seconds = 30;
   std::string description;
   // Not part of the spec (never parsed, never hashed): the owner id of the

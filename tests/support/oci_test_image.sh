@@ -13,6 +13,7 @@
 # /etc/top.txt (TOP) and is pushed as REPO:TAG: an image that shares its
 # first three layers with the other. With OCI_TEST_BIG_MB=N in the
 # environment, the first layer also holds /big.bin, N MiB of random bytes.
+# OCI_TEST_EXTRA_BINS adds more of the host's binaries (space-separated names).
 set -euo pipefail
 work=$1 registry=$2 ref=$3 mark=${4:-plain} top=${5:-}
 root=$work/root-$mark
@@ -27,7 +28,8 @@ fi
 rm -rf "$root" "$layout"
 mkdir -p "$root"/{bin,etc,home/app,tmp,proc,sys,dev,root}
 chmod 1777 "$root/tmp"
-for b in sh cat id env ls stat; do
+# shellcheck disable=SC2086  # the extra names are split on purpose
+for b in sh cat id env ls stat ${OCI_TEST_EXTRA_BINS:-}; do
   p=$(command -v "$b")
   cp -L "$p" "$root/bin/$b"
   ldd "$p" | grep -o '/[^ ]*' | while read -r lib; do

@@ -22,6 +22,7 @@
 #include "api/common/tenant_scope.h"
 #include "api/e2b/connect_codec.h"
 #include "api/e2b/dir_watch.h"
+#include "api/e2b/e2b_templates.h"
 #include "api/e2b/proto_json.h"
 #include "auth/credentials.h"
 #include "core/pty_session.h"
@@ -73,7 +74,8 @@ class E2bApi {
         json_limit_(json_body_limit),
         creds_(creds),
         ports_(ports),
-        domain_(std::move(domain)) {}
+        domain_(std::move(domain)),
+        templates_(mgr, json_body_limit) {}
   // Adds the /e2b mount (X-API-Key), the control plane's routes, and the
   // matchers of envd (E2b-Sandbox-Id, or a Host naming port 49983) and of
   // exposed ports (a Host naming another sandbox port, E2b-Sandbox-Port).
@@ -174,6 +176,8 @@ class E2bApi {
   // Watchers of CreateWatcher, by id.
   std::map<std::string, std::unique_ptr<DirWatcher>> watchers_;
   std::function<asio::awaitable<Status>(std::string)> vault_settled_;
+  // The template build API (e2b_templates.h).
+  E2bTemplates templates_;
 };
 
 }  // namespace hutch::api::e2b

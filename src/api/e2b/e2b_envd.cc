@@ -132,8 +132,10 @@ asio::awaitable<void> E2bApi::HandleEnvd(HttpContext& ctx, const std::string& id
   if (!sb.ok())
     co_return co_await SendUnreachable(ctx, "sandbox " + id + " is " + StatusName(rec->status),
                                        rpc);
+  // No user named: the template's default user (E2B: the last setUser of
+  // its build), else E2B's `user`.
   std::string user = BasicAuthUser(ctx.Header("Authorization"));
-  if (user.empty()) user = kDefaultUser;
+  if (user.empty()) user = rec->user.empty() ? kDefaultUser : rec->user;
 
   if (files) {
     if (ctx.method() == http::verb::get) co_return co_await FilesGet(ctx, *sb, user);

@@ -168,6 +168,8 @@ void E2bApi::Register(Router& r) {
         [this](HttpContext& c, const RouteMatch& m) { return GetVolume(c, m["id"]); });
   r.Add(V::delete_, "/e2b/volumes/{id}",
         [this](HttpContext& c, const RouteMatch& m) { return DeleteVolume(c, m["id"]); });
+  // Before DELETE /e2b/templates/{id}: DELETE /e2b/templates/tags is its own.
+  templates_.Register(r);
   r.Add(V::delete_, "/e2b/templates/{id}",
         [this](HttpContext& c, const RouteMatch& m) { return DeleteTemplate(c, m["id"]); });
 }

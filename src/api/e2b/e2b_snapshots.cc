@@ -104,12 +104,8 @@ asio::awaitable<void> E2bApi::DeleteTemplate(HttpContext& ctx, const std::string
   std::string snap_id = id;
   if (!IsSnapshotId(id)) {
     auto named = mgr_->SnapshotNamed(ctx.principal().owner, id);
-    if (!named.ok()) {
-      Error e = MakeError(Code::kNotSupported,
-                          "deleting templates is not supported by hutch's E2B compatibility layer "
-                          "(only snapshots, by id or name; templates are managed with /v1)");
-      co_return co_await SendControlError(ctx, e);
-    }
+    // Not a snapshot: a template built through E2B (or /v1), with its tags.
+    if (!named.ok()) co_return co_await templates_.DeleteTemplate(ctx, id);
     snap_id = named->id;
   }
   auto snap = mgr_->GetSnapshot(snap_id);
