@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Template, Sandbox, BuildError, waitForFile } from 'e2b';
+import { Template, Sandbox, BuildError, waitForFile, waitForTimeout } from 'e2b';
 
 const IMAGE = process.env.HUTCH_TEST_IMAGE;
 let ctx;
@@ -25,6 +25,9 @@ before(() => {
   writeFileSync(join(ctx, 'data', 'a.txt'), 'A\n');
   writeFileSync(join(ctx, 'data', 'nested', 'b.txt'), 'B\n');
   writeFileSync(join(ctx, 'run.sh'), 'echo run-script\n');
+  mkdirSync(join(ctx, 'folder'));
+  for (const n of ['one.txt', 'two.txt', 'skip.md'])
+    writeFileSync(join(ctx, 'folder', n), `${n}\n`);
 });
 after(() => rmSync(ctx, { recursive: true, force: true }));
 
@@ -98,6 +101,41 @@ test('Template.build fromTemplate: a child of the built template, then the build
   const logs = [];
   await Template.build(child, 'sdk-child', { onBuildLogs: (e) => logs.push(e.message) });
   assert.ok(logs.some((m) => m.includes('cached')), logs.join('\n'));
+});
+
+// The shape of the E2B SDK's own "build template" / "from base template"
+// cases (packages/js-sdk/tests/template), on hutch's base instead of an
+// image from the internet: fromBaseImage, a glob copy, envs, a run step, a
+// workdir and a start command with a timeout as its ready check.
+test('fromBaseImage with a glob copy, envs, workdir and a start command', async () => {
+  const template = Template({ fileContextPath: ctx })
+    .fromBaseImage()
+    .setWorkdir('/app')
+    .copy('folder/*.txt', 'folder')
+    .setEnvs({ ENV_1: 'value1' })
+    .runCmd('echo "Hello, World!" > /tmp/hello-build.txt')
+    .setStartCmd('echo started > /tmp/started.txt', waitForTimeout(1_000));
+  const logs = [];
+  await Template.build(template, 'sdk-base', { onBuildLogs: (e) => logs.push(e.message) });
+  assert.equal(await Template.exists('sdk-base'), true);
+  const sbx = await Sandbox.create('sdk-base');
+  try {
+    const r = await sbx.commands.run(
+      'pwd; echo "$ENV_1"; ls folder; cat /tmp/hello-build.txt /tmp/started.txt');
+    assert.equal(r.stdout, '/app\nvalue1\none.txt\ntwo.txt\nHello, World!\nstarted\n',
+      logs.join('\n'));
+  } finally {
+    await sbx.kill();
+  }
+  const child = Template().fromTemplate('sdk-base').runCmd('echo child-of-base > child.txt');
+  await Template.build(child, 'sdk-base-child');
+  const sbx2 = await Sandbox.create('sdk-base-child');
+  try {
+    const r = await sbx2.commands.run('cat /app/child.txt; echo "$ENV_1"');
+    assert.equal(r.stdout, 'child-of-base\nvalue1\n');
+  } finally {
+    await sbx2.kill();
+  }
 });
 
 test('a failing step is a BuildError with its message; nothing is registered', async () => {
