@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "cli/template_spec_file.h"
 #include "common/base64.h"
 
 namespace hutch::cli {
@@ -149,15 +149,6 @@ std::optional<std::string> Command(const std::string& args) {
   return out;
 }
 
-bool ReadFile(const fs::path& p, std::string* out) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
 class Translator {
  public:
   explicit Translator(const DockerfileInput& in) : in_(in) {}
@@ -291,7 +282,6 @@ class Translator {
     const bool into = dest.back() == '/' || w.size() > 1;
     const std::string dir = into && dest.back() != '/' ? dest + "/" : dest;
     const fs::path ctx = fs::absolute(in_.context);
-    int copied = 0;
     for (const auto& src : w) {
       std::vector<fs::path> matches;
       const fs::path rel = fs::path(src).lexically_normal();
@@ -315,23 +305,20 @@ class Translator {
             const std::string r = fs::relative(e.path(), m).generic_string();
             const std::string d = (dest.back() == '/' ? dest : dest + "/") + r;
             if (!CopyFile(e.path(), d, owner, mode, out)) return false;
-            ++copied;
           }
         } else {
           const std::string d = into ? dir + m.filename().string() : dest;
           if (!CopyFile(m, d, owner, mode, out)) return false;
-          ++copied;
         }
       }
     }
-    (void)copied;
     return true;
   }
 
   bool CopyFile(const fs::path& p, const std::string& dest, const std::string& owner,
                 const std::string& mode, DockerfileSpec* out) {
     std::string bytes;
-    if (!ReadFile(p, &bytes)) return Error(out, "cannot read " + p.string());
+    if (!ReadFile(p.string(), &bytes)) return Error(out, "cannot read " + p.string());
     struct stat st {};
     json step = {{"kind", "copy"}, {"dest", dest}, {"content_b64", Base64Encode(bytes)}};
     if (!mode.empty()) step["mode"] = mode;

@@ -16,8 +16,6 @@ namespace hutch::cli {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
@@ -26,8 +24,6 @@ bool ReadFile(const std::string& path, std::string* out) {
   *out = ss.str();
   return true;
 }
-
-}  // namespace
 
 std::optional<std::string> LoadTemplateSpec(const std::string& path) {
   std::string text;

@@ -16,6 +16,10 @@ namespace hutch::cli {
 // client names. Prints the reason and returns nullopt on failure.
 std::optional<std::string> LoadTemplateSpec(const std::string& path);
 
+// The whole of a local file (a spec's `src`, a Dockerfile COPY source) into
+// `*out`; false when it cannot be read.
+bool ReadFile(const std::string& path, std::string* out);
+
 // A one-line progress bar on stderr (when it is a terminal): the step, its
 // percent, and the last log line; `verbose` prints every log line instead.
 class BuildProgress {
